@@ -1,0 +1,72 @@
+//! The command line: every role, and the operator's commands.
+
+use clap::{Parser, Subcommand};
+use einsora_runtime::settings::Settings;
+
+use crate::{migrate, role};
+
+/// Einsora turns the machines you own into a small GPU cloud. Every setting is an EINSORA_*
+/// environment variable with a Solo default (docs/operations.md).
+#[derive(Debug, Parser)]
+#[command(name = "einsora", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply the embedded database migrations (safe to run again).
+    Migrate,
+    /// Run the api role: authn/z, validation, quotas, recording intent.
+    Api,
+    /// Run the controller role: admission, placement, reconcile, agents' Sync.
+    Controller,
+    /// Run the metering role: hourly usage records.
+    Metering,
+    /// Run the access proxy role.
+    Access,
+    /// Run the gateway role: the public HTTP edge.
+    Gateway,
+    /// Run a node agent on this machine.
+    Agent,
+}
+
+impl Command {
+    pub fn run(self) -> anyhow::Result<()> {
+        let settings = Settings::from_env();
+        match self {
+            Command::Migrate => migrate::run(&settings),
+            Command::Api => role::run(
+                &settings,
+                einsora_api::Config::from_settings,
+                einsora_api::run,
+            ),
+            Command::Controller => role::run(
+                &settings,
+                einsora_controller::Config::from_settings,
+                einsora_controller::run,
+            ),
+            Command::Metering => role::run(
+                &settings,
+                einsora_metering::Config::from_settings,
+                einsora_metering::run,
+            ),
+            Command::Access => role::run(
+                &settings,
+                einsora_access::Config::from_settings,
+                einsora_access::run,
+            ),
+            Command::Gateway => role::run(
+                &settings,
+                einsora_gateway::Config::from_settings,
+                einsora_gateway::run,
+            ),
+            Command::Agent => role::run(
+                &settings,
+                einsora_agent::Config::from_settings,
+                einsora_agent::run,
+            ),
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Each gRPC role starts on a migrated database, answers gRPC health over mutual TLS with the
+//! installation's certificates, and stops cleanly on SIGTERM.
+
+use std::time::{Duration, Instant};
+
+use crate::support::{Einsora, free_addr, stderr, terminate};
+use einsora_runtime::pki::{Pki, Role};
+use einsora_runtime::tls::ClientTls;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+async fn healthy(
+    e: &Einsora,
+    own: Role,
+    server: Role,
+    addr: &str,
+) -> Result<ServingStatus, String> {
+    let pki = Pki::load_or_create(&e.dir().join("pki")).map_err(|e| e.to_string())?;
+    let cert = pki.role_cert(own).map_err(|e| e.to_string())?;
+    let tls =
+        ClientTls::new(pki.ca().cert_pem(), Some(&cert), server).map_err(|e| e.to_string())?;
+    let channel = tls.connect(addr).await.map_err(|e| e.to_string())?;
+    let answer = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(answer.into_inner().status())
+}
+
+#[tokio::test]
+async fn grpc_roles_serve_health_over_mutual_tls_and_stop_on_sigterm() {
+    let cases = [
+        ("api", "EINSORA_API_ADDR", Role::Api, Role::Gateway),
+        (
+            "controller",
+            "EINSORA_CONTROLLER_ADDR",
+            Role::Controller,
+            Role::Api,
+        ),
+        (
+            "metering",
+            "EINSORA_METERING_ADDR",
+            Role::Metering,
+            Role::Api,
+        ),
+    ];
+    for (role, setting, server, caller) in cases {
+        let e = Einsora::new();
+        assert!(e.run(&["migrate"], &[]).status.success());
+        let addr = free_addr();
+        let child = e.spawn(&[role], &[(setting, &addr)]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            match healthy(&e, caller, server, &addr).await {
+                Ok(status) => break status,
+                Err(err) if Instant::now() > deadline => panic!("{role} never answered: {err}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        assert_eq!(status, ServingStatus::Serving, "{role}");
+        let agent = Role::Agent {
+            machine_id: uuid_v7(),
+        };
+        assert!(
+            healthy(&e, agent, server, &addr).await.is_err(),
+            "{role} admitted an agent"
+        );
+        let out = terminate(child);
+        assert!(out.status.success(), "{role} exit: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_port_in_use_names_the_setting() {
+    let e = Einsora::new();
+    assert!(e.run(&["migrate"], &[]).status.success());
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = e.run(&["api"], &[("EINSORA_API_ADDR", &addr)]);
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&format!("EINSORA_API_ADDR: can't listen on {addr}")),
+        "{err}"
+    );
+}
+
+fn uuid_v7() -> uuid::Uuid {
+    uuid::Uuid::now_v7()
+}

@@ -1,0 +1,96 @@
+//! The agent protocol's fixed vocabulary: what the controller asks a machine to do with a
+//! workload, and the codes an agent reports back.
+
+use crate::words::word_enum;
+
+word_enum! {
+    /// What a machine should do with a workload (computed from the store on every sync).
+    pub enum Mode ("mode") {
+        /// Provisioning or running.
+        Run = "run",
+        /// Stopped but kept: its disk and data stay.
+        Park = "park",
+        /// Deleting, or a stopped endpoint: remove it with everything it stored.
+        Remove = "remove",
+    }
+}
+
+word_enum! {
+    /// A workload's status as an agent reports it. Agents never send free text: each code has
+    /// one fixed reason for timelines (`reasons::Reason::Reported`).
+    pub enum StatusCode ("status code") {
+        Starting = "starting",
+        PullingImage = "pulling_image",
+        Ready = "ready",
+        Stopping = "stopping",
+        Stopped = "stopped",
+        Removed = "removed",
+        GpuBusy = "gpu_busy",
+        OutOfMemory = "out_of_memory",
+        Exited = "exited",
+        StartFailed = "start_failed",
+        ImageMissing = "image_missing",
+        DriverMissing = "driver_missing",
+        IsolationRefused = "isolation_refused",
+        DiskMissing = "disk_missing",
+        SandboxChanged = "sandbox_changed",
+        Unknown = "unknown",
+    }
+}
+
+impl StatusCode {
+    /// The timeline's words for this code.
+    pub fn reason(self) -> &'static str {
+        match self {
+            StatusCode::Starting => "starting on its machine",
+            StatusCode::PullingImage => "fetching its image on its machine",
+            StatusCode::Ready => "ready",
+            StatusCode::Stopping => "stopping on its machine",
+            StatusCode::Stopped => "stopped on its machine",
+            StatusCode::Removed => "removed from its machine",
+            StatusCode::GpuBusy => "waiting for its machine's GPU to be free",
+            StatusCode::OutOfMemory => "it ran out of memory",
+            StatusCode::Exited => "it stopped by itself",
+            StatusCode::StartFailed => "it couldn't start on its machine",
+            StatusCode::ImageMissing => "its image isn't available on its machine",
+            StatusCode::DriverMissing => "its machine has no driver that can run it",
+            StatusCode::IsolationRefused => {
+                "its machine refused it: the driver's isolation is too weak for it"
+            }
+            StatusCode::DiskMissing => "its disk is missing on its machine",
+            StatusCode::SandboxChanged => {
+                "its sandbox changed; start it again to run under the new one with its saved data"
+            }
+            StatusCode::Unknown => "its machine reported a problem",
+        }
+    }
+
+    /// The workload failed and won't recover without being started again.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            StatusCode::OutOfMemory
+                | StatusCode::Exited
+                | StatusCode::StartFailed
+                | StatusCode::ImageMissing
+                | StatusCode::DriverMissing
+                | StatusCode::IsolationRefused
+                | StatusCode::DiskMissing
+                | StatusCode::SandboxChanged
+                | StatusCode::Unknown
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_reason_and_round_trips() {
+        for &code in StatusCode::ALL {
+            assert!(!code.reason().is_empty());
+            assert_eq!(code.as_str().parse::<StatusCode>(), Ok(code));
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Machines and the trust matrix: where a workload may run, and under which drivers.
+
+use crate::accelerator::AcceleratorKind;
+use crate::driver::{DriverInfo, Isolation};
+use crate::ids::{MachineId, TenantId};
+use crate::region::Region;
+use crate::sharing::SharingLevel;
+
+/// One accelerator device as an agent reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub vendor: AcceleratorKind,
+    pub model: String,
+    pub uuid: String,
+    pub memory_bytes: u64,
+}
+
+/// A machine as the store knows it. Its owner and region come from its registration (the
+/// enrolment token), never from its agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Machine {
+    pub id: MachineId,
+    pub owner: TenantId,
+    pub name: String,
+    pub region: Region,
+    pub os: String,
+    pub arch: String,
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    pub devices: Vec<Device>,
+    pub sharing: SharingLevel,
+}
+
+/// What a machine's registration claims, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct MachineDraft {
+    pub id: Option<MachineId>,
+    pub owner: Option<TenantId>,
+    pub name: String,
+    pub regions: Vec<String>,
+    pub os: String,
+    pub arch: String,
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    pub devices: Vec<Device>,
+    pub sharing: Option<SharingLevel>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidMachine {
+    #[error("a machine needs exactly one region, got {0}")]
+    RegionCount(usize),
+    #[error(transparent)]
+    Region(#[from] crate::region::InvalidRegion),
+    #[error("a machine needs an owner")]
+    NoOwner,
+    #[error("a machine needs a name of 1 to 128 printable characters")]
+    Name,
+    #[error("a machine needs at least one CPU and some memory")]
+    NoResources,
+}
+
+impl MachineDraft {
+    pub fn validate(self) -> Result<Machine, InvalidMachine> {
+        let [region] = self.regions.as_slice() else {
+            return Err(InvalidMachine::RegionCount(self.regions.len()));
+        };
+        let region = Region::new(region)?;
+        let owner = self.owner.ok_or(InvalidMachine::NoOwner)?;
+        let name = self.name.trim();
+        if name.is_empty() || name.chars().count() > 128 || name.chars().any(char::is_control) {
+            return Err(InvalidMachine::Name);
+        }
+        if self.cpus == 0 || self.memory_bytes == 0 {
+            return Err(InvalidMachine::NoResources);
+        }
+        Ok(Machine {
+            id: self.id.unwrap_or_default(),
+            owner,
+            name: name.to_owned(),
+            region,
+            os: self.os,
+            arch: self.arch,
+            cpus: self.cpus,
+            memory_bytes: self.memory_bytes,
+            devices: self.devices,
+            sharing: self.sharing.unwrap_or(SharingLevel::Private),
+        })
+    }
+}
+
+impl Machine {
+    /// Whether this machine may host a workload of `tenant` in `region`: only workloads of its
+    /// own region, and only its owner's unless it is in a community pool (invite-only counts as
+    /// private until invites exist).
+    pub fn can_host(&self, tenant: TenantId, region: &Region) -> bool {
+        &self.region == region && (tenant == self.owner || self.sharing == SharingLevel::Community)
+    }
+
+    /// The trust matrix: a weak-isolation driver runs only the owner's own workloads.
+    pub fn permits(&self, driver: &DriverInfo, tenant: TenantId) -> bool {
+        match driver.isolation {
+            Isolation::Strong => true,
+            Isolation::Weak => tenant == self.owner,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::lookup;
+
+    fn draft(owner: TenantId) -> MachineDraft {
+        MachineDraft {
+            owner: Some(owner),
+            name: "studio".into(),
+            regions: vec!["local".into()],
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            cpus: 2,
+            memory_bytes: 1 << 30,
+            ..MachineDraft::default()
+        }
+    }
+
+    #[test]
+    fn a_machine_needs_exactly_one_valid_region() {
+        let owner = TenantId::new();
+        assert!(draft(owner).validate().is_ok());
+        let none = MachineDraft {
+            regions: vec![],
+            ..draft(owner)
+        };
+        assert_eq!(none.validate(), Err(InvalidMachine::RegionCount(0)));
+        let two = MachineDraft {
+            regions: vec!["a".into(), "b".into()],
+            ..draft(owner)
+        };
+        assert_eq!(two.validate(), Err(InvalidMachine::RegionCount(2)));
+        let bad = MachineDraft {
+            regions: vec!["Bad Region".into()],
+            ..draft(owner)
+        };
+        assert!(matches!(bad.validate(), Err(InvalidMachine::Region(_))));
+    }
+
+    #[test]
+    fn hosts_only_its_region_and_its_owner_unless_community() {
+        let owner = TenantId::new();
+        let guest = TenantId::new();
+        let local = Region::new("local").unwrap();
+        let other = Region::new("other").unwrap();
+        let mut m = draft(owner).validate().unwrap();
+        assert!(m.can_host(owner, &local));
+        assert!(!m.can_host(owner, &other));
+        assert!(!m.can_host(guest, &local));
+        m.sharing = SharingLevel::InviteOnly;
+        assert!(!m.can_host(guest, &local));
+        m.sharing = SharingLevel::Community;
+        assert!(m.can_host(guest, &local));
+        assert!(!m.can_host(guest, &other));
+    }
+
+    #[test]
+    fn weak_isolation_only_for_the_owner() {
+        let owner = TenantId::new();
+        let guest = TenantId::new();
+        let mut m = draft(owner).validate().unwrap();
+        m.sharing = SharingLevel::Community;
+        for weak in ["docker", "macos-native", "sim"] {
+            let d = lookup(weak).unwrap();
+            assert!(m.permits(d, owner), "{weak}");
+            assert!(!m.permits(d, guest), "{weak}");
+        }
+        assert!(m.permits(lookup("libvirt").unwrap(), guest));
+    }
+}

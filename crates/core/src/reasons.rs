@@ -1,0 +1,304 @@
+//! The reasons vocabulary: every sentence a workload's timeline can hold, built from typed
+//! parameters. Runtime text never reaches a timeline; `clean_reason` bounds and sanitises every
+//! reason before it is stored, as a last line of defence.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::agent::StatusCode;
+use crate::kind::WorkloadKind;
+
+/// Who did something, as a timeline names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// The person: an email with local accounts, a user name in dev mode.
+    pub subject: String,
+    pub credential: Credential,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    BrowserSession,
+    /// An API token, named by its owner and shown by its public prefix (e.g. `tsk_Ab3x`).
+    ApiToken {
+        name: String,
+        prefix: String,
+    },
+    /// Dev mode's seeded users: no credential worth naming.
+    Dev,
+}
+
+impl fmt::Display for Actor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.credential {
+            Credential::BrowserSession => write!(f, "{} (browser session)", self.subject),
+            Credential::ApiToken { name, prefix } => {
+                write!(f, "{} (API token {name:?} ({prefix}…))", self.subject)
+            }
+            Credential::Dev => f.write_str(&self.subject),
+        }
+    }
+}
+
+/// A user's action on a workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserAction {
+    Start,
+    Stop,
+    Delete,
+}
+
+/// What a catalog entry that vanished was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatalogEntry {
+    GpuClass,
+    Image,
+}
+
+/// Every reason a timeline can hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    Created {
+        by: Actor,
+    },
+    Requested {
+        action: UserAction,
+        by: Actor,
+    },
+    AccessOpened {
+        by: Actor,
+    },
+    /// Free capacity is shown only to trusted tenants.
+    WaitingForCapacity {
+        class: String,
+        requested: u32,
+        free: Option<u32>,
+    },
+    WaitingForMachineForClass {
+        class: String,
+    },
+    WaitingForDriver {
+        kind: WorkloadKind,
+        class: String,
+    },
+    WaitingForItsMachine,
+    Admitted {
+        units: u32,
+        class: String,
+        served_by: Option<String>,
+        on: Option<Placement>,
+    },
+    MachineOffline,
+    MachineOfflineTooLong {
+        after: Duration,
+    },
+    Reported(StatusCode),
+    RetryingRun,
+    StatusUnreadable,
+    CapacityUnreadable,
+    ProvisioningTimedOut {
+        after: Duration,
+    },
+    /// A fixed failure sentence from a backend's own vocabulary (e.g. `model server not ready
+    /// (RevisionFailed)`): `&'static` so runtime text can't be passed.
+    BackendFailure(&'static str),
+    NoLongerOffered {
+        entry: CatalogEntry,
+        name: String,
+    },
+    Ready,
+    ResourcesReleased,
+    Gone,
+}
+
+/// Where an agent placement put a workload, for its admission reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub machine: String,
+    pub driver: String,
+    /// A CPU workload on a Mac still holds its Apple GPU, since native code can use Metal.
+    pub reserves_apple_gpu: bool,
+}
+
+const DETAILS: &str = "The operator's log has the details under this workload's ID.";
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Created { by } => write!(f, "created by {by}"),
+            Reason::Requested { action, by } => {
+                let action = match action {
+                    UserAction::Start => "start",
+                    UserAction::Stop => "stop",
+                    UserAction::Delete => "delete",
+                };
+                write!(f, "{action} requested by {by}")
+            }
+            Reason::AccessOpened { by } => write!(f, "opened by {by}"),
+            Reason::WaitingForCapacity {
+                class,
+                requested,
+                free,
+            } => {
+                write!(
+                    f,
+                    "waiting for {class} capacity: requested {requested} GPU(s), "
+                )?;
+                match free {
+                    Some(free) => write!(f, "{free} free"),
+                    None => f.write_str("not enough free right now"),
+                }
+            }
+            Reason::WaitingForMachineForClass { class } => {
+                write!(
+                    f,
+                    "waiting for a machine that can run {class} to come online"
+                )
+            }
+            Reason::WaitingForDriver { kind, class } => write!(
+                f,
+                "waiting for a machine with a driver that runs {kind}s on {class}: none here has one yet"
+            ),
+            Reason::WaitingForItsMachine => {
+                f.write_str("waiting for its machine to come online: its disk is there")
+            }
+            Reason::Admitted {
+                units,
+                class,
+                served_by,
+                on,
+            } => {
+                write!(f, "admitted: {units} × {class}")?;
+                if let Some(runtime) = served_by {
+                    write!(f, ", served by {runtime}")?;
+                }
+                if let Some(p) = on {
+                    write!(f, " on {} with {}", p.machine, p.driver)?;
+                    if p.reserves_apple_gpu {
+                        f.write_str(
+                            "; its Apple GPU is reserved too, since native code can use Metal",
+                        )?;
+                    }
+                }
+                Ok(())
+            }
+            Reason::MachineOffline => {
+                f.write_str("its machine is offline; waiting for it to reconnect")
+            }
+            Reason::MachineOfflineTooLong { after } => {
+                write!(
+                    f,
+                    "its machine has been offline for over {}",
+                    go_duration(*after)
+                )
+            }
+            Reason::Reported(code) => f.write_str(code.reason()),
+            Reason::RetryingRun => {
+                write!(f, "couldn't start it on the runtime; retrying. {DETAILS}")
+            }
+            Reason::StatusUnreadable => {
+                write!(
+                    f,
+                    "couldn't read its status from the runtime; retrying. {DETAILS}"
+                )
+            }
+            Reason::CapacityUnreadable => {
+                write!(
+                    f,
+                    "couldn't check for free GPUs on the runtime; retrying. {DETAILS}"
+                )
+            }
+            Reason::ProvisioningTimedOut { after } => {
+                write!(f, "it didn't become ready within {}", go_duration(*after))
+            }
+            Reason::BackendFailure(text) => f.write_str(text),
+            Reason::NoLongerOffered { entry, name } => {
+                let entry = match entry {
+                    CatalogEntry::GpuClass => "GPU class",
+                    CatalogEntry::Image => "image",
+                };
+                write!(
+                    f,
+                    "can't start: {entry} {name:?} is no longer offered by this installation"
+                )
+            }
+            Reason::Ready => f.write_str("ready"),
+            Reason::ResourcesReleased => f.write_str("resources released"),
+            Reason::Gone => f.write_str("deleted, with everything it stored"),
+        }
+    }
+}
+
+impl Reason {
+    /// The text stored in a timeline.
+    pub fn text(&self) -> String {
+        clean_reason(&self.to_string())
+    }
+}
+
+/// Durations the way the seeds print them (`10m0s`, `45s`).
+fn go_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
+    }
+}
+
+/// The longest reason a timeline stores, in characters.
+pub const MAX_REASON_CHARS: usize = 400;
+
+/// Bounds and sanitises a reason: control characters become spaces, whitespace runs collapse,
+/// anything that looks like a secret is cut to its public prefix, and the text is capped.
+pub fn clean_reason(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_REASON_CHARS));
+    for word in text.split(|c: char| c.is_whitespace() || c.is_control()) {
+        if word.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        redact_into(word, &mut out);
+    }
+    if out.chars().count() > MAX_REASON_CHARS {
+        out = out.chars().take(MAX_REASON_CHARS - 1).collect();
+        out.push('…');
+    }
+    out
+}
+
+/// Secret shapes Einsora issues: API tokens, tickets, enrolment tokens. Only their public
+/// prefix (the marker and four characters) may appear.
+const SECRET_MARKERS: &[&str] = &["tsk_", "tkt_", "enr_"];
+const PUBLIC_SUFFIX_CHARS: usize = 4;
+
+fn redact_into(word: &str, out: &mut String) {
+    let mut rest = word;
+    while let Some((at, marker)) = SECRET_MARKERS
+        .iter()
+        .filter_map(|m| rest.find(m).map(|at| (at, *m)))
+        .min_by_key(|(at, _)| *at)
+    {
+        out.push_str(&rest[..at + marker.len()]);
+        let after = &rest[at + marker.len()..];
+        let secret_len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .unwrap_or(after.len());
+        let shown: String = after[..secret_len]
+            .chars()
+            .take(PUBLIC_SUFFIX_CHARS)
+            .collect();
+        out.push_str(&shown);
+        if secret_len > shown.len() && !after[secret_len..].starts_with('…') {
+            out.push('…');
+        }
+        rest = &after[secret_len..];
+    }
+    out.push_str(rest);
+}
+
+#[cfg(test)]
+mod tests;

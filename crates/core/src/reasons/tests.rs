@@ -1,0 +1,161 @@
+use super::*;
+
+fn you(credential: Credential) -> Actor {
+    Actor {
+        subject: "you@example.com".into(),
+        credential,
+    }
+}
+
+#[test]
+fn reasons_read_as_in_the_seeds() {
+    let token = you(Credential::ApiToken {
+        name: "laptop".into(),
+        prefix: "tsk_Ab3x".into(),
+    });
+    let cases = [
+        (
+            Reason::Created { by: token },
+            r#"created by you@example.com (API token "laptop" (tsk_Ab3x…))"#,
+        ),
+        (
+            Reason::Created {
+                by: Actor {
+                    subject: "dev@acme".into(),
+                    credential: Credential::Dev,
+                },
+            },
+            "created by dev@acme",
+        ),
+        (
+            Reason::Requested {
+                action: UserAction::Stop,
+                by: you(Credential::BrowserSession),
+            },
+            "stop requested by you@example.com (browser session)",
+        ),
+        (
+            Reason::WaitingForCapacity {
+                class: "l40s-48gb".into(),
+                requested: 2,
+                free: Some(0),
+            },
+            "waiting for l40s-48gb capacity: requested 2 GPU(s), 0 free",
+        ),
+        (
+            Reason::WaitingForCapacity {
+                class: "l40s-48gb".into(),
+                requested: 2,
+                free: None,
+            },
+            "waiting for l40s-48gb capacity: requested 2 GPU(s), not enough free right now",
+        ),
+        (
+            Reason::Admitted {
+                units: 2,
+                class: "l40s-48gb".into(),
+                served_by: None,
+                on: None,
+            },
+            "admitted: 2 × l40s-48gb",
+        ),
+        (
+            Reason::Admitted {
+                units: 1,
+                class: "l40s-48gb".into(),
+                served_by: Some("vllm".into()),
+                on: None,
+            },
+            "admitted: 1 × l40s-48gb, served by vllm",
+        ),
+        (
+            Reason::Admitted {
+                units: 1,
+                class: "apple-silicon-32gb".into(),
+                served_by: None,
+                on: Some(Placement {
+                    machine: "studio".into(),
+                    driver: "macos-native".into(),
+                    reserves_apple_gpu: false,
+                }),
+            },
+            "admitted: 1 × apple-silicon-32gb on studio with macos-native",
+        ),
+        (
+            Reason::WaitingForMachineForClass {
+                class: "apple-silicon-32gb".into(),
+            },
+            "waiting for a machine that can run apple-silicon-32gb to come online",
+        ),
+        (
+            Reason::WaitingForDriver {
+                kind: WorkloadKind::Notebook,
+                class: "cpu-4c-16g".into(),
+            },
+            "waiting for a machine with a driver that runs notebooks on cpu-4c-16g: none here has one yet",
+        ),
+        (
+            Reason::WaitingForItsMachine,
+            "waiting for its machine to come online: its disk is there",
+        ),
+        (
+            Reason::MachineOffline,
+            "its machine is offline; waiting for it to reconnect",
+        ),
+        (
+            Reason::MachineOfflineTooLong {
+                after: Duration::from_secs(600),
+            },
+            "its machine has been offline for over 10m0s",
+        ),
+        (
+            Reason::Reported(StatusCode::GpuBusy),
+            "waiting for its machine's GPU to be free",
+        ),
+        (
+            Reason::Reported(StatusCode::Unknown),
+            "its machine reported a problem",
+        ),
+        (Reason::Reported(StatusCode::Exited), "it stopped by itself"),
+        (
+            Reason::RetryingRun,
+            "couldn't start it on the runtime; retrying. The operator's log has the details under this workload's ID.",
+        ),
+        (
+            Reason::BackendFailure("model server not ready (RevisionFailed)"),
+            "model server not ready (RevisionFailed)",
+        ),
+        (
+            Reason::NoLongerOffered {
+                entry: CatalogEntry::GpuClass,
+                name: "x".into(),
+            },
+            r#"can't start: GPU class "x" is no longer offered by this installation"#,
+        ),
+    ];
+    for (reason, text) in cases {
+        assert_eq!(reason.text(), text);
+    }
+}
+
+#[test]
+fn clean_reason_cuts_secrets_to_their_prefix() {
+    let dirty = "token tsk_Ab3xSECRETSECRETSECRET and ticket=tkt_ZZZZyyyyxxxx, ok";
+    let clean = clean_reason(dirty);
+    assert_eq!(clean, "token tsk_Ab3x… and ticket=tkt_ZZZZ…, ok");
+    assert!(!clean.contains("SECRET"));
+    assert_eq!(
+        clean_reason("tsk_Ab3x…"),
+        "tsk_Ab3x…",
+        "a shown prefix stays as it is"
+    );
+}
+
+#[test]
+fn clean_reason_removes_control_characters_and_bounds_length() {
+    assert_eq!(clean_reason("a\n\tb\u{1b}[31mc  \r\n"), "a b [31mc");
+    let long = "x ".repeat(1000);
+    let clean = clean_reason(&long);
+    assert_eq!(clean.chars().count(), MAX_REASON_CHARS);
+    assert!(clean.ends_with('…'));
+}

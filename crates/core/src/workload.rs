@@ -1,0 +1,54 @@
+//! A workload as the store records it: the intent (what was asked for) and where the lifecycle
+//! has taken it (state, placement, attempt).
+
+use time::OffsetDateTime;
+
+use crate::attempt::Attempt;
+use crate::ids::{MachineId, TenantId, WorkloadId};
+use crate::kind::WorkloadKind;
+use crate::lifecycle::State;
+use crate::region::Region;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workload {
+    pub id: WorkloadId,
+    pub tenant_id: TenantId,
+    pub kind: WorkloadKind,
+    pub name: String,
+    /// The class requested; differs from `placed_class` only after an opt-in fallback.
+    pub gpu_class: String,
+    /// The class it was admitted on; set in the same transaction as the move to provisioning.
+    pub placed_class: Option<String>,
+    /// Devices of the class it holds (one unit per workload for CPU classes).
+    pub units: u32,
+    pub image: String,
+    pub region: Region,
+    pub machine_id: Option<MachineId>,
+    pub driver: Option<String>,
+    pub attempt: Attempt,
+    /// Classes to try, in order, after `fallback_after_s` (ADR-0010).
+    pub fallback: Vec<String>,
+    pub fallback_after_s: Option<u32>,
+    /// The kind's own parameters, as a JSON object.
+    pub params: String,
+    pub state: State,
+    /// The latest timeline reason.
+    pub reason: String,
+    /// Grows with every state change; transitions compare-and-swap on it.
+    pub version: i64,
+    pub created_at: OffsetDateTime,
+    pub updated_at: OffsetDateTime,
+}
+
+impl Workload {
+    /// Admission recorded a placement, so usage can be accounted to a class.
+    pub fn is_placed(&self) -> bool {
+        self.placed_class.is_some()
+    }
+
+    /// The class whose capacity it holds: the placed class, or the requested one while no
+    /// placement is recorded, so capacity is never under-counted.
+    pub fn capacity_class(&self) -> &str {
+        self.placed_class.as_deref().unwrap_or(&self.gpu_class)
+    }
+}

@@ -1,0 +1,95 @@
+//! Serving internal gRPC: bound before anything else starts (a port in use is a clear error
+//! naming its setting), mutual TLS from the installation's CA with the callers' roles checked,
+//! and a stop that drains when the shutdown signal fires.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::ServerConfig;
+use tokio::net::TcpListener;
+use tonic::service::Routes;
+use tonic::transport::Server;
+
+use crate::pki::{Pki, PkiError, Role, RoleKind};
+use crate::settings::{ConfigError, Settings};
+use crate::shutdown::Shutdown;
+use crate::tls::{self, ClientTls, TlsError};
+
+/// Where the installation's CA and role certificates live.
+pub const PKI_DIR: &str = "EINSORA_PKI_DIR";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{setting}: can't listen on {addr}: {source}")]
+    Bind {
+        setting: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("serving gRPC failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// The installation's PKI directory, from which servers and clients take their certificates.
+#[derive(Debug, Clone)]
+pub struct InternalTls {
+    dir: PathBuf,
+}
+
+impl InternalTls {
+    pub fn from_settings(settings: &Settings) -> Result<Self, ConfigError> {
+        let default = settings.data_dir()?.join("pki");
+        Ok(InternalTls {
+            dir: settings.path(PKI_DIR, &default)?,
+        })
+    }
+
+    /// Mutual TLS for a server of `role` that admits callers of the `allowed` roles only.
+    pub fn server(
+        &self,
+        role: Role,
+        allowed: &[RoleKind],
+    ) -> Result<Arc<ServerConfig>, ServeError> {
+        let pki = Pki::load_or_create(&self.dir)?;
+        let own = pki.role_cert(role)?;
+        Ok(tls::server_config(pki.ca().cert_pem(), &own, allowed)?)
+    }
+
+    /// A client of `own` role that dials servers of `server` role.
+    pub fn client(&self, own: Role, server: Role) -> Result<ClientTls, ServeError> {
+        let pki = Pki::load_or_create(&self.dir)?;
+        let cert = pki.role_cert(own)?;
+        Ok(ClientTls::new(pki.ca().cert_pem(), Some(&cert), server)?)
+    }
+}
+
+/// Binds the address a setting named.
+pub async fn bind(setting: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind {
+            setting,
+            addr,
+            source,
+        })
+}
+
+/// Serves `routes` with gRPC health over mutual TLS until `shutdown` fires, then drains.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    routes: Routes,
+    shutdown: Shutdown,
+) -> Result<(), ServeError> {
+    let (_health, health_service) = tonic_health::server::health_reporter();
+    Server::builder()
+        .add_routes(routes.add_service(health_service))
+        .serve_with_incoming_shutdown(tls::incoming(listener, tls), shutdown.cancelled())
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,40 @@
+//! The installation's own PKI: a CA, certificates that name a [`Role`], and a directory that
+//! keeps them.
+
+mod ca;
+mod dir;
+mod role;
+
+use std::path::PathBuf;
+
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+pub use ca::{Ca, IssuedCert, Validity};
+pub use dir::Pki;
+pub use role::{IdentityError, Role, RoleKind, role_of};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    #[error("certificate operation failed: {0}")]
+    Rcgen(#[from] rcgen::Error),
+    #[error("the CA certificate {0}")]
+    BadCa(&'static str),
+    #[error("no PEM certificate found")]
+    NoCertificate,
+    #[error("{path:?}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path:?}: {problem}")]
+    Files {
+        path: PathBuf,
+        problem: &'static str,
+    },
+}
+
+/// The first certificate in a PEM text.
+pub(crate) fn cert_der_from_pem(pem: &str) -> Result<CertificateDer<'static>, PkiError> {
+    CertificateDer::from_pem_slice(pem.as_bytes()).map_err(|_| PkiError::NoCertificate)
+}

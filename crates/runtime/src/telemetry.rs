@@ -1,0 +1,85 @@
+//! Tracing for a process: readable lines on stderr, optionally JSON lines in a log file, both
+//! filtered by `EINSORA_LOG` (default `info`).
+
+use std::fs::{File, OpenOptions};
+use std::io::IsTerminal;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+
+use crate::settings::{ConfigError, Settings};
+
+pub const LOG: &str = "EINSORA_LOG";
+
+/// What [`init`] sets up; built from settings so a bad filter is caught with the other config.
+#[derive(Debug)]
+pub struct TelemetryOptions {
+    filter: EnvFilter,
+    log_file: Option<PathBuf>,
+}
+
+impl TelemetryOptions {
+    /// `log_file` is usually `<data dir>/einsora.log`; `None` logs to the terminal only.
+    pub fn from_settings(
+        settings: &Settings,
+        log_file: Option<PathBuf>,
+    ) -> Result<Self, ConfigError> {
+        let filter = settings.parse_with(LOG, "info", |v| {
+            EnvFilter::try_new(v).map_err(|_| {
+                "is not a log filter (e.g. info, or einsora_api=debug,info)".to_owned()
+            })
+        })?;
+        Ok(Self { filter, log_file })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open the log file {path:?}: {source}")]
+pub struct TelemetryError {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+/// Installs the process's subscriber. Later calls (and calls after a test installed its own
+/// subscriber) keep the one already installed and succeed.
+pub fn init(options: TelemetryOptions) -> Result<(), TelemetryError> {
+    let file = options.log_file.as_deref().map(open_log).transpose()?;
+    let terminal = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    let json = file.map(|file| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_ansi(false)
+            .with_writer(Mutex::new(file))
+    });
+    let installed = tracing_subscriber::registry()
+        .with(options.filter)
+        .with(terminal)
+        .with(json)
+        .try_init();
+    if installed.is_err() {
+        tracing::debug!("a tracing subscriber was already installed; keeping it");
+    }
+    Ok(())
+}
+
+fn open_log(path: &Path) -> Result<File, TelemetryError> {
+    let error = |source| TelemetryError {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(error)?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(error)
+}

@@ -1,0 +1,86 @@
+//! The store's one error type. Messages name what is wrong and never carry a password.
+
+use einsora_core::lifecycle::{State, TransitionError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// EINSORA_DATABASE_URL is malformed or names an engine Einsora doesn't support.
+    #[error("{setting}: {problem}")]
+    Config {
+        setting: &'static str,
+        problem: String,
+    },
+
+    /// The database can't be reached or answered with an error; retrying may help.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+
+    #[error(
+        "the database has migration {found}, newer than this einsora knows (up to {known}): \
+         upgrade einsora before using this database"
+    )]
+    DatabaseNewer { found: i64, known: i64 },
+
+    #[error("migrating the database failed: {0}")]
+    Migration(String),
+
+    #[error("not found")]
+    NotFound,
+
+    /// The row changed since it was read (another writer won the compare-and-swap).
+    #[error("it changed meanwhile (now {current})")]
+    Conflict { current: State },
+
+    #[error(transparent)]
+    InvalidTransition(#[from] TransitionError),
+
+    #[error("quota for {class} exceeded: {held} held, {requested} requested, limit {limit}")]
+    QuotaExceeded {
+        class: String,
+        held: u64,
+        requested: u32,
+        limit: u64,
+    },
+
+    #[error("a workload called {0:?} already exists")]
+    NameTaken(String),
+
+    #[error("{0}")]
+    InvalidInput(String),
+
+    /// The lease this write was fenced by is no longer held by this holder at this epoch.
+    #[error("the lease {0:?} is no longer held")]
+    LeaseLost(String),
+
+    /// A stored value doesn't parse: the database was edited by hand or by a newer einsora.
+    #[error("the database holds an invalid {what}: {value}")]
+    Corrupt { what: &'static str, value: String },
+}
+
+impl StoreError {
+    pub(crate) fn corrupt(what: &'static str, value: impl std::fmt::Display) -> Self {
+        let value: String = value.to_string().chars().take(80).collect();
+        StoreError::Corrupt { what, value }
+    }
+
+    /// Whether the caller may retry the same call later.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Unavailable(_) | StoreError::Conflict { .. }
+        )
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::RowNotFound => StoreError::NotFound,
+            sqlx::Error::ColumnDecode { index, source } => {
+                StoreError::corrupt("column", format!("{index}: {source}"))
+            }
+            // sqlx's own messages name the host and the problem but never the password.
+            other => StoreError::Unavailable(other.to_string()),
+        }
+    }
+}

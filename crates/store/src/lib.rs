@@ -1,0 +1,116 @@
+//! The store: Einsora's business state (tenants, accounts, quotas, machines, workload intent,
+//! timelines, usage, leases). One `Store` trait, implemented on SQLite (Solo) and Postgres
+//! (Lab, Datacenter) by the same queries, written once in `shared/` and compiled per engine.
+
+mod changes;
+mod database_url;
+mod error;
+mod migrations;
+mod model;
+mod postgres;
+mod sqlite;
+mod state_sql;
+mod time_ms;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use einsora_core::ids::{TenantId, WorkloadId};
+use einsora_core::reasons::Reason;
+use einsora_core::region::Region;
+use einsora_core::workload::Workload;
+
+pub use changes::ChangeSignal;
+pub use database_url::{DatabaseUrl, SETTING as DATABASE_URL_SETTING};
+pub use error::StoreError;
+pub use migrations::MigrationReport;
+pub use model::{
+    Admission, Engine, Event, Lease, NewTenant, NewWorkload, QuotaClass, Transition, WorkloadFilter,
+};
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+/// Everything the services ask of the database.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    fn engine(&self) -> Engine;
+
+    /// Applies the embedded migrations; running it again changes nothing.
+    async fn migrate(&self) -> Result<MigrationReport, StoreError>;
+
+    /// Cheap round trip, for readiness.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Fires after workloads or machines change, from this process or another.
+    fn changes(&self) -> ChangeSignal;
+
+    async fn create_tenant(&self, tenant: &NewTenant) -> Result<(), StoreError>;
+
+    /// Sets a tenant's quota for a class (`None`: unlimited).
+    async fn set_quota(
+        &self,
+        tenant: TenantId,
+        class: &QuotaClass,
+        limit: Option<u32>,
+    ) -> Result<(), StoreError>;
+
+    /// Records a new workload in `pending` under the tenant's locked quota row.
+    async fn create_workload(
+        &self,
+        workload: &NewWorkload,
+        reason: &Reason,
+    ) -> Result<Workload, StoreError>;
+
+    async fn workload(&self, id: WorkloadId) -> Result<Option<Workload>, StoreError>;
+
+    async fn workloads(&self, filter: &WorkloadFilter) -> Result<Vec<Workload>, StoreError>;
+
+    /// Validates the step against the lifecycle, compare-and-swaps the row on the version it was
+    /// read at, and appends the event, in one transaction.
+    async fn transition(&self, change: &Transition<'_>) -> Result<Workload, StoreError>;
+
+    /// Starts a stopped or failed workload again (to `pending`), re-checking quota under the
+    /// tenant's locked quota row.
+    async fn start(&self, workload: &Workload, reason: &Reason) -> Result<Workload, StoreError>;
+
+    /// A timeline row that changes no state (from = to). Fails if the workload moved on.
+    async fn note(
+        &self,
+        workload: &Workload,
+        reason: &Reason,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError>;
+
+    /// A workload's timeline, oldest first.
+    async fn events(&self, id: WorkloadId) -> Result<Vec<Event>, StoreError>;
+
+    /// Units held in a region per class: by placed class, or by requested class while no
+    /// placement is recorded, so capacity is never under-counted.
+    async fn capacity_held(&self, region: &Region) -> Result<BTreeMap<String, u64>, StoreError>;
+
+    /// Takes the lease if it is free, expired, or already this holder's; a new epoch each time.
+    async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError>;
+
+    /// Extends a lease still held; `LeaseLost` once another took it or it expired.
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError>;
+
+    /// Lets the lease go at once, so a standby takes over without waiting for it to expire.
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
+}
+
+/// Opens the database `url` names, refusing one whose migrations are newer than this binary.
+/// Applies nothing: call `migrate` for that.
+pub async fn open(url: &DatabaseUrl) -> Result<Arc<dyn Store>, StoreError> {
+    let store: Arc<dyn Store> = match url {
+        DatabaseUrl::Sqlite { .. } => Arc::new(SqliteStore::open(url).await?),
+        DatabaseUrl::Postgres { .. } => Arc::new(PostgresStore::open(url).await?),
+    };
+    Ok(store)
+}

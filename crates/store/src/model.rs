@@ -1,0 +1,118 @@
+//! What goes into and comes out of the store, beside the core's domain types.
+
+use einsora_core::attempt::Attempt;
+use einsora_core::ids::{EventId, MachineId, TenantId, WorkloadId};
+use einsora_core::kind::WorkloadKind;
+use einsora_core::lifecycle::State;
+use einsora_core::reasons::Reason;
+use einsora_core::region::Region;
+use einsora_core::workload::Workload;
+use time::OffsetDateTime;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone)]
+pub struct NewTenant {
+    pub id: TenantId,
+    pub slug: String,
+    pub name: String,
+    /// Trusted tenants see how much capacity is free in their queue reasons.
+    pub trusted: bool,
+}
+
+/// Which classes a quota row covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuotaClass {
+    Class(String),
+    /// The tenant's default for every class without a row of its own.
+    Default,
+}
+
+impl QuotaClass {
+    pub(crate) const DEFAULT_KEY: &'static str = "*";
+
+    pub(crate) fn key(&self) -> &str {
+        match self {
+            QuotaClass::Class(c) => c,
+            QuotaClass::Default => Self::DEFAULT_KEY,
+        }
+    }
+}
+
+/// A workload as the API records it at create. Validation against the catalog happened before.
+#[derive(Debug, Clone)]
+pub struct NewWorkload {
+    pub id: WorkloadId,
+    pub tenant_id: TenantId,
+    pub kind: WorkloadKind,
+    pub name: String,
+    pub gpu_class: String,
+    pub units: u32,
+    pub image: String,
+    pub region: Region,
+    pub fallback: Vec<String>,
+    pub fallback_after_s: Option<u32>,
+    /// The kind's own parameters, as a JSON object.
+    pub params: String,
+}
+
+/// Placement recorded with the move to provisioning; it starts a new attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub placed_class: String,
+    pub machine_id: Option<MachineId>,
+    pub driver: Option<String>,
+}
+
+/// One lifecycle step, compare-and-swapped on the workload as it was read.
+#[derive(Debug, Clone, Copy)]
+pub struct Transition<'a> {
+    pub workload: &'a Workload,
+    pub to: State,
+    pub reason: &'a Reason,
+    /// Only with `to == Provisioning`.
+    pub admission: Option<&'a Admission>,
+    /// A controller's writes carry its region lease: refused once the lease is lost.
+    pub fence: Option<&'a Lease>,
+}
+
+/// A row of a workload's timeline. `from == Some(to)` is a note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub id: EventId,
+    pub workload_id: WorkloadId,
+    pub from: Option<State>,
+    pub to: State,
+    pub reason: String,
+    pub attempt: Attempt,
+    pub at: OffsetDateTime,
+}
+
+impl Event {
+    pub fn is_note(&self) -> bool {
+        self.from == Some(self.to)
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct WorkloadFilter {
+    pub tenant: Option<TenantId>,
+    pub region: Option<Region>,
+    /// Only these states (empty: any).
+    pub states: Vec<State>,
+    pub include_deleted: bool,
+}
+
+/// A held lease. Every controller write checks `epoch`: a leader that was paused and lost its
+/// lease can't write after another took over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub name: String,
+    pub holder: String,
+    pub epoch: i64,
+    pub expires_at: OffsetDateTime,
+}

@@ -1,0 +1,142 @@
+//! Postgres (Lab, Datacenter). Row locks serialise quota decisions and fence writes against a
+//! lease takeover; the change signal is LISTEN/NOTIFY, fed by triggers on the tables.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::str::FromStr;
+
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::{Connection, PgConnection, Postgres};
+use tokio::task::JoinHandle;
+
+use crate::changes::ChangeSender;
+use crate::{DatabaseUrl, StoreError, migrations};
+
+type Db = Postgres;
+type ThisStore = PostgresStore;
+const ENGINE: crate::Engine = crate::Engine::Postgres;
+static MIGRATOR: &sqlx::migrate::Migrator = &crate::migrations::POSTGRES;
+
+macro_rules! for_update {
+    () => {
+        " FOR UPDATE"
+    };
+}
+macro_rules! for_share {
+    () => {
+        " FOR SHARE"
+    };
+}
+
+const CHANNEL: &str = "einsora_changes";
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_CONNECTIONS: u32 = 32;
+
+#[derive(Debug)]
+pub struct PostgresStore {
+    pool: PgPool,
+    changes: Arc<ChangeSender>,
+    listener: JoinHandle<()>,
+}
+
+impl PostgresStore {
+    pub async fn open(url: &DatabaseUrl) -> Result<Self, StoreError> {
+        let DatabaseUrl::Postgres { url: raw, .. } = url else {
+            return Err(StoreError::Config {
+                setting: crate::DATABASE_URL_SETTING,
+                problem: format!("{url} is not a Postgres URL"),
+            });
+        };
+        let unreachable = |problem: String| StoreError::Config {
+            setting: crate::DATABASE_URL_SETTING,
+            problem: format!("can't reach Postgres at {url}: {problem}"),
+        };
+        // sqlx's parse errors may quote the URL, password and all: say only that it is invalid.
+        let options = PgConnectOptions::from_str(raw).map_err(|_| StoreError::Config {
+            setting: crate::DATABASE_URL_SETTING,
+            problem: format!("{url} is not a valid Postgres URL"),
+        })?;
+        // One connection first, so the error is the real one (refused, unknown host, bad
+        // password) rather than the pool's time-out.
+        tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
+            .await
+            .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}")))?
+            .map_err(|e| unreachable(e.to_string()))?
+            .close()
+            .await?;
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .connect_with(options)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let changes = Arc::new(ChangeSender::new());
+        let mut listen = PgListener::connect_with(&pool).await?;
+        listen.listen(CHANNEL).await?;
+        let listener = tokio::spawn(forward_notifications(listen, Arc::clone(&changes)));
+        let store = PostgresStore {
+            pool,
+            changes,
+            listener,
+        };
+        migrations::check_not_newer(MIGRATOR, store.applied_version().await?)?;
+        Ok(store)
+    }
+
+    fn writer(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn reader(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Db>, StoreError> {
+        Ok(self.pool.begin().await?)
+    }
+
+    /// Triggers notify every listener, this process's included.
+    fn committed(&self) {}
+
+    async fn applied_version(&self) -> Result<Option<i64>, StoreError> {
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+            .fetch_one(&self.pool)
+            .await?;
+        if !exists {
+            return Ok(None);
+        }
+        Ok(
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+/// Each notification wakes waiters; so does a lost connection, since notifications may have been
+/// missed while it was down (the listener reconnects by itself).
+async fn forward_notifications(mut listen: PgListener, changes: Arc<ChangeSender>) {
+    loop {
+        match listen.try_recv().await {
+            Ok(_) => changes.bump(),
+            Err(e) => {
+                tracing::warn!(error = %e, "lost the Postgres change listener; reconnecting");
+                changes.bump();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+/// The queries both engines share, compiled here against Postgres.
+mod shared {
+    use super::{Db, ENGINE, MIGRATOR, ThisStore};
+    include!("shared/prelude.rs");
+}

@@ -1,0 +1,24 @@
+// Imports for the shared implementation (included by sqlite.rs and postgres.rs).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use einsora_core::attempt::Attempt;
+use einsora_core::ids::{EventId, MachineId, TenantId, WorkloadId};
+use einsora_core::lifecycle::{self, State};
+use einsora_core::reasons::Reason;
+use einsora_core::region::Region;
+use einsora_core::workload::Workload;
+use sqlx::Row;
+use uuid::Uuid;
+
+use crate::migrations::{self, MigrationReport};
+use crate::time_ms::{duration_ms, from_ms, now_ms};
+use crate::{
+    ChangeSignal, Engine, Event, Lease, NewTenant, NewWorkload, QuotaClass, StoreError,
+    Transition, WorkloadFilter,
+};
+
+include!("rows.rs");
+include!("tx.rs");
+include!("store.rs");

@@ -1,0 +1,390 @@
+// The `Store` implementation, shared by both engines (included).
+
+#[async_trait::async_trait]
+impl crate::Store for ThisStore {
+    fn engine(&self) -> Engine {
+        ENGINE
+    }
+
+    async fn migrate(&self) -> Result<MigrationReport, StoreError> {
+        let before = self.applied_version().await?;
+        migrations::check_not_newer(MIGRATOR, before)?;
+        MIGRATOR
+            .run(self.writer())
+            .await
+            .map_err(|e| migrations::map_error(MIGRATOR, e))?;
+        let after = self.applied_version().await?;
+        Ok(migrations::report(before, after))
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(self.reader()).await?;
+        Ok(())
+    }
+
+    fn changes(&self) -> ChangeSignal {
+        self.changes.subscribe()
+    }
+
+    async fn create_tenant(&self, tenant: &NewTenant) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO tenants (id, slug, name, trusted, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(tenant.id.as_uuid())
+        .bind(&tenant.slug)
+        .bind(&tenant.name)
+        .bind(i32::from(tenant.trusted))
+        .bind(now_ms())
+        .execute(self.writer())
+        .await?;
+        Ok(())
+    }
+
+    async fn set_quota(
+        &self,
+        tenant: TenantId,
+        class: &QuotaClass,
+        limit: Option<u32>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO quotas (tenant_id, gpu_class, limit_units) VALUES ($1, $2, $3) \
+             ON CONFLICT (tenant_id, gpu_class) DO UPDATE SET limit_units = excluded.limit_units",
+        )
+        .bind(tenant.as_uuid())
+        .bind(class.key())
+        .bind(limit.map(i64::from))
+        .execute(self.writer())
+        .await?;
+        Ok(())
+    }
+
+    async fn create_workload(
+        &self,
+        new: &NewWorkload,
+        reason: &Reason,
+    ) -> Result<Workload, StoreError> {
+        if new.units == 0 {
+            return Err(StoreError::InvalidInput("a workload needs at least one unit".into()));
+        }
+        let fallback = serde_json::to_string(&new.fallback)
+            .map_err(|e| StoreError::InvalidInput(format!("fallback list: {e}")))?;
+        let reason = reason.text();
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        check_quota(&mut tx, new.tenant_id, &new.gpu_class, new.units).await?;
+        sqlx::query(
+            "INSERT INTO workloads (id, tenant_id, kind, name, gpu_class, units, image, region, \
+             fallback, fallback_after_s, params, state, reason, version, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 1, $14, $14)",
+        )
+        .bind(new.id.as_uuid())
+        .bind(new.tenant_id.as_uuid())
+        .bind(new.kind.as_str())
+        .bind(&new.name)
+        .bind(&new.gpu_class)
+        .bind(i64::from(new.units))
+        .bind(&new.image)
+        .bind(new.region.as_str())
+        .bind(&fallback)
+        .bind(new.fallback_after_s.map(i64::from))
+        .bind(&new.params)
+        .bind(State::INITIAL.as_str())
+        .bind(&reason)
+        .bind(now)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| name_taken(e, &new.name))?;
+        let attempt = Attempt::NONE;
+        insert_event(&mut tx, new.id, new.tenant_id, None, State::INITIAL, &reason, attempt, now)
+            .await?;
+        tx.commit().await?;
+        self.committed();
+        let at = from_ms(now)?;
+        Ok(Workload {
+            id: new.id,
+            tenant_id: new.tenant_id,
+            kind: new.kind,
+            name: new.name.clone(),
+            gpu_class: new.gpu_class.clone(),
+            placed_class: None,
+            units: new.units,
+            image: new.image.clone(),
+            region: new.region.clone(),
+            machine_id: None,
+            driver: None,
+            attempt,
+            fallback: new.fallback.clone(),
+            fallback_after_s: new.fallback_after_s,
+            params: new.params.clone(),
+            state: State::INITIAL,
+            reason,
+            version: 1,
+            created_at: at,
+            updated_at: at,
+        })
+    }
+
+    async fn workload(&self, id: WorkloadId) -> Result<Option<Workload>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(SELECT_WORKLOAD.as_str()))
+            .bind(id.as_uuid())
+            .fetch_optional(self.reader())
+            .await?;
+        row.as_ref().map(workload_from_row).transpose()
+    }
+
+    async fn workloads(&self, filter: &WorkloadFilter) -> Result<Vec<Workload>, StoreError> {
+        let mut q = sqlx::QueryBuilder::<Db>::new(format!(
+            "SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE 1 = 1"
+        ));
+        if let Some(tenant) = filter.tenant {
+            q.push(" AND tenant_id = ").push_bind(*tenant.as_uuid());
+        }
+        if let Some(region) = &filter.region {
+            q.push(" AND region = ").push_bind(region.as_str().to_owned());
+        }
+        if !filter.states.is_empty() {
+            q.push(" AND state IN (");
+            let mut states = q.separated(", ");
+            for s in &filter.states {
+                states.push_bind(s.as_str());
+            }
+            q.push(")");
+        }
+        if !filter.include_deleted {
+            q.push(" AND state <> 'deleted'");
+        }
+        q.push(" ORDER BY id");
+        let rows = q.build().fetch_all(self.reader()).await?;
+        rows.iter().map(workload_from_row).collect()
+    }
+
+    async fn transition(&self, change: &Transition<'_>) -> Result<Workload, StoreError> {
+        let w = change.workload;
+        if change.admission.is_some() && change.to != State::Provisioning {
+            return Err(StoreError::InvalidInput(
+                "a placement is recorded only with the move to provisioning".into(),
+            ));
+        }
+        lifecycle::transition(w.state, change.to, change.admission.is_some() || w.is_placed())?;
+        let reason = change.reason.text();
+        let now = now_ms();
+        let mut next = w.clone();
+        let mut tx = self.begin_write().await?;
+        if let Some(lease) = change.fence {
+            check_fence(&mut tx, lease, now).await?;
+        }
+        let update = match change.admission {
+            Some(a) => {
+                next.placed_class = Some(a.placed_class.clone());
+                next.machine_id = a.machine_id;
+                next.driver = a.driver.clone();
+                next.attempt = w.attempt.next();
+                sqlx::query(
+                    "UPDATE workloads SET state = $1, reason = $2, version = version + 1, \
+                     updated_at = $3, placed_class = $4, machine_id = $5, driver = $6, \
+                     attempt = $7 WHERE id = $8 AND version = $9 AND state = $10",
+                )
+                .bind(change.to.as_str())
+                .bind(&reason)
+                .bind(now)
+                .bind(&a.placed_class)
+                .bind(a.machine_id.map(|m| *m.as_uuid()))
+                .bind(&a.driver)
+                .bind(i64::from(next.attempt.get()))
+                .bind(w.id.as_uuid())
+                .bind(w.version)
+                .bind(w.state.as_str())
+                .execute(&mut *tx)
+                .await?
+            }
+            None => {
+                sqlx::query(
+                    "UPDATE workloads SET state = $1, reason = $2, version = version + 1, \
+                     updated_at = $3 WHERE id = $4 AND version = $5 AND state = $6",
+                )
+                .bind(change.to.as_str())
+                .bind(&reason)
+                .bind(now)
+                .bind(w.id.as_uuid())
+                .bind(w.version)
+                .bind(w.state.as_str())
+                .execute(&mut *tx)
+                .await?
+            }
+        };
+        if update.rows_affected() == 0 {
+            return Err(lost_race(&mut tx, w.id).await);
+        }
+        insert_event(&mut tx, w.id, w.tenant_id, Some(w.state), change.to, &reason, next.attempt, now)
+            .await?;
+        tx.commit().await?;
+        self.committed();
+        next.state = change.to;
+        next.reason = reason;
+        next.version = w.version + 1;
+        next.updated_at = from_ms(now)?;
+        Ok(next)
+    }
+
+    async fn start(&self, w: &Workload, reason: &Reason) -> Result<Workload, StoreError> {
+        lifecycle::transition(w.state, State::Pending, w.is_placed())?;
+        let reason = reason.text();
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        check_quota(&mut tx, w.tenant_id, &w.gpu_class, w.units).await?;
+        let update = sqlx::query(
+            "UPDATE workloads SET state = $1, reason = $2, version = version + 1, updated_at = $3 \
+             WHERE id = $4 AND version = $5 AND state = $6",
+        )
+        .bind(State::Pending.as_str())
+        .bind(&reason)
+        .bind(now)
+        .bind(w.id.as_uuid())
+        .bind(w.version)
+        .bind(w.state.as_str())
+        .execute(&mut *tx)
+        .await?;
+        if update.rows_affected() == 0 {
+            return Err(lost_race(&mut tx, w.id).await);
+        }
+        insert_event(&mut tx, w.id, w.tenant_id, Some(w.state), State::Pending, &reason, w.attempt, now)
+            .await?;
+        tx.commit().await?;
+        self.committed();
+        Ok(Workload {
+            state: State::Pending,
+            reason,
+            version: w.version + 1,
+            updated_at: from_ms(now)?,
+            ..w.clone()
+        })
+    }
+
+    async fn note(
+        &self,
+        w: &Workload,
+        reason: &Reason,
+        fence: Option<&Lease>,
+    ) -> Result<(), StoreError> {
+        let reason = reason.text();
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        if let Some(lease) = fence {
+            check_fence(&mut tx, lease, now).await?;
+        }
+        let current: Option<String> = sqlx::query_scalar(concat!(
+            "SELECT state FROM workloads WHERE id = $1 AND version = $2",
+            for_share!()
+        ))
+        .bind(w.id.as_uuid())
+        .bind(w.version)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if current.is_none() {
+            return Err(lost_race(&mut tx, w.id).await);
+        }
+        insert_event(&mut tx, w.id, w.tenant_id, Some(w.state), w.state, &reason, w.attempt, now)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn events(&self, id: WorkloadId) -> Result<Vec<Event>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, workload_id, from_state, to_state, reason, attempt, at \
+             FROM workload_events WHERE workload_id = $1 ORDER BY seq",
+        )
+        .bind(id.as_uuid())
+        .fetch_all(self.reader())
+        .await?;
+        rows.iter().map(event_from_row).collect()
+    }
+
+    async fn capacity_held(&self, region: &Region) -> Result<BTreeMap<String, u64>, StoreError> {
+        let rows: Vec<(String, i64)> =
+            sqlx::query_as(sqlx::AssertSqlSafe(CAPACITY_HELD.as_str()))
+                .bind(region.as_str())
+                .fetch_all(self.reader())
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(class, units)| (class, units.max(0).unsigned_abs()))
+            .collect())
+    }
+
+    async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let now = now_ms();
+        let expires = now.saturating_add(duration_ms(ttl));
+        let row: Option<(i64,)> = sqlx::query_as(
+            "INSERT INTO leases (name, holder, epoch, expires_at) VALUES ($1, $2, 1, $3) \
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, \
+             epoch = leases.epoch + 1, expires_at = excluded.expires_at \
+             WHERE leases.expires_at <= $4 OR leases.holder = excluded.holder \
+             RETURNING epoch",
+        )
+        .bind(name)
+        .bind(holder)
+        .bind(expires)
+        .bind(now)
+        .fetch_optional(self.writer())
+        .await?;
+        row.map(|(epoch,)| {
+            Ok(Lease {
+                name: name.to_owned(),
+                holder: holder.to_owned(),
+                epoch,
+                expires_at: from_ms(expires)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
+        let now = now_ms();
+        let expires = now.saturating_add(duration_ms(ttl));
+        let renewed = sqlx::query(
+            "UPDATE leases SET expires_at = $1 WHERE name = $2 AND holder = $3 AND epoch = $4 \
+             AND expires_at > $5",
+        )
+        .bind(expires)
+        .bind(&lease.name)
+        .bind(&lease.holder)
+        .bind(lease.epoch)
+        .bind(now)
+        .execute(self.writer())
+        .await?;
+        if renewed.rows_affected() == 0 {
+            return Err(StoreError::LeaseLost(lease.name.clone()));
+        }
+        Ok(Lease { expires_at: from_ms(expires)?, ..lease.clone() })
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE leases SET expires_at = 0 WHERE name = $1 AND holder = $2 AND epoch = $3",
+        )
+        .bind(&lease.name)
+        .bind(&lease.holder)
+        .bind(lease.epoch)
+        .execute(self.writer())
+        .await?;
+        Ok(())
+    }
+}
+
+static SELECT_WORKLOAD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE id = $1")
+});
+
+static CAPACITY_HELD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT COALESCE(placed_class, gpu_class) AS class, CAST(SUM(units) AS BIGINT) AS units FROM workloads \
+         WHERE region = $1 AND state IN ({}) GROUP BY COALESCE(placed_class, gpu_class)",
+        *crate::state_sql::HOLDS_CAPACITY
+    )
+});

@@ -1,0 +1,169 @@
+//! SQLite (Solo): WAL, a busy timeout, foreign keys. All writes go through one connection with
+//! `BEGIN IMMEDIATE`, so writers queue in the pool instead of spinning on SQLITE_BUSY; reads use
+//! their own connections. Other processes' commits reach the change signal through
+//! `PRAGMA data_version`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Connection, Sqlite};
+use tokio::task::JoinHandle;
+
+use crate::changes::ChangeSender;
+use crate::{DatabaseUrl, StoreError, migrations};
+
+type Db = Sqlite;
+type ThisStore = SqliteStore;
+const ENGINE: crate::Engine = crate::Engine::Sqlite;
+static MIGRATOR: &sqlx::migrate::Migrator = &crate::migrations::SQLITE;
+
+/// SQLite serialises writers itself: the row locks Postgres needs are implied.
+macro_rules! for_update {
+    () => {
+        ""
+    };
+}
+macro_rules! for_share {
+    () => {
+        ""
+    };
+}
+
+/// How often another process's commits are looked for.
+const DATA_VERSION_POLL: Duration = Duration::from_millis(100);
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+const READERS: u32 = 8;
+
+#[derive(Debug)]
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+    changes: Arc<ChangeSender>,
+    watcher: JoinHandle<()>,
+}
+
+impl SqliteStore {
+    pub async fn open(url: &DatabaseUrl) -> Result<Self, StoreError> {
+        let DatabaseUrl::Sqlite { path } = url else {
+            return Err(StoreError::Config {
+                setting: crate::DATABASE_URL_SETTING,
+                problem: format!("{url} is not a SQLite URL"),
+            });
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.is_dir()
+        {
+            return Err(StoreError::Config {
+                setting: crate::DATABASE_URL_SETTING,
+                problem: format!("the directory {} does not exist", dir.display()),
+            });
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| open_error(url, e))?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(READERS)
+            .connect_with(options.clone().read_only(false))
+            .await
+            .map_err(|e| open_error(url, e))?;
+        let changes = Arc::new(ChangeSender::new());
+        let watch_conn = sqlx::SqliteConnection::connect_with(&options)
+            .await
+            .map_err(|e| open_error(url, e))?;
+        let watcher = tokio::spawn(watch_data_version(watch_conn, Arc::clone(&changes)));
+        let store = SqliteStore {
+            writer,
+            reader,
+            changes,
+            watcher,
+        };
+        migrations::check_not_newer(MIGRATOR, store.applied_version().await?)?;
+        Ok(store)
+    }
+
+    fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
+    fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Db>, StoreError> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// This process's own commits wake waiters at once, without waiting for the poll.
+    fn committed(&self) {
+        self.changes.bump();
+    }
+
+    async fn applied_version(&self) -> Result<Option<i64>, StoreError> {
+        let exists: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+        )
+        .fetch_optional(&self.reader)
+        .await?;
+        if exists.is_none() {
+            return Ok(None);
+        }
+        Ok(
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.reader)
+                .await?,
+        )
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}
+
+fn open_error(url: &DatabaseUrl, err: sqlx::Error) -> StoreError {
+    StoreError::Config {
+        setting: crate::DATABASE_URL_SETTING,
+        problem: format!("can't open {url}: {err}"),
+    }
+}
+
+/// `PRAGMA data_version` changes on this connection whenever another connection commits.
+async fn watch_data_version(mut conn: sqlx::SqliteConnection, changes: Arc<ChangeSender>) {
+    let mut last: Option<i64> = None;
+    let mut tick = tokio::time::interval(DATA_VERSION_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match sqlx::query_scalar::<_, i64>("PRAGMA data_version")
+            .fetch_one(&mut conn)
+            .await
+        {
+            Ok(v) => {
+                if last.is_some_and(|l| l != v) {
+                    changes.bump();
+                }
+                last = Some(v);
+            }
+            Err(e) => tracing::warn!(error = %e, "couldn't read SQLite's data_version"),
+        }
+    }
+}
+
+/// The queries both engines share, compiled here against SQLite.
+mod shared {
+    use super::{Db, ENGINE, MIGRATOR, ThisStore};
+    include!("shared/prelude.rs");
+}

@@ -1,0 +1,150 @@
+//! Opening a fresh store per case, and fixtures.
+
+use std::sync::Arc;
+
+use einsora_core::ids::{TenantId, WorkloadId};
+use einsora_core::kind::WorkloadKind;
+use einsora_core::lifecycle::State;
+use einsora_core::reasons::{Actor, Credential, Reason};
+use einsora_core::region::Region;
+use einsora_core::workload::Workload;
+use einsora_store::{
+    Admission, DatabaseUrl, NewTenant, NewWorkload, QuotaClass, Store, Transition,
+};
+use einsora_testkit::TempPostgres;
+
+/// A migrated store on a database of its own; `url` opens a second connection to it.
+pub struct TestDb {
+    pub store: Arc<dyn Store>,
+    pub url: DatabaseUrl,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub async fn sqlite() -> TestDb {
+    let dir = tempfile::tempdir().unwrap();
+    let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
+    open(url, Some(dir)).await
+}
+
+pub async fn postgres() -> TestDb {
+    let url = TempPostgres::shared().fresh_database().unwrap();
+    open(DatabaseUrl::parse(&url).unwrap(), None).await
+}
+
+async fn open(url: DatabaseUrl, dir: Option<tempfile::TempDir>) -> TestDb {
+    let store = einsora_store::open(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    TestDb {
+        store,
+        url,
+        _dir: dir,
+    }
+}
+
+pub fn local() -> Region {
+    Region::new("local").unwrap()
+}
+
+pub fn reason() -> Reason {
+    Reason::Created {
+        by: Actor {
+            subject: "you@example.com".into(),
+            credential: Credential::BrowserSession,
+        },
+    }
+}
+
+/// A tenant whose quota for `cpu-1c-2g` is `limit` (None: unlimited).
+pub async fn tenant(store: &dyn Store, limit: Option<u32>) -> TenantId {
+    let id = TenantId::new();
+    store
+        .create_tenant(&NewTenant {
+            id,
+            slug: format!("t-{id}"),
+            name: "Test".into(),
+            trusted: true,
+        })
+        .await
+        .unwrap();
+    store
+        .set_quota(id, &QuotaClass::Class("cpu-1c-2g".into()), limit)
+        .await
+        .unwrap();
+    id
+}
+
+pub fn new_workload(tenant: TenantId, name: &str) -> NewWorkload {
+    NewWorkload {
+        id: WorkloadId::new(),
+        tenant_id: tenant,
+        kind: WorkloadKind::Notebook,
+        name: name.into(),
+        gpu_class: "cpu-1c-2g".into(),
+        units: 1,
+        image: "jupyterlab".into(),
+        region: local(),
+        fallback: vec![],
+        fallback_after_s: None,
+        params: "{}".into(),
+    }
+}
+
+pub async fn create(store: &dyn Store, tenant: TenantId, name: &str) -> Workload {
+    store
+        .create_workload(&new_workload(tenant, name), &reason())
+        .await
+        .unwrap()
+}
+
+pub fn admission() -> Admission {
+    Admission {
+        placed_class: "cpu-1c-2g".into(),
+        machine_id: None,
+        driver: Some("sim".into()),
+    }
+}
+
+/// One step without a lease; admission is recorded on the way to provisioning.
+pub async fn step(store: &dyn Store, w: &Workload, to: State) -> Workload {
+    try_step(store, w, to)
+        .await
+        .unwrap_or_else(|e| panic!("{} -> {to}: {e}", w.state))
+}
+
+pub async fn try_step(
+    store: &dyn Store,
+    w: &Workload,
+    to: State,
+) -> Result<Workload, einsora_store::StoreError> {
+    let admission = admission();
+    let change = Transition {
+        workload: w,
+        to,
+        reason: &Reason::Ready,
+        admission: (to == State::Provisioning).then_some(&admission),
+        fence: None,
+    };
+    store.transition(&change).await
+}
+
+/// A workload brought to `state` along the diagram.
+pub async fn workload_in(store: &dyn Store, tenant: TenantId, state: State) -> Workload {
+    use State::*;
+    let path: &[State] = match state {
+        Pending => &[],
+        Queued => &[Queued],
+        Provisioning => &[Provisioning],
+        Running => &[Provisioning, Running],
+        Stopping => &[Provisioning, Running, Stopping],
+        Stopped => &[Provisioning, Running, Stopping, Stopped],
+        Failed => &[Provisioning, Failed],
+        Deleting => &[Deleting],
+        Deleted => &[Deleting, Deleted],
+    };
+    let mut w = create(store, tenant, &format!("w-{}", WorkloadId::new())).await;
+    for &to in path {
+        w = step(store, &w, to).await;
+    }
+    assert_eq!(w.state, state);
+    w
+}

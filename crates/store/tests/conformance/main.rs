@@ -1,0 +1,55 @@
+//! The store conformance suite: every case runs against SQLite and against a real Postgres
+//! server (started from the installed server binaries), so both engines keep the same semantics.
+
+mod harness;
+
+mod capacity;
+mod changes;
+mod leases;
+mod migrations;
+mod quota;
+mod races;
+mod transitions;
+mod workloads;
+
+/// Declares each case once per engine: `sqlite::<case>` and `postgres::<case>`.
+macro_rules! conformance {
+    ($($module:ident :: $case:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    super::$module::$case(super::harness::sqlite().await).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    super::$module::$case(super::harness::postgres().await).await;
+                }
+            )+
+        }
+    };
+}
+
+conformance! {
+    transitions::every_legal_step_is_recorded,
+    transitions::every_illegal_step_is_refused_and_changes_nothing,
+    transitions::running_needs_a_placement,
+    transitions::admission_records_placement_and_a_new_attempt,
+    transitions::notes_change_no_state,
+    races::two_writers_exactly_one_wins,
+    quota::concurrent_creates_stop_at_the_quota,
+    quota::start_rechecks_quota,
+    quota::default_and_missing_quota_rows,
+    capacity::held_by_placed_class_else_requested,
+    leases::stale_epoch_is_refused_after_takeover,
+    leases::released_lease_is_taken_at_once,
+    migrations::applied_twice_changes_nothing,
+    migrations::newer_database_is_refused,
+    changes::another_connection_commit_wakes_waiters,
+    workloads::lists_hide_deleted_unless_asked,
+    workloads::names_are_unique_among_live_workloads,
+}

@@ -1,0 +1,171 @@
+use einsora_core::attempt::Attempt;
+use einsora_core::lifecycle::{self, State, TransitionError};
+use einsora_core::reasons::Reason;
+use einsora_store::{StoreError, Transition};
+
+use crate::harness::{TestDb, admission, create, step, tenant, try_step, workload_in};
+
+pub async fn every_legal_step_is_recorded(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let mut checked = 0;
+    for &from in State::ALL {
+        for &to in State::ALL {
+            if lifecycle::transition(from, to, true).is_err() {
+                continue;
+            }
+            let w = workload_in(store, t, from).await;
+            let before = store.events(w.id).await.unwrap().len();
+            let after = step(store, &w, to).await;
+            assert_eq!(
+                (after.state, after.version),
+                (to, w.version + 1),
+                "{from} -> {to}"
+            );
+            let stored = store.workload(w.id).await.unwrap().unwrap();
+            assert_eq!(
+                stored, after,
+                "{from} -> {to}: returned row differs from the stored one"
+            );
+            let events = store.events(w.id).await.unwrap();
+            assert_eq!(events.len(), before + 1, "{from} -> {to}");
+            let last = events.last().unwrap();
+            assert_eq!((last.from, last.to), (Some(from), to));
+            assert_eq!(last.reason, "ready");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 19, "the diagram has 19 edges");
+}
+
+pub async fn every_illegal_step_is_refused_and_changes_nothing(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let mut checked = 0;
+    for &from in State::ALL {
+        let w = workload_in(store, t, from).await;
+        let events = store.events(w.id).await.unwrap();
+        for &to in State::ALL {
+            if lifecycle::transition(from, to, true).is_ok() {
+                continue;
+            }
+            let err = try_step(store, &w, to).await.unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    StoreError::InvalidTransition(TransitionError::NotInDiagram { .. })
+                ),
+                "{from} -> {to}: {err}"
+            );
+            checked += 1;
+        }
+        assert_eq!(
+            store.workload(w.id).await.unwrap().unwrap(),
+            w,
+            "{from} changed"
+        );
+        assert_eq!(
+            store.events(w.id).await.unwrap(),
+            events,
+            "{from} got events"
+        );
+    }
+    assert_eq!(checked, 9 * 9 - 19);
+}
+
+pub async fn running_needs_a_placement(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let w = create(store, t, "unplaced").await;
+    let provisioning = store
+        .transition(&Transition {
+            workload: &w,
+            to: State::Provisioning,
+            reason: &Reason::Ready,
+            admission: None,
+            fence: None,
+        })
+        .await
+        .unwrap();
+    let err = try_step(store, &provisioning, State::Running)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::InvalidTransition(TransitionError::NotPlaced { .. })
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        store.workload(w.id).await.unwrap().unwrap().state,
+        State::Provisioning
+    );
+}
+
+pub async fn admission_records_placement_and_a_new_attempt(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let w = create(store, t, "admitted").await;
+    assert_eq!(
+        (w.attempt, w.placed_class.as_deref()),
+        (Attempt::NONE, None)
+    );
+    let first = step(store, &w, State::Provisioning).await;
+    assert_eq!(first.placed_class, Some(admission().placed_class));
+    assert_eq!(first.driver.as_deref(), Some("sim"));
+    assert_eq!(first.attempt, Attempt::new(1));
+    let failed = step(store, &first, State::Failed).await;
+    let again = store
+        .start(&failed, &crate::harness::reason())
+        .await
+        .unwrap();
+    let second = step(store, &again, State::Provisioning).await;
+    assert_eq!(second.attempt, Attempt::new(2));
+    assert_eq!(store.workload(w.id).await.unwrap().unwrap(), second);
+    let events = store.events(w.id).await.unwrap();
+    assert_eq!(events.last().unwrap().attempt, Attempt::new(2));
+    let err = store
+        .transition(&Transition {
+            workload: &second,
+            to: State::Running,
+            reason: &Reason::Ready,
+            admission: Some(&admission()),
+            fence: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
+}
+
+pub async fn notes_change_no_state(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let w = workload_in(store, t, State::Running).await;
+    store.note(&w, &Reason::MachineOffline, None).await.unwrap();
+    let after = store.workload(w.id).await.unwrap().unwrap();
+    assert_eq!(after, w, "a note changes neither state nor version");
+    let events = store.events(w.id).await.unwrap();
+    let note = events.last().unwrap();
+    assert!(note.is_note());
+    assert_eq!(
+        note.reason,
+        "its machine is offline; waiting for it to reconnect"
+    );
+    let moved = step(store, &w, State::Stopping).await;
+    let err = store
+        .note(&w, &Reason::MachineOffline, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Conflict {
+                current: State::Stopping
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(store.events(w.id).await.unwrap().len(), events.len() + 1);
+    assert_eq!(moved.state, State::Stopping);
+}
