@@ -1,6 +1,7 @@
 //! The command line: every role, and the operator's commands.
 
 use clap::{Parser, Subcommand};
+use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 
 use crate::{migrate, role};
@@ -18,6 +19,11 @@ pub struct Cli {
 pub enum Command {
     /// Apply the embedded database migrations (safe to run again).
     Migrate,
+    /// Manage the installation's certificate authority.
+    Pki {
+        #[command(subcommand)]
+        command: PkiCommand,
+    },
     /// Run the api role: authn/z, validation, quotas, recording intent.
     Api,
     /// Run the controller role: admission, placement, reconcile, agents' Sync.
@@ -32,11 +38,24 @@ pub enum Command {
     Agent,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum PkiCommand {
+    /// Create the CA (if there is none) and a certificate for every service role.
+    Init,
+}
+
 impl Command {
     pub fn run(self) -> anyhow::Result<()> {
         let settings = Settings::from_env();
         match self {
             Command::Migrate => migrate::run(&settings),
+            Command::Pki {
+                command: PkiCommand::Init,
+            } => {
+                let dir = InternalTls::from_settings(&settings)?;
+                eprintln!("certificates are in {}", dir.init()?.display());
+                Ok(())
+            }
             Command::Api => role::run(
                 &settings,
                 einsora_api::Config::from_settings,

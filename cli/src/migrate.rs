@@ -6,17 +6,14 @@ use einsora_store::DatabaseUrl;
 
 pub fn run(settings: &Settings) -> anyhow::Result<()> {
     let url = DatabaseUrl::from_settings(settings)?;
-    let data_dir = settings.data_dir()?;
-    if let DatabaseUrl::Sqlite { path } = &url
-        && path.parent() == Some(data_dir.as_path())
-    {
-        create_private_dir(&data_dir)?;
+    if let DatabaseUrl::Sqlite { path } = &url {
+        let data_dir = settings.data_dir()?;
+        if path.parent() == Some(data_dir.as_path()) {
+            create_private_dir(&data_dir)?;
+        }
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    let report = runtime.block_on(async {
-        let store = einsora_store::open(&url).await?;
-        store.migrate().await
-    })?;
+    let (_, report) = runtime.block_on(einsora_store::migrate(&url))?;
     match report.applied.as_slice() {
         [] => eprintln!("{url} is up to date (version {})", report.version),
         applied => eprintln!(

@@ -1,5 +1,5 @@
 -- Einsora's data model (SQLite flavour of migrations/postgres/0001_initial.sql). Times are Unix milliseconds (BIGINT) in both engines, so one set of
--- queries serves SQLite and Postgres (docs/decisions/0002-store-representation.md).
+-- queries serves SQLite and Postgres (docs/decisions/0001-one-set-of-queries-for-two-engines.md).
 -- Secrets are stored only as SHA-256 hashes (tokens, sessions, tickets) or PHC strings.
 
 CREATE TABLE tenants (
@@ -107,7 +107,6 @@ CREATE INDEX workloads_quota ON workloads (tenant_id, gpu_class, state);
 
 CREATE TABLE workload_events (
     seq          INTEGER PRIMARY KEY,
-    id           BLOB NOT NULL UNIQUE,
     workload_id  BLOB NOT NULL REFERENCES workloads(id),
     tenant_id    BLOB NOT NULL,
     from_state   TEXT,
@@ -118,13 +117,28 @@ CREATE TABLE workload_events (
 );
 CREATE INDEX workload_events_workload ON workload_events (workload_id, seq);
 
+-- Every state change appends its timeline row in the same statement: a transition is one
+-- compare-and-swap UPDATE (docs/decisions/0001-one-set-of-queries-for-two-engines.md).
+CREATE TRIGGER workload_created AFTER INSERT ON workloads
+BEGIN
+    INSERT INTO workload_events (workload_id, tenant_id, from_state, to_state, reason, attempt, at)
+    VALUES (NEW.id, NEW.tenant_id, NULL, NEW.state, NEW.reason, NEW.attempt, NEW.created_at);
+END;
+
+CREATE TRIGGER workload_changed AFTER UPDATE OF version ON workloads
+    WHEN NEW.version <> OLD.version
+BEGIN
+    INSERT INTO workload_events (workload_id, tenant_id, from_state, to_state, reason, attempt, at)
+    VALUES (NEW.id, NEW.tenant_id, OLD.state, NEW.state, NEW.reason, NEW.attempt, NEW.updated_at);
+END;
+
 CREATE TABLE usage_records (
     id           BLOB PRIMARY KEY,
     tenant_id    BLOB NOT NULL REFERENCES tenants(id),
     workload_id  BLOB NOT NULL REFERENCES workloads(id),
     region       TEXT NOT NULL,
     machine_id   BLOB,
-    gpu_class    TEXT NOT NULL,
+    placed_class TEXT NOT NULL,
     units        BIGINT NOT NULL,
     hour_start   BIGINT NOT NULL,
     seconds      BIGINT NOT NULL CHECK (seconds >= 0 AND seconds <= 3600),

@@ -122,3 +122,29 @@ fn bad_settings_are_refused_before_anything_is_written() {
         "nothing written"
     );
 }
+
+#[test]
+fn a_role_without_certificates_says_how_to_make_them() {
+    let e = Einsora::new();
+    assert!(e.run(&["migrate"], &[]).status.success());
+    let out = e.run(&["api"], &[("EINSORA_API_ADDR", &free_addr())]);
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("EINSORA_PKI_DIR: "), "{err}");
+    assert!(err.contains("run `einsora pki init`"), "{err}");
+    assert!(
+        !e.dir().join("pki").join("ca.key").exists(),
+        "a role created a CA"
+    );
+}
+
+#[test]
+fn a_role_refuses_a_database_that_was_never_migrated() {
+    let e = Einsora::new();
+    assert!(e.run(&["pki", "init"], &[]).status.success());
+    let out = e.run(&["api"], &[("EINSORA_API_ADDR", &free_addr())]);
+    let err = stderr(&out);
+    assert!(!out.status.success());
+    assert!(err.contains("run `einsora migrate`"), "{err}");
+    assert!(!e.db().exists(), "a role created the database");
+}

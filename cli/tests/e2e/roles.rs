@@ -1,13 +1,15 @@
 //! Each gRPC role starts on a migrated database, answers gRPC health over mutual TLS with the
-//! installation's certificates, and stops cleanly on SIGTERM.
+//! installation's certificates (without the CA's key), refuses an agent's certificate, and stops
+//! cleanly on SIGTERM.
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Einsora, free_addr, stderr, terminate};
-use einsora_runtime::pki::{Pki, Role};
+use einsora_runtime::pki::{Pki, Role, RoleIdentity};
 use einsora_runtime::tls::ClientTls;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+use crate::support::{Einsora, free_addr, stderr, terminate};
 
 async fn healthy(
     e: &Einsora,
@@ -15,18 +17,35 @@ async fn healthy(
     server: Role,
     addr: &str,
 ) -> Result<ServingStatus, String> {
-    let pki = Pki::load_or_create(&e.dir().join("pki")).map_err(|e| e.to_string())?;
-    let cert = pki.role_cert(own).map_err(|e| e.to_string())?;
-    let tls =
-        ClientTls::new(pki.ca().cert_pem(), Some(&cert), server).map_err(|e| e.to_string())?;
+    let id = RoleIdentity::load(&e.dir().join("pki"), own).map_err(|e| e.to_string())?;
+    let tls = ClientTls::new(&id.ca_pem, Some(&id.cert), server).map_err(|e| e.to_string())?;
     let channel = tls.connect(addr).await.map_err(|e| e.to_string())?;
+    let request = HealthCheckRequest {
+        service: String::new(),
+    };
     let answer = HealthClient::new(channel)
-        .check(HealthCheckRequest {
-            service: String::new(),
-        })
+        .check(request)
         .await
         .map_err(|e| e.to_string())?;
     Ok(answer.into_inner().status())
+}
+
+/// A migrated database and the installation's certificates, plus an agent's; the CA's key is
+/// then moved away, as an operator may keep it offline.
+fn installed() -> (Einsora, Role) {
+    let e = Einsora::new();
+    assert!(e.run(&["migrate"], &[]).status.success());
+    assert!(e.run(&["pki", "init"], &[]).status.success());
+    let pki_dir = e.dir().join("pki");
+    let agent = Role::Agent {
+        machine_id: uuid::Uuid::now_v7(),
+    };
+    Pki::load_or_create(&pki_dir)
+        .unwrap()
+        .role_cert(agent)
+        .unwrap();
+    std::fs::rename(pki_dir.join("ca.key"), e.dir().join("ca.key.offline")).unwrap();
+    (e, agent)
 }
 
 #[tokio::test]
@@ -47,8 +66,7 @@ async fn grpc_roles_serve_health_over_mutual_tls_and_stop_on_sigterm() {
         ),
     ];
     for (role, setting, server, caller) in cases {
-        let e = Einsora::new();
-        assert!(e.run(&["migrate"], &[]).status.success());
+        let (e, agent) = installed();
         let addr = free_addr();
         let child = e.spawn(&[role], &[(setting, &addr)]);
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -60,13 +78,8 @@ async fn grpc_roles_serve_health_over_mutual_tls_and_stop_on_sigterm() {
             }
         };
         assert_eq!(status, ServingStatus::Serving, "{role}");
-        let agent = Role::Agent {
-            machine_id: uuid_v7(),
-        };
-        assert!(
-            healthy(&e, agent, server, &addr).await.is_err(),
-            "{role} admitted an agent"
-        );
+        let refused = healthy(&e, agent, server, &addr).await;
+        assert!(refused.is_err(), "{role} admitted an agent");
         let out = terminate(child);
         assert!(out.status.success(), "{role} exit: {}", stderr(&out));
     }
@@ -74,19 +87,12 @@ async fn grpc_roles_serve_health_over_mutual_tls_and_stop_on_sigterm() {
 
 #[test]
 fn a_port_in_use_names_the_setting() {
-    let e = Einsora::new();
-    assert!(e.run(&["migrate"], &[]).status.success());
+    let (e, _) = installed();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let out = e.run(&["api"], &[("EINSORA_API_ADDR", &addr)]);
     let err = stderr(&out);
     assert!(!out.status.success());
-    assert!(
-        err.contains(&format!("EINSORA_API_ADDR: can't listen on {addr}")),
-        "{err}"
-    );
-}
-
-fn uuid_v7() -> uuid::Uuid {
-    uuid::Uuid::now_v7()
+    let expected = format!("EINSORA_API_ADDR: can't listen on {addr}");
+    assert!(err.contains(&expected), "{err}");
 }

@@ -34,7 +34,9 @@ word_enum! {
         IsolationRefused = "isolation_refused",
         DiskMissing = "disk_missing",
         SandboxChanged = "sandbox_changed",
-        Unknown = "unknown",
+        /// A problem the agent has no code for. Not "status unknown", which is what the
+        /// controller reads for an offline machine and which decides nothing.
+        Other = "other",
     }
 }
 
@@ -61,7 +63,7 @@ impl StatusCode {
             StatusCode::SandboxChanged => {
                 "its sandbox changed; start it again to run under the new one with its saved data"
             }
-            StatusCode::Unknown => "its machine reported a problem",
+            StatusCode::Other => "its machine reported a problem",
         }
     }
 
@@ -77,7 +79,7 @@ impl StatusCode {
                 | StatusCode::IsolationRefused
                 | StatusCode::DiskMissing
                 | StatusCode::SandboxChanged
-                | StatusCode::Unknown
+                | StatusCode::Other
         )
     }
 }

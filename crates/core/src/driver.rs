@@ -31,8 +31,6 @@ pub struct DriverInfo {
     pub os: Os,
     /// How many of its workloads one machine may run at once (macos-vz: two macOS VMs per Mac).
     pub per_machine_limit: Option<u32>,
-    /// Runs nothing; for development and tests only.
-    pub development_only: bool,
 }
 
 impl DriverInfo {
@@ -45,6 +43,7 @@ use AcceleratorKind::{Amd, Apple, Cpu, Nvidia};
 use WorkloadKind::{Endpoint, Notebook, Vm};
 
 const DRIVERS: &[DriverInfo] = &[
+    // Runs nothing: for development and tests.
     DriverInfo {
         name: "sim",
         isolation: Isolation::Weak,
@@ -52,7 +51,6 @@ const DRIVERS: &[DriverInfo] = &[
         accelerators: &[Nvidia, Apple, Amd, Cpu],
         os: Os::Any,
         per_machine_limit: None,
-        development_only: true,
     },
     DriverInfo {
         name: "docker",
@@ -61,7 +59,6 @@ const DRIVERS: &[DriverInfo] = &[
         accelerators: &[Nvidia, Cpu],
         os: Os::Linux,
         per_machine_limit: None,
-        development_only: false,
     },
     DriverInfo {
         name: "macos-native",
@@ -70,7 +67,6 @@ const DRIVERS: &[DriverInfo] = &[
         accelerators: &[Apple, Cpu],
         os: Os::MacOs,
         per_machine_limit: None,
-        development_only: false,
     },
     DriverInfo {
         name: "macos-container",
@@ -79,7 +75,6 @@ const DRIVERS: &[DriverInfo] = &[
         accelerators: &[Cpu],
         os: Os::MacOs,
         per_machine_limit: None,
-        development_only: false,
     },
     DriverInfo {
         name: "macos-vz",
@@ -88,7 +83,6 @@ const DRIVERS: &[DriverInfo] = &[
         accelerators: &[Apple, Cpu],
         os: Os::MacOs,
         per_machine_limit: Some(2),
-        development_only: false,
     },
     DriverInfo {
         name: "libvirt",
@@ -97,7 +91,6 @@ const DRIVERS: &[DriverInfo] = &[
         accelerators: &[Nvidia, Cpu],
         os: Os::Linux,
         per_machine_limit: None,
-        development_only: false,
     },
 ];
 

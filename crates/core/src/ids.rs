@@ -67,8 +67,6 @@ id_type! {
     WorkloadId = "workload ID";
     /// A machine that runs workloads through its agent.
     MachineId = "machine ID";
-    /// A row of a workload's timeline.
-    EventId = "event ID";
     /// An API token (the ID, never the secret).
     TokenId = "token ID";
     /// An enrolment token (the ID, never the secret).

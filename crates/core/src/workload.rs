@@ -45,10 +45,4 @@ impl Workload {
     pub fn is_placed(&self) -> bool {
         self.placed_class.is_some()
     }
-
-    /// The class whose capacity it holds: the placed class, or the requested one while no
-    /// placement is recorded, so capacity is never under-counted.
-    pub fn capacity_class(&self) -> &str {
-        self.placed_class.as_deref().unwrap_or(&self.gpu_class)
-    }
 }

@@ -11,13 +11,21 @@ use tokio::net::TcpListener;
 use tonic::service::Routes;
 use tonic::transport::Server;
 
-use crate::pki::{Pki, PkiError, Role, RoleKind};
+use crate::pki::{Pki, PkiError, Role, RoleIdentity, RoleKind};
 use crate::settings::{ConfigError, Settings};
 use crate::shutdown::Shutdown;
 use crate::tls::{self, ClientTls, TlsError};
 
 /// Where the installation's CA and role certificates live.
 pub const PKI_DIR: &str = "EINSORA_PKI_DIR";
+
+const SERVICE_ROLES: [Role; 5] = [
+    Role::Gateway,
+    Role::Api,
+    Role::Controller,
+    Role::Metering,
+    Role::Access,
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -27,7 +35,7 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error(transparent)]
+    #[error("{PKI_DIR}: {0}")]
     Pki(#[from] PkiError),
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -55,16 +63,24 @@ impl InternalTls {
         role: Role,
         allowed: &[RoleKind],
     ) -> Result<Arc<ServerConfig>, ServeError> {
-        let pki = Pki::load_or_create(&self.dir)?;
-        let own = pki.role_cert(role)?;
-        Ok(tls::server_config(pki.ca().cert_pem(), &own, allowed)?)
+        let id = RoleIdentity::load(&self.dir, role)?;
+        Ok(tls::server_config(&id.ca_pem, &id.cert, allowed)?)
     }
 
     /// A client of `own` role that dials servers of `server` role.
     pub fn client(&self, own: Role, server: Role) -> Result<ClientTls, ServeError> {
+        let id = RoleIdentity::load(&self.dir, own)?;
+        Ok(ClientTls::new(&id.ca_pem, Some(&id.cert), server)?)
+    }
+
+    /// Creates the installation's CA if there is none, and a certificate for every service
+    /// role (`einsora pki init`; `einsora up` does it too). Only this holds the CA's key.
+    pub fn init(&self) -> Result<&std::path::Path, ServeError> {
         let pki = Pki::load_or_create(&self.dir)?;
-        let cert = pki.role_cert(own)?;
-        Ok(ClientTls::new(pki.ca().cert_pem(), Some(&cert), server)?)
+        for role in SERVICE_ROLES {
+            pki.role_cert(role)?;
+        }
+        Ok(&self.dir)
     }
 }
 

@@ -110,16 +110,6 @@ impl Settings {
         parse(value).map_err(|problem| ConfigError::new(name, format!("{value:?} {problem}")))
     }
 
-    fn parse_secret<T>(
-        &self,
-        name: &str,
-        default: &str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
-    ) -> Result<T, ConfigError> {
-        let value = self.text(name, default, true)?;
-        parse(value).map_err(|problem| ConfigError::new(name, format!("the value {problem}")))
-    }
-
     fn text<'a>(
         &'a self,
         name: &str,
@@ -191,18 +181,6 @@ impl Settings {
     pub fn url(&self, name: &str, schemes: &[&str], default: &str) -> Result<String, ConfigError> {
         self.parse_with(name, default, |v| {
             parse::url(v, schemes).map(|()| v.to_owned())
-        })
-    }
-
-    /// Like [`Settings::url`], for URLs that may carry a password (a database URL).
-    pub fn secret_url(
-        &self,
-        name: &str,
-        schemes: &[&str],
-        default: &str,
-    ) -> Result<Secret, ConfigError> {
-        self.parse_secret(name, default, |v| {
-            parse::url(v, schemes).map(|()| Secret(v.to_owned()))
         })
     }
 

@@ -2,80 +2,109 @@
 //! Postgres, with 1 and 16 concurrent writers, beside the raw engine running the same
 //! transaction on the same schema in the same run: the sqlite3 CLI and pgbench.
 //!
-//! `cargo bench -p einsora-store --bench transitions` (BENCH_SECONDS sets each phase's length).
+//! `cargo bench -p einsora-store --bench transitions` (BENCH_SCALE multiplies the work).
+//!
+//! Every writer walks its own workloads from pending to deleted: seven transitions each, the
+//! admission among them. A transition is one compare-and-swap UPDATE whose trigger appends the
+//! event; the raw engines run exactly that statement, with the same CAS, on a second set of
+//! workloads in the same database.
 
+use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use einsora_core::ids::{TenantId, WorkloadId};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::Reason;
 use einsora_core::region::Region;
-use einsora_store::{DatabaseUrl, NewTenant, NewWorkload, QuotaClass, Store, Transition};
+use einsora_store::{
+    Admission, DatabaseUrl, NewTenant, NewWorkload, QuotaClass, Store, Transition,
+};
 use einsora_testkit::TempPostgres;
 use uuid::Uuid;
 
-/// The cycle each writer drives its own workload around: four plain transitions.
-const CYCLE: [State; 4] = [
+const PATH: [State; 7] = [
     State::Queued,
     State::Provisioning,
-    State::Failed,
-    State::Pending,
+    State::Running,
+    State::Stopping,
+    State::Stopped,
+    State::Deleting,
+    State::Deleted,
 ];
-const WRITERS: [usize; 2] = [1, 16];
+
+/// (writers, workloads per writer) on each engine, before BENCH_SCALE.
+const SQLITE_RUNS: [(usize, usize); 2] = [(1, 3000), (16, 200)];
+const POSTGRES_RUNS: [(usize, usize); 2] = [(1, 1500), (16, 300)];
 
 fn main() -> anyhow::Result<()> {
-    let secs: u64 = std::env::var("BENCH_SECONDS")
+    let scale: f64 = std::env::var("BENCH_SCALE")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    let phase = Duration::from_secs(secs);
+        .unwrap_or(1.0);
+    let scaled = |n: usize| ((n as f64 * scale) as usize).max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     println!(
-        "{:<9} {:>7} {:>14} {:>14} {:>6}",
-        "engine", "writers", "einsora tx/s", "raw tx/s", "ratio"
+        "{:<9} {:>7} {:>13} {:>13} {:>6} {:>22}",
+        "engine", "writers", "einsora tx/s", "raw tx/s", "ratio", "raw, one sqlite3 tx/s"
     );
     let dir = tempfile::tempdir()?;
-    for writers in WRITERS {
+    for (writers, each) in SQLITE_RUNS {
+        let each = scaled(each);
         let path = dir.path().join(format!("bench-{writers}.db"));
         let url = DatabaseUrl::parse(&format!("sqlite:{}", path.display()))?;
-        let (store, tenant, ids) = rt.block_on(setup(&url, writers * 2))?;
-        let ours = rt.block_on(drive(&store, &ids[..writers], phase))?;
+        let store = rt.block_on(setup(&url, writers * each * 3))?;
+        let (ours, raw) = ranges(writers, each);
+        let ours = rt.block_on(drive(&store, &ours))?;
         drop(store);
-        let raw = sqlite_raw(&path, tenant, &ids[writers..], phase)?;
-        report("sqlite", writers, ours, raw);
+        let raw_procs = sqlite_raw(&path, &raw[..raw.len() / 2].concat(), writers)?;
+        let raw_one = sqlite_raw(&path, &raw[raw.len() / 2..].concat(), 1)?;
+        println!(
+            "{:<9} {writers:>7} {ours:>13.0} {raw_procs:>13.0} {:>6.2} {raw_one:>22.0}",
+            "sqlite",
+            ours / raw_procs
+        );
     }
     let pg = TempPostgres::shared();
-    for writers in WRITERS {
+    for (writers, each) in POSTGRES_RUNS {
+        let each = scaled(each);
         let raw_url = pg.fresh_database()?;
         let url = DatabaseUrl::parse(&raw_url)?;
-        let (store, tenant, ids) = rt.block_on(setup(&url, writers * 2))?;
-        let ours = rt.block_on(drive(&store, &ids[..writers], phase))?;
+        let store = rt.block_on(setup(&url, writers * each * 2))?;
+        let (ours, _) = ranges(writers, each);
+        let ours = rt.block_on(drive(&store, &ours))?;
         drop(store);
-        let raw = pgbench(pg, &raw_url, tenant, &ids[writers..], phase)?;
-        report("postgres", writers, ours, raw);
+        let raw = pgbench(pg, &raw_url, writers, each)?;
+        println!(
+            "{:<9} {writers:>7} {ours:>13.0} {raw:>13.0} {:>6.2}",
+            "postgres",
+            ours / raw
+        );
     }
     Ok(())
 }
 
-fn report(engine: &str, writers: usize, ours: f64, raw: f64) {
-    println!(
-        "{engine:<9} {writers:>7} {ours:>14.0} {raw:>14.0} {:>6.2}",
-        ours / raw
-    );
+/// Workload `n`'s ID, computable in SQL too: pgbench derives it from its counters.
+fn id(n: usize) -> WorkloadId {
+    WorkloadId::from_uuid(Uuid::from_u128(0x7000_8000_0000_0000_0000 | n as u128))
 }
 
-/// A migrated database with one tenant and `n` pending workloads.
-async fn setup(
-    url: &DatabaseUrl,
-    n: usize,
-) -> anyhow::Result<(Arc<dyn Store>, TenantId, Vec<WorkloadId>)> {
-    let store = einsora_store::open(url).await?;
-    store.migrate().await?;
+/// Per writer, the workload numbers it walks: ours first, then the raw engine's (twice as many
+/// on SQLite, which runs the raw engine as many processes and as one).
+fn ranges(writers: usize, each: usize) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
+    let block = |w: usize| (w * each..(w + 1) * each).collect::<Vec<_>>();
+    let ours = (0..writers).map(block).collect();
+    let raw = (writers..3 * writers).map(block).collect();
+    (ours, raw)
+}
+
+/// A migrated database with one tenant and `n` pending workloads (numbered 0..n).
+async fn setup(url: &DatabaseUrl, n: usize) -> anyhow::Result<Arc<dyn Store>> {
+    let (store, _) = einsora_store::migrate(url).await?;
     let tenant = TenantId::new();
     let new_tenant = NewTenant {
         id: tenant,
@@ -85,162 +114,202 @@ async fn setup(
     };
     store.create_tenant(&new_tenant).await?;
     store.set_quota(tenant, &QuotaClass::Default, None).await?;
-    let mut ids = Vec::with_capacity(n);
-    for i in 0..n {
-        let w = NewWorkload {
-            id: WorkloadId::new(),
-            tenant_id: tenant,
-            kind: WorkloadKind::Notebook,
-            name: format!("bench-{i}"),
-            gpu_class: "cpu-1c-2g".into(),
-            units: 1,
-            image: "jupyterlab".into(),
-            region: Region::new("local")?,
-            fallback: vec![],
-            fallback_after_s: None,
-            params: "{}".into(),
-        };
-        ids.push(store.create_workload(&w, &Reason::Ready).await?.id);
+    let creators: Vec<_> = (0..16)
+        .map(|c| {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move {
+                for i in (c..n).step_by(16) {
+                    let w = NewWorkload {
+                        id: id(i),
+                        tenant_id: tenant,
+                        kind: WorkloadKind::Notebook,
+                        name: format!("bench-{i}"),
+                        gpu_class: "cpu-1c-2g".into(),
+                        units: 1,
+                        image: "jupyterlab".into(),
+                        region: Region::new("local")?,
+                        fallback: vec![],
+                        fallback_after_s: None,
+                        params: "{}".into(),
+                    };
+                    store.create_workload(&w, &Reason::Ready).await?;
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for c in creators {
+        c.await??;
     }
-    Ok((store, tenant, ids))
+    Ok(store)
 }
 
-/// Each writer drives its own workload around the cycle for `phase`; returns transitions/s.
-async fn drive(store: &Arc<dyn Store>, ids: &[WorkloadId], phase: Duration) -> anyhow::Result<f64> {
-    let start = Instant::now();
-    let tasks: Vec<_> = ids
-        .iter()
-        .map(|&id| {
-            let store = Arc::clone(store);
-            tokio::spawn(async move {
-                let mut w = store
-                    .workload(id)
+/// Each writer walks its workloads through the path; returns transitions/s.
+async fn drive(store: &Arc<dyn Store>, plan: &[Vec<usize>]) -> anyhow::Result<f64> {
+    let admission = Admission {
+        placed_class: "cpu-1c-2g".into(),
+        machine_id: None,
+        driver: Some("sim".into()),
+    };
+    // Read first, so only transitions are timed (the raw engines read nothing either).
+    let mut walks = Vec::with_capacity(plan.len());
+    for numbers in plan {
+        let mut workloads = Vec::with_capacity(numbers.len());
+        for &n in numbers {
+            workloads.push(
+                store
+                    .workload(id(n))
                     .await?
-                    .ok_or_else(|| anyhow::anyhow!("gone"))?;
-                let mut done = 0u64;
-                while start.elapsed() < phase {
-                    let to = CYCLE[done as usize % CYCLE.len()];
-                    let change = Transition {
-                        workload: &w,
-                        to,
-                        reason: &Reason::Ready,
-                        admission: None,
-                        fence: None,
-                    };
-                    w = store.transition(&change).await?;
-                    done += 1;
+                    .ok_or_else(|| anyhow::anyhow!("gone"))?,
+            );
+        }
+        walks.push(workloads);
+    }
+    let start = Instant::now();
+    let tasks: Vec<_> = walks
+        .into_iter()
+        .map(|workloads| {
+            let store = Arc::clone(store);
+            let admission = admission.clone();
+            tokio::spawn(async move {
+                for mut w in workloads {
+                    for to in PATH {
+                        let change = Transition {
+                            workload: &w,
+                            to,
+                            reason: &Reason::Ready,
+                            admission: (to == State::Provisioning).then_some(&admission),
+                            fence: None,
+                        };
+                        w = store.transition(&change).await?;
+                    }
                 }
-                anyhow::Ok(done)
+                anyhow::Ok(())
             })
         })
         .collect();
     let mut total = 0;
-    for t in tasks {
-        total += t.await??;
+    for (t, numbers) in tasks.into_iter().zip(plan) {
+        t.await??;
+        total += numbers.len() * PATH.len();
     }
     Ok(total as f64 / start.elapsed().as_secs_f64())
 }
 
-fn blob(id: &Uuid) -> String {
-    format!("X'{}'", id.simple())
+/// One literal UPDATE per step, as the store sends it (admission sets the placement).
+fn sqlite_statement(sql: &mut String, n: usize, step: usize) {
+    let from = if step == 0 {
+        State::Pending
+    } else {
+        PATH[step - 1]
+    };
+    let to = PATH[step];
+    let placement = if to == State::Provisioning {
+        ", placed_class = 'cpu-1c-2g', machine_id = NULL, driver = 'sim', attempt = 1"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        sql,
+        "UPDATE workloads SET state = '{to}', reason = 'ready', version = version + 1, \
+         updated_at = {step}{placement} WHERE id = X'{id}' AND version = {v} AND state = '{from}';",
+        id = id(n).as_uuid().simple(),
+        v = step + 1,
+    );
 }
 
-/// The same transactions through the sqlite3 CLI: one process per writer, each on its own
-/// workload, with the pragmas the store sets. Runs a fixed count sized from a short probe.
-fn sqlite_raw(
-    path: &std::path::Path,
-    tenant: TenantId,
-    ids: &[WorkloadId],
-    phase: Duration,
-) -> anyhow::Result<f64> {
-    let script = |id: &WorkloadId, count: usize| {
-        let mut sql = String::from(
-            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000; \
-             PRAGMA foreign_keys=ON;\n",
-        );
-        let mut state = State::Pending;
-        for i in 0..count {
-            let to = CYCLE[i % CYCLE.len()];
-            sql.push_str(&format!(
-                "BEGIN IMMEDIATE; UPDATE workloads SET state = '{to}', reason = 'ready', \
-                 version = version + 1, updated_at = {now} WHERE id = {id} AND version = {v} \
-                 AND state = '{state}'; INSERT INTO workload_events (id, workload_id, tenant_id, \
-                 from_state, to_state, reason, attempt, at) VALUES ({eid}, {id}, {tenant}, \
-                 '{state}', '{to}', 'ready', 0, {now}); COMMIT;\n",
-                now = i,
-                id = blob(id.as_uuid()),
-                v = i + 1,
-                eid = blob(&Uuid::now_v7()),
-                tenant = blob(tenant.as_uuid()),
-            ));
-            state = to;
-        }
-        sql
-    };
-    let run = |scripts: Vec<String>| -> anyhow::Result<Duration> {
-        let start = Instant::now();
-        let children: Vec<_> = scripts
-            .into_iter()
-            .map(|sql| {
-                let file = tempfile::NamedTempFile::new()?;
-                std::fs::write(file.path(), sql)?;
-                let child = Command::new("sqlite3")
-                    .arg(path)
-                    .stdin(std::fs::File::open(file.path())?)
-                    .stdout(Stdio::null())
-                    .spawn()?;
-                anyhow::Ok((child, file))
-            })
-            .collect::<Result<_, _>>()?;
-        for (mut child, _file) in children {
-            anyhow::ensure!(child.wait()?.success(), "sqlite3 failed");
-        }
-        Ok(start.elapsed())
-    };
-    // Size the run to about one phase, measured on the part of the cycle's versions left.
-    let probe = 400;
-    let took = run(ids.iter().map(|id| script(id, probe)).collect())?;
-    let per_writer = probe as f64 / took.as_secs_f64() * phase.as_secs_f64();
-    let count = ((per_writer as usize) / CYCLE.len()).max(1) * CYCLE.len();
-    // The probe moved each workload on by `probe` versions: continue from there.
-    let scripts = ids
-        .iter()
-        .map(|id| script(id, probe + count).split_inclusive('\n').skip(1 + probe).collect())
-        .map(|body: String| format!("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000; PRAGMA foreign_keys=ON;\n{body}"))
+/// The raw engine through the sqlite3 CLI, in autocommit like the store, with the store's
+/// pragmas, over `numbers` split among `procs` processes; returns transitions/s.
+fn sqlite_raw(path: &std::path::Path, numbers: &[usize], procs: usize) -> anyhow::Result<f64> {
+    let chunk = numbers.len().div_ceil(procs);
+    let scripts: Vec<String> = numbers
+        .chunks(chunk)
+        .map(|part| {
+            let mut sql = String::from("PRAGMA busy_timeout=5000; PRAGMA synchronous=NORMAL;\n");
+            for &n in part {
+                for step in 0..PATH.len() {
+                    sqlite_statement(&mut sql, n, step);
+                }
+            }
+            sql
+        })
         .collect();
-    let took = run(scripts)?;
-    Ok((count * ids.len()) as f64 / took.as_secs_f64())
+    let files = scripts
+        .iter()
+        .map(|sql| {
+            let file = tempfile::NamedTempFile::new()?;
+            std::fs::write(file.path(), sql)?;
+            anyhow::Ok(file)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let start = Instant::now();
+    let children = files
+        .iter()
+        .map(|f| {
+            Command::new("sqlite3")
+                .arg(path)
+                .stdin(std::fs::File::open(f.path())?)
+                .stdout(Stdio::null())
+                .spawn()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for mut child in children {
+        anyhow::ensure!(child.wait()?.success(), "sqlite3 failed");
+    }
+    let took = start.elapsed();
+    check_walked(path, numbers)?;
+    Ok((numbers.len() * PATH.len()) as f64 / took.as_secs_f64())
 }
 
-/// The same transaction through pgbench, each client on its own workload.
-fn pgbench(
-    pg: &TempPostgres,
-    url: &str,
-    tenant: TenantId,
-    ids: &[WorkloadId],
-    phase: Duration,
-) -> anyhow::Result<f64> {
-    let ids_sql: Vec<String> = ids.iter().map(|id| format!("'{id}'::uuid")).collect();
+/// Every raw transition applied: each workload ended deleted at version 8.
+fn check_walked(path: &std::path::Path, numbers: &[usize]) -> anyhow::Result<()> {
+    let ids: Vec<String> = numbers
+        .iter()
+        .map(|&n| format!("X'{}'", id(n).as_uuid().simple()))
+        .collect();
+    let sql = format!(
+        "SELECT COUNT(*) FROM workloads WHERE state = 'deleted' AND version = 8 AND id IN ({})",
+        ids.join(",")
+    );
+    let out = Command::new("sqlite3").arg(path).arg(sql).output()?;
+    let done: usize = String::from_utf8_lossy(&out.stdout).trim().parse()?;
+    anyhow::ensure!(
+        done == numbers.len(),
+        "raw run applied {done} of {} walks",
+        numbers.len()
+    );
+    Ok(())
+}
+
+/// The raw engine through pgbench: each client walks its own workloads with the same UPDATE
+/// (workload and version derived from pgbench's per-client counter `k`).
+fn pgbench(pg: &TempPostgres, url: &str, clients: usize, each: usize) -> anyhow::Result<f64> {
+    let first = clients * each;
     let script = format!(
-        "\\set n :client_id + 1\n\
-         BEGIN;\n\
+        "\\set k :k + 1\n\
+         \\set n {first} + :client_id * {each} + (:k - 1) / 7\n\
+         \\set v (:k - 1) % 7 + 1\n\
          UPDATE workloads SET state = CASE state WHEN 'pending' THEN 'queued' \
-         WHEN 'queued' THEN 'provisioning' WHEN 'provisioning' THEN 'failed' ELSE 'pending' END, \
-         reason = 'ready', version = version + 1, updated_at = 1 \
-         WHERE id = (ARRAY[{ids}])[:n] RETURNING state AS to_state, version \\gset\n\
-         INSERT INTO workload_events (id, workload_id, tenant_id, from_state, to_state, reason, \
-         attempt, at) VALUES (gen_random_uuid(), (ARRAY[{ids}])[:n], '{tenant}', 'x', \
-         :'to_state', 'ready', 0, 1);\n\
-         END;\n",
-        ids = ids_sql.join(", "),
+         WHEN 'queued' THEN 'provisioning' WHEN 'provisioning' THEN 'running' \
+         WHEN 'running' THEN 'stopping' WHEN 'stopping' THEN 'stopped' \
+         WHEN 'stopped' THEN 'deleting' ELSE 'deleted' END, \
+         reason = 'ready', version = version + 1, updated_at = :k::bigint, \
+         placed_class = CASE WHEN :v::int = 2 THEN 'cpu-1c-2g' ELSE placed_class END, \
+         driver = CASE WHEN :v::int = 2 THEN 'sim' ELSE driver END \
+         WHERE id = ('00000000-0000-7000-8000-' || lpad(to_hex(:n::bigint), 12, '0'))::uuid \
+         AND version = :v::bigint;\n"
     );
     let file = tempfile::NamedTempFile::new()?;
     std::fs::write(file.path(), script)?;
-    let clients = ids.len().to_string();
     let out = Command::new(pg.bin().join("pgbench"))
-        .args(["-n", "-M", "prepared", "-c", &clients, "-j", "2", "-T"])
-        .arg(phase.as_secs().to_string())
-        .arg("-f")
+        .args(["-n", "-M", "prepared", "-D", "k=0", "-j", "2"])
+        .args([
+            "-c",
+            &clients.to_string(),
+            "-t",
+            &(each * PATH.len()).to_string(),
+            "-f",
+        ])
         .arg(file.path())
         .arg(url)
         .output()?;
@@ -249,6 +318,15 @@ fn pgbench(
         out.status.success(),
         "pgbench failed: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    let walked: i64 = {
+        let sql = "SELECT COUNT(*) FROM workloads WHERE state = 'deleted' AND version = 8";
+        let out = Command::new("psql").args([url, "-tAc", sql]).output()?;
+        String::from_utf8_lossy(&out.stdout).trim().parse()?
+    };
+    anyhow::ensure!(
+        walked as usize == 2 * clients * each,
+        "pgbench walked {walked} workloads"
     );
     stdout
         .lines()

@@ -49,36 +49,38 @@ impl DatabaseUrl {
                     "sqlite: needs a file path, e.g. sqlite:/var/lib/einsora/einsora.db".into(),
                 ));
             }
-            return Ok(DatabaseUrl::Sqlite {
-                path: PathBuf::from(path),
-            });
+            // Roles started from different directories must open the same file.
+            let path = std::path::absolute(path)
+                .map_err(|e| bad(format!("can't make {path:?} absolute: {e}")))?;
+            return Ok(DatabaseUrl::Sqlite { path });
         }
+        // Anything else may hold a password anywhere: never echo it whole.
         let Some((scheme, rest)) = raw.split_once("://") else {
-            return Err(bad(format!(
-                "{:?} is not a database URL: use sqlite:<path> or postgres://user@host/db",
-                redact(raw)
-            )));
+            return Err(bad(
+                "is not a database URL: use sqlite:<path> or postgres://user@host/db".into(),
+            ));
         };
         if scheme != "postgres" && scheme != "postgresql" {
             return Err(bad(format!(
-                "unsupported database {scheme:?}: use sqlite:<path> or postgres://user@host/db"
+                "unsupported database {:?}: use sqlite:<path> or postgres://user@host/db",
+                scheme.chars().take(20).collect::<String>()
             )));
         }
-        let authority = rest.split(['/', '?']).next().unwrap_or_default();
-        let host = authority.rsplit('@').next().unwrap_or_default();
-        let has_socket_host = rest.contains("host=");
-        if host.is_empty() && !has_socket_host {
-            return Err(bad(format!("{} names no host", redact(raw))));
+        let redacted = redact(scheme, rest);
+        let host_part = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+        let host = host_part.split(['/', '?']).next().unwrap_or_default();
+        if host.is_empty() && !rest.contains("host=") {
+            return Err(bad(format!("{redacted} names no host")));
         }
         if let Some((_, port)) = host.rsplit_once(':')
             && !host.ends_with(']')
             && port.parse::<u16>().is_err()
         {
-            return Err(bad(format!("{} has an invalid port {port:?}", redact(raw))));
+            return Err(bad(format!("{redacted} has an invalid port")));
         }
         Ok(DatabaseUrl::Postgres {
             url: raw.to_owned(),
-            redacted: redact(raw),
+            redacted,
         })
     }
 }
@@ -90,27 +92,22 @@ fn config_problem(err: StoreError) -> String {
     }
 }
 
-/// The URL with any password replaced by `***`.
-fn redact(raw: &str) -> String {
-    let Some((scheme, rest)) = raw.split_once("://") else {
-        return raw.chars().take(120).collect();
+/// `scheme://user:***@host/db`: the user info ends at the last `@` (a password may hold `/`,
+/// `?` or `@`), and query parameters are dropped if any could be a password.
+fn redact(scheme: &str, rest: &str) -> String {
+    let (user, host) = match rest.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            let masked = if userinfo.contains(':') { ":***" } else { "" };
+            (format!("{user}{masked}@"), host)
+        }
+        None => (String::new(), rest),
     };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
+    let host = match host.split_once('?') {
+        Some((path, query)) if query.contains("password") => format!("{path}?***"),
+        _ => host.to_owned(),
     };
-    let authority = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{user}:***@{host}"),
-            None => format!("{userinfo}@{host}"),
-        },
-        None => authority.to_owned(),
-    };
-    let tail = match tail.split_once('?') {
-        Some((path, query)) if query.contains("password=") => format!("{path}?***"),
-        _ => tail.to_owned(),
-    };
-    format!("{scheme}://{authority}{tail}")
+    format!("{scheme}://{user}{host}")
 }
 
 impl fmt::Display for DatabaseUrl {
@@ -135,6 +132,12 @@ mod tests {
     #[test]
     fn parses_both_engines() {
         assert_eq!(
+            DatabaseUrl::parse("sqlite:e.db").unwrap(),
+            DatabaseUrl::Sqlite {
+                path: std::env::current_dir().unwrap().join("e.db")
+            }
+        );
+        assert_eq!(
             DatabaseUrl::parse("sqlite:/tmp/e.db").unwrap(),
             DatabaseUrl::Sqlite {
                 path: "/tmp/e.db".into()
@@ -157,15 +160,23 @@ mod tests {
         for bad in [
             "mysql://u:hunter2@h/db",
             "nonsense",
+            "host=db user=u password=hunter2",
+            "postgres:/u:hunter2@h/db",
             "sqlite:",
             "postgres://u:hunter2@/db",
             "postgres://u:hunter2@h:99999/db",
+            "postgres://u:hun/ter2@h:http/db",
+            "postgres://u:hun?ter2@h:http/db",
+            "postgres://u:hun@ter2@h:http/db",
+            "postgres://h:http/db?password=hunter2",
         ] {
             let msg = DatabaseUrl::parse(bad).unwrap_err().to_string();
             assert!(msg.starts_with("EINSORA_DATABASE_URL: "), "{msg}");
-            assert!(!msg.contains("hunter2"), "{msg}");
+            assert!(!msg.contains("hunter2") && !msg.contains("hun"), "{msg}");
         }
         let url = DatabaseUrl::parse("postgres://u:hunter2@h/db?sslmode=disable").unwrap();
         assert_eq!(url.to_string(), "postgres://u:***@h/db?sslmode=disable");
+        let url = DatabaseUrl::parse("postgres://u:a/b@c@h:5432/db").unwrap();
+        assert_eq!(url.to_string(), "postgres://u:***@h:5432/db");
     }
 }

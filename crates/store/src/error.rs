@@ -21,6 +21,11 @@ pub enum StoreError {
     )]
     DatabaseNewer { found: i64, known: i64 },
 
+    #[error(
+        "the database is at migration {found}, this einsora needs {known}: run `einsora migrate`"
+    )]
+    DatabaseOlder { found: i64, known: i64 },
+
     #[error("migrating the database failed: {0}")]
     Migration(String),
 
@@ -79,6 +84,20 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::ColumnDecode { index, source } => {
                 StoreError::corrupt("column", format!("{index}: {source}"))
             }
+            sqlx::Error::Database(db) => match db.kind() {
+                // Constraint violations are bad input, not an outage: retrying won't help.
+                sqlx::error::ErrorKind::ForeignKeyViolation => {
+                    StoreError::InvalidInput("it refers to something that doesn't exist".into())
+                }
+                sqlx::error::ErrorKind::UniqueViolation => {
+                    StoreError::InvalidInput("it already exists".into())
+                }
+                sqlx::error::ErrorKind::CheckViolation
+                | sqlx::error::ErrorKind::NotNullViolation => {
+                    StoreError::InvalidInput(format!("the database refused it: {}", db.message()))
+                }
+                _ => StoreError::Unavailable(db.to_string()),
+            },
             // sqlx's own messages name the host and the problem but never the password.
             other => StoreError::Unavailable(other.to_string()),
         }

@@ -27,7 +27,7 @@ pub use database_url::{DatabaseUrl, SETTING as DATABASE_URL_SETTING};
 pub use error::StoreError;
 pub use migrations::MigrationReport;
 pub use model::{
-    Admission, Engine, Event, Lease, NewTenant, NewWorkload, QuotaClass, Transition, WorkloadFilter,
+    Admission, Event, Lease, NewTenant, NewWorkload, QuotaClass, Transition, WorkloadFilter,
 };
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -35,8 +35,6 @@ pub use sqlite::SqliteStore;
 /// Everything the services ask of the database.
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
-    fn engine(&self) -> Engine;
-
     /// Applies the embedded migrations; running it again changes nothing.
     async fn migrate(&self) -> Result<MigrationReport, StoreError>;
 
@@ -105,12 +103,44 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
 }
 
-/// Opens the database `url` names, refusing one whose migrations are newer than this binary.
-/// Applies nothing: call `migrate` for that.
+/// Opens an existing database whose migrations are exactly this binary's: one that is older
+/// (or missing) asks for `einsora migrate`, one that is newer for a newer einsora. Writes
+/// nothing.
 pub async fn open(url: &DatabaseUrl) -> Result<Arc<dyn Store>, StoreError> {
-    let store: Arc<dyn Store> = match url {
-        DatabaseUrl::Sqlite { .. } => Arc::new(SqliteStore::open(url).await?),
+    let store = connect(url, Purpose::Use).await?;
+    let known = migrations::latest(store.migrator());
+    match store.applied_version().await?.unwrap_or(0) {
+        found if found > known => Err(StoreError::DatabaseNewer { found, known }),
+        found if found < known => Err(StoreError::DatabaseOlder { found, known }),
+        _ => Ok(store),
+    }
+}
+
+/// Opens the database, creating a SQLite file if there is none, and applies the migrations
+/// this binary has (`einsora migrate`, Solo start-up). Refuses a newer database untouched.
+pub async fn migrate(url: &DatabaseUrl) -> Result<(Arc<dyn Store>, MigrationReport), StoreError> {
+    let store = connect(url, Purpose::Migrate).await?;
+    let report = store.migrate().await?;
+    Ok((store, report))
+}
+
+/// Whether opening may create and change the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Use,
+    Migrate,
+}
+
+async fn connect(url: &DatabaseUrl, purpose: Purpose) -> Result<Arc<dyn Backend>, StoreError> {
+    Ok(match url {
+        DatabaseUrl::Sqlite { .. } => Arc::new(SqliteStore::open(url, purpose).await?),
         DatabaseUrl::Postgres { .. } => Arc::new(PostgresStore::open(url).await?),
-    };
-    Ok(store)
+    })
+}
+
+/// What `open` needs of an engine beside `Store`.
+#[async_trait]
+trait Backend: Store {
+    fn migrator(&self) -> &'static sqlx::migrate::Migrator;
+    async fn applied_version(&self) -> Result<Option<i64>, StoreError>;
 }

@@ -1,19 +1,13 @@
 //! What goes into and comes out of the store, beside the core's domain types.
 
 use einsora_core::attempt::Attempt;
-use einsora_core::ids::{EventId, MachineId, TenantId, WorkloadId};
+use einsora_core::ids::{MachineId, TenantId, WorkloadId};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::Reason;
 use einsora_core::region::Region;
 use einsora_core::workload::Workload;
 use time::OffsetDateTime;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    Sqlite,
-    Postgres,
-}
 
 #[derive(Debug, Clone)]
 pub struct NewTenant {
@@ -83,7 +77,8 @@ pub struct Transition<'a> {
 /// A row of a workload's timeline. `from == Some(to)` is a note.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
-    pub id: EventId,
+    /// The timeline's order across the whole database.
+    pub seq: i64,
     pub workload_id: WorkloadId,
     pub from: Option<State>,
     pub to: State,

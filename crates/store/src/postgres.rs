@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use std::str::FromStr;
 
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection, Postgres};
 use tokio::task::JoinHandle;
 
 use crate::changes::ChangeSender;
-use crate::{DatabaseUrl, StoreError, migrations};
+use crate::{DatabaseUrl, StoreError};
 
 type Db = Postgres;
 type ThisStore = PostgresStore;
-const ENGINE: crate::Engine = crate::Engine::Postgres;
 static MIGRATOR: &sqlx::migrate::Migrator = &crate::migrations::POSTGRES;
 
 macro_rules! for_update {
@@ -27,6 +27,10 @@ macro_rules! for_share {
     () => {
         " FOR SHARE"
     };
+}
+
+async fn begin_write(conn: &mut PgConnection) -> Result<sqlx::Transaction<'_, Db>, StoreError> {
+    Ok(conn.begin().await?)
 }
 
 const CHANNEL: &str = "einsora_changes";
@@ -41,7 +45,7 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    pub async fn open(url: &DatabaseUrl) -> Result<Self, StoreError> {
+    pub(crate) async fn open(url: &DatabaseUrl) -> Result<Self, StoreError> {
         let DatabaseUrl::Postgres { url: raw, .. } = url else {
             return Err(StoreError::Config {
                 setting: crate::DATABASE_URL_SETTING,
@@ -65,8 +69,11 @@ impl PostgresStore {
             .map_err(|e| unreachable(e.to_string()))?
             .close()
             .await?;
+        // No ping per acquire (a round trip per transaction): a broken connection fails its
+        // query, which surfaces as `Unavailable`, and the pool replaces it.
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
+            .test_before_acquire(false)
             .acquire_timeout(CONNECT_TIMEOUT)
             .connect_with(options)
             .await
@@ -80,24 +87,26 @@ impl PostgresStore {
             changes,
             listener,
         };
-        migrations::check_not_newer(MIGRATOR, store.applied_version().await?)?;
         Ok(store)
     }
 
-    fn writer(&self) -> &PgPool {
-        &self.pool
+    async fn writer(&self) -> Result<PoolConnection<Postgres>, StoreError> {
+        Ok(self.pool.acquire().await?)
     }
 
     fn reader(&self) -> &PgPool {
         &self.pool
     }
 
-    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Db>, StoreError> {
-        Ok(self.pool.begin().await?)
-    }
-
     /// Triggers notify every listener, this process's included.
     fn committed(&self) {}
+}
+
+#[async_trait::async_trait]
+impl crate::Backend for PostgresStore {
+    fn migrator(&self) -> &'static sqlx::migrate::Migrator {
+        MIGRATOR
+    }
 
     async fn applied_version(&self) -> Result<Option<i64>, StoreError> {
         let exists: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
@@ -137,6 +146,6 @@ async fn forward_notifications(mut listen: PgListener, changes: Arc<ChangeSender
 
 /// The queries both engines share, compiled here against Postgres.
 mod shared {
-    use super::{Db, ENGINE, MIGRATOR, ThisStore};
+    use super::{Db, MIGRATOR, ThisStore, begin_write};
     include!("shared/prelude.rs");
 }

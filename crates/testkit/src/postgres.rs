@@ -85,6 +85,7 @@ impl TempPostgres {
                 .args([
                     "--auth=trust",
                     "--encoding=UTF8",
+                    "--no-locale",
                     "--no-sync",
                     "-U",
                     SUPERUSER,

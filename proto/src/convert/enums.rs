@@ -137,7 +137,7 @@ enum_pair!(StatusCode, agent_pb::StatusCode, "code", Unspecified, {
     IsolationRefused <=> IsolationRefused,
     DiskMissing <=> DiskMissing,
     SandboxChanged <=> SandboxChanged,
-    Unknown <=> Unknown,
+    Other <=> Other,
 });
 
 enum_pair!(Isolation, catalog_pb::Isolation, "isolation", Unspecified, {

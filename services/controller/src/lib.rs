@@ -65,12 +65,19 @@ impl Config {
             agent_addr: settings.socket_addr(AGENT_ADDR, "127.0.0.1:8443")?,
             database: DatabaseUrl::from_settings(settings)?,
             region,
-            interval: settings.duration(INTERVAL, "5s")?,
+            interval: positive(settings.duration(INTERVAL, "5s")?, INTERVAL)?,
             backend: settings.choice(BACKEND, &backends, "agent")?,
             tls: InternalTls::from_settings(settings)?,
             catalog: Arc::new(catalog),
         })
     }
+}
+
+fn positive(d: Duration, setting: &str) -> Result<Duration, ConfigError> {
+    if d.is_zero() {
+        return Err(ConfigError::new(setting, "must be longer than zero"));
+    }
+    Ok(d)
 }
 
 pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {

@@ -113,7 +113,7 @@ fn reasons_read_as_in_the_seeds() {
             "waiting for its machine's GPU to be free",
         ),
         (
-            Reason::Reported(StatusCode::Unknown),
+            Reason::Reported(StatusCode::Other),
             "its machine reported a problem",
         ),
         (Reason::Reported(StatusCode::Exited), "it stopped by itself"),

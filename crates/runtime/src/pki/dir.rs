@@ -59,9 +59,7 @@ impl Pki {
     /// when the kept one is near expiry, from another CA, or does not match its key.
     pub fn role_cert(&self, role: Role) -> Result<IssuedCert, PkiError> {
         let _lock = lock(&self.dir)?;
-        let stem = role.to_string().replace('/', "-");
-        let cert_path = self.dir.join(format!("{stem}.pem"));
-        let key_path = self.dir.join(format!("{stem}.key"));
+        let (cert_path, key_path) = role_paths(&self.dir, role);
         if let (Some(cert_pem), Some(key_pem)) =
             (read_optional(&cert_path)?, read_optional(&key_path)?)
         {
@@ -97,6 +95,42 @@ impl Pki {
             && cert.public_key().subject_public_key.data.as_ref() == key.public_key_raw()
             && cert.validity().not_after.to_datetime() > OffsetDateTime::now_utc() + RENEW_BEFORE
     }
+}
+
+/// What a role's process holds: the CA's certificate (never its key) and its own certificate.
+#[derive(Debug)]
+pub struct RoleIdentity {
+    pub ca_pem: String,
+    pub cert: IssuedCert,
+}
+
+impl RoleIdentity {
+    /// Reads what `Pki::role_cert` kept for `role`. Creates and issues nothing, so a role runs
+    /// without the CA's key and can't mint another role's certificate.
+    pub fn load(dir: &Path, role: Role) -> Result<Self, PkiError> {
+        let (cert_path, key_path) = role_paths(dir, role);
+        let read = |path: PathBuf| {
+            read_optional(&path)?.ok_or(PkiError::Files {
+                path,
+                problem: "is missing: run `einsora pki init`",
+            })
+        };
+        Ok(RoleIdentity {
+            ca_pem: read(dir.join("ca.pem"))?,
+            cert: IssuedCert {
+                cert_pem: read(cert_path)?,
+                key_pem: read(key_path)?,
+            },
+        })
+    }
+}
+
+fn role_paths(dir: &Path, role: Role) -> (PathBuf, PathBuf) {
+    let stem = role.to_string().replace('/', "-");
+    (
+        dir.join(format!("{stem}.pem")),
+        dir.join(format!("{stem}.key")),
+    )
 }
 
 fn half_a_ca(missing: PathBuf) -> PkiError {

@@ -11,7 +11,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 pub use ca::{Ca, IssuedCert, Validity};
-pub use dir::Pki;
+pub use dir::{Pki, RoleIdentity};
 pub use role::{IdentityError, Role, RoleKind, role_of};
 
 #[derive(Debug, thiserror::Error)]

@@ -147,33 +147,15 @@ fn urls_need_a_listed_scheme_and_http_needs_a_host() {
 }
 
 #[test]
-fn a_secret_value_is_never_in_an_error() {
+fn a_secret_value_is_never_in_debug_output() {
     let password = "hunter2-very-secret";
-    let url = format!("mysql://admin:{password}@db/einsora");
-    let s = settings(&[("EINSORA_DATABASE_URL", url.as_str())]);
-    let err = s
-        .secret_url(
-            "EINSORA_DATABASE_URL",
-            &["sqlite", "postgres", "postgresql"],
-            "sqlite:x.db",
-        )
-        .unwrap_err();
-    let message = err.to_string();
-    assert!(
-        message.starts_with("EINSORA_DATABASE_URL: the value is not a URL"),
-        "{message}"
-    );
-    assert!(!message.contains(password), "{message}");
-    assert!(!format!("{err:?}").contains(password));
-
     let url = format!("postgres://admin:{password}@db/einsora");
     let s = settings(&[("EINSORA_DATABASE_URL", url.as_str())]);
-    let secret = s
-        .secret_url("EINSORA_DATABASE_URL", &["postgres"], "sqlite:x.db")
-        .unwrap();
+    let secret = s.secret("EINSORA_DATABASE_URL").unwrap().unwrap();
     assert_eq!(secret.expose(), url);
     assert!(!format!("{secret:?}").contains(password));
     assert!(!format!("{s:?}").contains(password));
+    assert!(s.secret("EINSORA_TOKEN").unwrap().is_none());
 }
 
 #[test]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use einsora_core::attempt::Attempt;
-use einsora_core::ids::{EventId, MachineId, TenantId, WorkloadId};
+use einsora_core::ids::{MachineId, TenantId, WorkloadId};
 use einsora_core::lifecycle::{self, State};
 use einsora_core::reasons::Reason;
 use einsora_core::region::Region;
@@ -12,10 +12,11 @@ use einsora_core::workload::Workload;
 use sqlx::Row;
 use uuid::Uuid;
 
+use crate::Backend;
 use crate::migrations::{self, MigrationReport};
 use crate::time_ms::{duration_ms, from_ms, now_ms};
 use crate::{
-    ChangeSignal, Engine, Event, Lease, NewTenant, NewWorkload, QuotaClass, StoreError,
+    ChangeSignal, Event, Lease, NewTenant, NewWorkload, QuotaClass, StoreError,
     Transition, WorkloadFilter,
 };
 

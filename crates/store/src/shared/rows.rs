@@ -46,7 +46,7 @@ fn workload_from_row(row: &<Db as sqlx::Database>::Row) -> Result<Workload, Stor
 fn event_from_row(row: &<Db as sqlx::Database>::Row) -> Result<Event, StoreError> {
     let from: Option<String> = row.try_get("from_state")?;
     Ok(Event {
-        id: EventId::from_uuid(row.try_get("id")?),
+        seq: row.try_get("seq")?,
         workload_id: WorkloadId::from_uuid(row.try_get("workload_id")?),
         from: from.map(|s| parse_word("state", &s)).transpose()?,
         to: parse_word("state", &row.try_get::<String, _>("to_state")?)?,

@@ -1,16 +1,42 @@
 // The `Store` implementation, shared by both engines (included).
 
+/// A plain step: `$1` state, `$2` reason, `$3` now; compare-and-swap on `$4` id, `$5` version,
+/// `$6` state. The `workload_changed` trigger appends the event.
+macro_rules! plain_update {
+    () => {
+        "UPDATE workloads SET state = $1, reason = $2, version = version + 1, updated_at = $3 \
+         WHERE id = $4 AND version = $5 AND state = $6"
+    };
+}
+
+/// Admission: a plain step that also records the placement (`$7` placed class, `$8` machine,
+/// `$9` driver) and the new attempt (`$10`).
+macro_rules! admit_update {
+    () => {
+        "UPDATE workloads SET state = $1, reason = $2, version = version + 1, updated_at = $3, \
+         placed_class = $7, machine_id = $8, driver = $9, attempt = $10 \
+         WHERE id = $4 AND version = $5 AND state = $6"
+    };
+}
+
+/// A note (from = to): `$1` reason, `$2` now, for workload `$3` still at version `$4`.
+macro_rules! note_insert {
+    () => {
+        "INSERT INTO workload_events (workload_id, tenant_id, from_state, to_state, reason, \
+         attempt, at) SELECT id, tenant_id, state, state, $1, attempt, $2 FROM workloads \
+         WHERE id = $3 AND version = $4"
+    };
+}
+
 #[async_trait::async_trait]
 impl crate::Store for ThisStore {
-    fn engine(&self) -> Engine {
-        ENGINE
-    }
-
     async fn migrate(&self) -> Result<MigrationReport, StoreError> {
         let before = self.applied_version().await?;
         migrations::check_not_newer(MIGRATOR, before)?;
+        let mut conn = self.writer().await?;
+        // `run_direct` is `run` on a connection we already hold.
         MIGRATOR
-            .run(self.writer())
+            .run_direct(None, &mut *conn, false)
             .await
             .map_err(|e| migrations::map_error(MIGRATOR, e))?;
         let after = self.applied_version().await?;
@@ -35,7 +61,7 @@ impl crate::Store for ThisStore {
         .bind(&tenant.name)
         .bind(i32::from(tenant.trusted))
         .bind(now_ms())
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(())
     }
@@ -53,7 +79,7 @@ impl crate::Store for ThisStore {
         .bind(tenant.as_uuid())
         .bind(class.key())
         .bind(limit.map(i64::from))
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(())
     }
@@ -70,7 +96,8 @@ impl crate::Store for ThisStore {
             .map_err(|e| StoreError::InvalidInput(format!("fallback list: {e}")))?;
         let reason = reason.text();
         let now = now_ms();
-        let mut tx = self.begin_write().await?;
+        let mut conn = self.writer().await?;
+        let mut tx = begin_write(&mut conn).await?;
         check_quota(&mut tx, new.tenant_id, &new.gpu_class, new.units).await?;
         sqlx::query(
             "INSERT INTO workloads (id, tenant_id, kind, name, gpu_class, units, image, region, \
@@ -94,9 +121,6 @@ impl crate::Store for ThisStore {
         .execute(&mut *tx)
         .await
         .map_err(|e| name_taken(e, &new.name))?;
-        let attempt = Attempt::NONE;
-        insert_event(&mut tx, new.id, new.tenant_id, None, State::INITIAL, &reason, attempt, now)
-            .await?;
         tx.commit().await?;
         self.committed();
         let at = from_ms(now)?;
@@ -112,7 +136,7 @@ impl crate::Store for ThisStore {
             region: new.region.clone(),
             machine_id: None,
             driver: None,
-            attempt,
+            attempt: Attempt::NONE,
             fallback: new.fallback.clone(),
             fallback_after_s: new.fallback_after_s,
             params: new.params.clone(),
@@ -160,64 +184,62 @@ impl crate::Store for ThisStore {
 
     async fn transition(&self, change: &Transition<'_>) -> Result<Workload, StoreError> {
         let w = change.workload;
-        if change.admission.is_some() && change.to != State::Provisioning {
-            return Err(StoreError::InvalidInput(
-                "a placement is recorded only with the move to provisioning".into(),
-            ));
+        // Two steps of the diagram have their own doors: admission records a placement and a
+        // new attempt, and going back to pending re-checks quota.
+        let refuse = |why: &str| Err(StoreError::InvalidInput(why.to_owned()));
+        match (change.to, change.admission) {
+            (State::Provisioning, None) => {
+                return refuse("moving to provisioning is an admission: it needs a placement");
+            }
+            (to, Some(_)) if to != State::Provisioning => {
+                return refuse("a placement is recorded only with the move to provisioning");
+            }
+            (State::Pending, _) => {
+                return refuse("a workload goes back to pending only through start");
+            }
+            _ => {}
         }
         lifecycle::transition(w.state, change.to, change.admission.is_some() || w.is_placed())?;
         let reason = change.reason.text();
-        let now = now_ms();
         let mut next = w.clone();
-        let mut tx = self.begin_write().await?;
-        if let Some(lease) = change.fence {
-            check_fence(&mut tx, lease, now).await?;
+        if let Some(a) = change.admission {
+            next.placed_class = Some(a.placed_class.clone());
+            next.machine_id = a.machine_id;
+            next.driver = a.driver.clone();
+            next.attempt = w.attempt.next();
         }
-        let update = match change.admission {
-            Some(a) => {
-                next.placed_class = Some(a.placed_class.clone());
-                next.machine_id = a.machine_id;
-                next.driver = a.driver.clone();
-                next.attempt = w.attempt.next();
-                sqlx::query(
-                    "UPDATE workloads SET state = $1, reason = $2, version = version + 1, \
-                     updated_at = $3, placed_class = $4, machine_id = $5, driver = $6, \
-                     attempt = $7 WHERE id = $8 AND version = $9 AND state = $10",
-                )
-                .bind(change.to.as_str())
-                .bind(&reason)
-                .bind(now)
+        // The clock is read once the writer is ours, so a wait can't stretch a lease.
+        let mut conn = self.writer().await?;
+        let now = now_ms();
+        // One statement: the compare-and-swap, the lease check, and (by trigger) the event.
+        let sql = match (change.admission, change.fence) {
+            (None, None) => plain_update!(),
+            (None, Some(_)) => concat!(plain_update!(), fenced!(7, 8, 9, 10)),
+            (Some(_), None) => admit_update!(),
+            (Some(_), Some(_)) => concat!(admit_update!(), fenced!(11, 12, 13, 14)),
+        };
+        let mut query = sqlx::query(sql)
+            .bind(change.to.as_str())
+            .bind(&reason)
+            .bind(now)
+            .bind(w.id.as_uuid())
+            .bind(w.version)
+            .bind(w.state.as_str());
+        if let Some(a) = change.admission {
+            query = query
                 .bind(&a.placed_class)
                 .bind(a.machine_id.map(|m| *m.as_uuid()))
                 .bind(&a.driver)
-                .bind(i64::from(next.attempt.get()))
-                .bind(w.id.as_uuid())
-                .bind(w.version)
-                .bind(w.state.as_str())
-                .execute(&mut *tx)
-                .await?
-            }
-            None => {
-                sqlx::query(
-                    "UPDATE workloads SET state = $1, reason = $2, version = version + 1, \
-                     updated_at = $3 WHERE id = $4 AND version = $5 AND state = $6",
-                )
-                .bind(change.to.as_str())
-                .bind(&reason)
-                .bind(now)
-                .bind(w.id.as_uuid())
-                .bind(w.version)
-                .bind(w.state.as_str())
-                .execute(&mut *tx)
-                .await?
-            }
-        };
-        if update.rows_affected() == 0 {
-            return Err(lost_race(&mut tx, w.id).await);
+                .bind(i64::from(next.attempt.get()));
         }
-        insert_event(&mut tx, w.id, w.tenant_id, Some(w.state), change.to, &reason, next.attempt, now)
-            .await?;
-        tx.commit().await?;
+        if let Some(lease) = change.fence {
+            query = query.bind(&lease.name).bind(&lease.holder).bind(lease.epoch).bind(now);
+        }
+        if query.execute(&mut *conn).await?.rows_affected() == 0 {
+            drop(conn);
+            return Err(why_unchanged(self, w.id, change.fence).await);
+        }
+        drop(conn);
         self.committed();
         next.state = change.to;
         next.reason = reason;
@@ -230,7 +252,8 @@ impl crate::Store for ThisStore {
         lifecycle::transition(w.state, State::Pending, w.is_placed())?;
         let reason = reason.text();
         let now = now_ms();
-        let mut tx = self.begin_write().await?;
+        let mut conn = self.writer().await?;
+        let mut tx = begin_write(&mut conn).await?;
         check_quota(&mut tx, w.tenant_id, &w.gpu_class, w.units).await?;
         let update = sqlx::query(
             "UPDATE workloads SET state = $1, reason = $2, version = version + 1, updated_at = $3 \
@@ -245,10 +268,9 @@ impl crate::Store for ThisStore {
         .execute(&mut *tx)
         .await?;
         if update.rows_affected() == 0 {
-            return Err(lost_race(&mut tx, w.id).await);
+            drop(tx);
+            return Err(why_unchanged(self, w.id, None).await);
         }
-        insert_event(&mut tx, w.id, w.tenant_id, Some(w.state), State::Pending, &reason, w.attempt, now)
-            .await?;
         tx.commit().await?;
         self.committed();
         Ok(Workload {
@@ -266,32 +288,34 @@ impl crate::Store for ThisStore {
         reason: &Reason,
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
+        if w.state.is_terminal() {
+            return Err(StoreError::InvalidInput("a deleted workload's timeline is closed".into()));
+        }
         let reason = reason.text();
+        let mut conn = self.writer().await?;
         let now = now_ms();
-        let mut tx = self.begin_write().await?;
+        let sql = match fence {
+            None => note_insert!(),
+            Some(_) => concat!(note_insert!(), fenced!(5, 6, 7, 8)),
+        };
+        let mut query = sqlx::query(sql)
+            .bind(&reason)
+            .bind(now)
+            .bind(w.id.as_uuid())
+            .bind(w.version);
         if let Some(lease) = fence {
-            check_fence(&mut tx, lease, now).await?;
+            query = query.bind(&lease.name).bind(&lease.holder).bind(lease.epoch).bind(now);
         }
-        let current: Option<String> = sqlx::query_scalar(concat!(
-            "SELECT state FROM workloads WHERE id = $1 AND version = $2",
-            for_share!()
-        ))
-        .bind(w.id.as_uuid())
-        .bind(w.version)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if current.is_none() {
-            return Err(lost_race(&mut tx, w.id).await);
+        if query.execute(&mut *conn).await?.rows_affected() == 0 {
+            drop(conn);
+            return Err(why_unchanged(self, w.id, fence).await);
         }
-        insert_event(&mut tx, w.id, w.tenant_id, Some(w.state), w.state, &reason, w.attempt, now)
-            .await?;
-        tx.commit().await?;
         Ok(())
     }
 
     async fn events(&self, id: WorkloadId) -> Result<Vec<Event>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, workload_id, from_state, to_state, reason, attempt, at \
+            "SELECT seq, workload_id, from_state, to_state, reason, attempt, at \
              FROM workload_events WHERE workload_id = $1 ORDER BY seq",
         )
         .bind(id.as_uuid())
@@ -331,7 +355,7 @@ impl crate::Store for ThisStore {
         .bind(holder)
         .bind(expires)
         .bind(now)
-        .fetch_optional(self.writer())
+        .fetch_optional(&mut *self.writer().await?)
         .await?;
         row.map(|(epoch,)| {
             Ok(Lease {
@@ -356,7 +380,7 @@ impl crate::Store for ThisStore {
         .bind(&lease.holder)
         .bind(lease.epoch)
         .bind(now)
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         if renewed.rows_affected() == 0 {
             return Err(StoreError::LeaseLost(lease.name.clone()));
@@ -371,7 +395,7 @@ impl crate::Store for ThisStore {
         .bind(&lease.name)
         .bind(&lease.holder)
         .bind(lease.epoch)
-        .execute(self.writer())
+        .execute(&mut *self.writer().await?)
         .await?;
         Ok(())
     }

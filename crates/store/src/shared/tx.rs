@@ -1,31 +1,24 @@
-// Steps used inside write transactions, shared by both engines (included).
+// Steps of writes, shared by both engines (included).
 
-type Tx = sqlx::Transaction<'static, Db>;
+type Tx<'c> = sqlx::Transaction<'c, Db>;
 
-/// Refuses the write unless `lease` is still held, at its epoch, unexpired. On Postgres the row
-/// is share-locked so a takeover can't commit between this check and the write.
-async fn check_fence(tx: &mut Tx, lease: &Lease, now: i64) -> Result<(), StoreError> {
-    let held = sqlx::query(concat!(
-        "SELECT epoch FROM leases WHERE name = $1 AND holder = $2 AND epoch = $3 \
-         AND expires_at > $4",
-        for_share!()
-    ))
-    .bind(&lease.name)
-    .bind(&lease.holder)
-    .bind(lease.epoch)
-    .bind(now)
-    .fetch_optional(&mut **tx)
-    .await?;
-    match held {
-        Some(_) => Ok(()),
-        None => Err(StoreError::LeaseLost(lease.name.clone())),
-    }
+/// The condition a controller's write carries: its lease is still held, at its epoch,
+/// unexpired. On Postgres the lease row is share-locked, so a takeover can't commit between the
+/// check and the write. The arguments number the parameters for the lease's name, holder,
+/// epoch, and the current time.
+macro_rules! fenced {
+    ($name:literal, $holder:literal, $epoch:literal, $now:literal) => {
+        concat!(
+            " AND EXISTS (SELECT 1 FROM leases WHERE name = $", $name, " AND holder = $", $holder,
+            " AND epoch = $", $epoch, " AND expires_at > $", $now, for_share!(), ")"
+        )
+    };
 }
 
 /// Locks the tenant's quota row for `class` (or its default row) and checks that `units` more
 /// fit. Concurrent creates and starts of one tenant serialise here.
 async fn check_quota(
-    tx: &mut Tx,
+    tx: &mut Tx<'_>,
     tenant: TenantId,
     class: &str,
     units: u32,
@@ -75,40 +68,30 @@ static HELD_BY_TENANT: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
     )
 });
 
-#[allow(clippy::too_many_arguments)]
-async fn insert_event(
-    tx: &mut Tx,
-    workload: WorkloadId,
-    tenant: TenantId,
-    from: Option<State>,
-    to: State,
-    reason: &str,
-    attempt: Attempt,
-    at: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO workload_events (id, workload_id, tenant_id, from_state, to_state, reason, \
-         attempt, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-    )
-    .bind(EventId::new().as_uuid())
-    .bind(workload.as_uuid())
-    .bind(tenant.as_uuid())
-    .bind(from.map(State::as_str))
-    .bind(to.as_str())
-    .bind(reason)
-    .bind(i64::from(attempt.get()))
-    .bind(at)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// Turns a lost compare-and-swap into the error that says what happened.
-async fn lost_race(tx: &mut Tx, id: WorkloadId) -> StoreError {
+/// Says why a write changed nothing: the lease was lost, or another writer won the
+/// compare-and-swap, or the workload doesn't exist.
+async fn why_unchanged(store: &ThisStore, id: WorkloadId, fence: Option<&Lease>) -> StoreError {
+    if let Some(lease) = fence {
+        let held: Result<Option<i64>, _> = sqlx::query_scalar(
+            "SELECT epoch FROM leases WHERE name = $1 AND holder = $2 AND epoch = $3 \
+             AND expires_at > $4",
+        )
+        .bind(&lease.name)
+        .bind(&lease.holder)
+        .bind(lease.epoch)
+        .bind(now_ms())
+        .fetch_optional(store.reader())
+        .await;
+        match held {
+            Ok(Some(_)) => {}
+            Ok(None) => return StoreError::LeaseLost(lease.name.clone()),
+            Err(e) => return e.into(),
+        }
+    }
     let current: Result<Option<String>, _> =
         sqlx::query_scalar("SELECT state FROM workloads WHERE id = $1")
             .bind(id.as_uuid())
-            .fetch_optional(&mut **tx)
+            .fetch_optional(store.reader())
             .await;
     match current {
         Ok(Some(state)) => match parse_word("state", &state) {

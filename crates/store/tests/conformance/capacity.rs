@@ -37,23 +37,17 @@ pub async fn held_by_placed_class_else_requested(db: TestDb) {
         .await
         .unwrap();
 
+    // Deleting holds capacity, and one never admitted has no placement: its requested class
+    // counts until it is gone.
     let mut unplaced = new_workload(t, "unplaced");
     unplaced.gpu_class = "a100-80gb".into();
     let unplaced = store.create_workload(&unplaced, &reason()).await.unwrap();
-    store
-        .transition(&Transition {
-            workload: &unplaced,
-            to: State::Provisioning,
-            reason: &Reason::Ready,
-            admission: None,
-            fence: None,
-        })
-        .await
-        .unwrap();
+    step(store, &unplaced, State::Deleting).await;
 
     workload_in(store, t, State::Running).await;
     workload_in(store, t, State::Stopping).await;
-    workload_in(store, t, State::Deleting).await;
+    let admitted = workload_in(store, t, State::Provisioning).await;
+    step(store, &admitted, State::Deleting).await;
     workload_in(store, t, State::Stopped).await;
     workload_in(store, t, State::Failed).await;
     workload_in(store, t, State::Queued).await;

@@ -32,12 +32,19 @@ pub async fn postgres() -> TestDb {
 }
 
 async fn open(url: DatabaseUrl, dir: Option<tempfile::TempDir>) -> TestDb {
-    let store = einsora_store::open(&url).await.unwrap();
-    store.migrate().await.unwrap();
+    let (store, _) = einsora_store::migrate(&url).await.unwrap();
     TestDb {
         store,
         url,
         _dir: dir,
+    }
+}
+
+impl TestDb {
+    /// A second store on the same database, as another process (the api beside the controller)
+    /// would open it.
+    pub async fn another(&self) -> Arc<dyn Store> {
+        einsora_store::open(&self.url).await.unwrap()
     }
 }
 
@@ -104,7 +111,8 @@ pub fn admission() -> Admission {
     }
 }
 
-/// One step without a lease; admission is recorded on the way to provisioning.
+/// One step without a lease; admission is recorded on the way to provisioning, and the way
+/// back to pending is `start`.
 pub async fn step(store: &dyn Store, w: &Workload, to: State) -> Workload {
     try_step(store, w, to)
         .await
@@ -116,6 +124,9 @@ pub async fn try_step(
     w: &Workload,
     to: State,
 ) -> Result<Workload, einsora_store::StoreError> {
+    if to == State::Pending {
+        return store.start(w, &reason()).await;
+    }
     let admission = admission();
     let change = Transition {
         workload: w,

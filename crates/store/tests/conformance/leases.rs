@@ -27,7 +27,7 @@ pub async fn stale_epoch_is_refused_after_takeover(db: TestDb) {
             .is_none(),
         "a held lease can't be taken"
     );
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(Duration::from_millis(2200)).await;
     let new = store
         .take_lease(NAME, "b", Duration::from_secs(30))
         .await

@@ -37,7 +37,7 @@ macro_rules! conformance {
 conformance! {
     transitions::every_legal_step_is_recorded,
     transitions::every_illegal_step_is_refused_and_changes_nothing,
-    transitions::running_needs_a_placement,
+    transitions::provisioning_needs_admission_and_pending_needs_start,
     transitions::admission_records_placement_and_a_new_attempt,
     transitions::notes_change_no_state,
     races::two_writers_exactly_one_wins,
@@ -49,6 +49,7 @@ conformance! {
     leases::released_lease_is_taken_at_once,
     migrations::applied_twice_changes_nothing,
     migrations::newer_database_is_refused,
+    migrations::older_or_missing_database_is_refused,
     changes::another_connection_commit_wakes_waiters,
     workloads::lists_hide_deleted_unless_asked,
     workloads::names_are_unique_among_live_workloads,

@@ -1,4 +1,4 @@
-use einsora_store::StoreError;
+use einsora_store::{DatabaseUrl, StoreError};
 
 use crate::harness::TestDb;
 
@@ -6,9 +6,41 @@ pub async fn applied_twice_changes_nothing(db: TestDb) {
     let again = db.store.migrate().await.unwrap();
     assert!(again.applied.is_empty(), "{again:?}");
     assert!(again.version >= 1);
-    let reopened = einsora_store::open(&db.url).await.unwrap();
-    let third = reopened.migrate().await.unwrap();
+    let (_, third) = einsora_store::migrate(&db.url).await.unwrap();
     assert_eq!(third, again);
+    einsora_store::open(&db.url).await.unwrap();
+}
+
+/// Roles open only a database at this binary's version: a missing or older one asks for
+/// `einsora migrate`, and opening it creates nothing.
+pub async fn older_or_missing_database_is_refused(db: TestDb) {
+    let fresh = match &db.url {
+        DatabaseUrl::Sqlite { path } => {
+            let missing = path.with_file_name("missing.db");
+            let url = DatabaseUrl::parse(&format!("sqlite:{}", missing.display())).unwrap();
+            let err = einsora_store::open(&url).await.unwrap_err();
+            assert!(err.to_string().contains("run `einsora migrate`"), "{err}");
+            assert!(!missing.exists(), "opening created the file");
+            let empty = path.with_file_name("empty.db");
+            std::fs::File::create(&empty).unwrap();
+            DatabaseUrl::parse(&format!("sqlite:{}", empty.display())).unwrap()
+        }
+        DatabaseUrl::Postgres { .. } => {
+            let url = einsora_testkit::TempPostgres::shared()
+                .fresh_database()
+                .unwrap();
+            DatabaseUrl::parse(&url).unwrap()
+        }
+    };
+    let err = einsora_store::open(&fresh).await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::DatabaseOlder { found: 0, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("run `einsora migrate`"), "{err}");
+    let (_, report) = einsora_store::migrate(&fresh).await.unwrap();
+    assert_eq!(report.applied.len() as i64, report.version);
+    einsora_store::open(&fresh).await.unwrap();
 }
 
 /// A database migrated by a newer einsora is refused at open and at migrate, writing nothing.
@@ -22,7 +54,7 @@ pub async fn newer_database_is_refused(db: TestDb) {
         "{err}"
     );
     assert!(err.to_string().contains("upgrade einsora"), "{err}");
-    let err = db.store.migrate().await.unwrap_err();
+    let err = einsora_store::migrate(&db.url).await.unwrap_err();
     assert!(matches!(err, StoreError::DatabaseNewer { .. }), "{err}");
 }
 

@@ -5,13 +5,15 @@ use einsora_store::{QuotaClass, StoreError, WorkloadFilter};
 
 use crate::harness::{TestDb, create, new_workload, reason, step, tenant, workload_in};
 
-/// 50 creates at once against a quota of 7: exactly 7 succeed, because the quota row is locked.
+/// 50 creates at once against a quota of 7, from two stores as from two processes: exactly 7
+/// succeed, because the quota row is locked.
 pub async fn concurrent_creates_stop_at_the_quota(db: TestDb) {
     const QUOTA: u32 = 7;
     let t = tenant(&*db.store, Some(QUOTA)).await;
+    let stores = [Arc::clone(&db.store), db.another().await];
     let tasks: Vec<_> = (0..50)
         .map(|i| {
-            let store = Arc::clone(&db.store);
+            let store = Arc::clone(&stores[i % 2]);
             tokio::spawn(async move {
                 store
                     .create_workload(&new_workload(t, &format!("c{i}")), &reason())

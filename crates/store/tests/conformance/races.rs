@@ -3,16 +3,17 @@ use einsora_store::StoreError;
 
 use crate::harness::{TestDb, create, tenant, try_step};
 
-/// The API and the controller race on one workload: one compare-and-swap wins, the other sees a
-/// conflict, and the timeline gets exactly one event.
+/// The API and the controller (two stores, as two processes) race on one workload: one
+/// compare-and-swap wins, the other sees a conflict, and the timeline gets exactly one event.
 pub async fn two_writers_exactly_one_wins(db: TestDb) {
     let store = &*db.store;
+    let other = db.another().await;
     let t = tenant(store, None).await;
     for round in 0..20 {
         let w = create(store, t, &format!("race-{round}")).await;
         let (a, b) = tokio::join!(
             try_step(store, &w, State::Queued),
-            try_step(store, &w, State::Deleting)
+            try_step(&*other, &w, State::Deleting)
         );
         let wins = [&a, &b].iter().filter(|r| r.is_ok()).count();
         assert_eq!(wins, 1, "round {round}: {a:?} / {b:?}");

@@ -17,6 +17,11 @@ pub async fn every_legal_step_is_recorded(db: TestDb) {
             let w = workload_in(store, t, from).await;
             let before = store.events(w.id).await.unwrap().len();
             let after = step(store, &w, to).await;
+            let reason = if to == State::Pending {
+                "created by you@example.com (browser session)"
+            } else {
+                "ready"
+            };
             assert_eq!(
                 (after.state, after.version),
                 (to, w.version + 1),
@@ -31,7 +36,7 @@ pub async fn every_legal_step_is_recorded(db: TestDb) {
             assert_eq!(events.len(), before + 1, "{from} -> {to}");
             let last = events.last().unwrap();
             assert_eq!((last.from, last.to), (Some(from), to));
-            assert_eq!(last.reason, "ready");
+            assert_eq!(last.reason, reason);
             checked += 1;
         }
     }
@@ -73,34 +78,31 @@ pub async fn every_illegal_step_is_refused_and_changes_nothing(db: TestDb) {
     assert_eq!(checked, 9 * 9 - 19);
 }
 
-pub async fn running_needs_a_placement(db: TestDb) {
+/// Admission and start are the only doors into provisioning and back to pending: the first
+/// records a placement and a new attempt, the second re-checks quota.
+pub async fn provisioning_needs_admission_and_pending_needs_start(db: TestDb) {
     let store = &*db.store;
     let t = tenant(store, None).await;
     let w = create(store, t, "unplaced").await;
-    let provisioning = store
-        .transition(&Transition {
-            workload: &w,
-            to: State::Provisioning,
-            reason: &Reason::Ready,
-            admission: None,
-            fence: None,
-        })
-        .await
-        .unwrap();
-    let err = try_step(store, &provisioning, State::Running)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(
-            err,
-            StoreError::InvalidTransition(TransitionError::NotPlaced { .. })
-        ),
-        "{err}"
-    );
-    assert_eq!(
-        store.workload(w.id).await.unwrap().unwrap().state,
-        State::Provisioning
-    );
+    let unplaced = Transition {
+        workload: &w,
+        to: State::Provisioning,
+        reason: &Reason::Ready,
+        admission: None,
+        fence: None,
+    };
+    let err = store.transition(&unplaced).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
+    let failed = workload_in(store, t, State::Failed).await;
+    let restart = Transition {
+        workload: &failed,
+        to: State::Pending,
+        ..unplaced
+    };
+    let err = store.transition(&restart).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
+    assert_eq!(store.workload(w.id).await.unwrap().unwrap(), w);
+    assert_eq!(store.workload(failed.id).await.unwrap().unwrap(), failed);
 }
 
 pub async fn admission_records_placement_and_a_new_attempt(db: TestDb) {
@@ -168,4 +170,10 @@ pub async fn notes_change_no_state(db: TestDb) {
     );
     assert_eq!(store.events(w.id).await.unwrap().len(), events.len() + 1);
     assert_eq!(moved.state, State::Stopping);
+    let gone = workload_in(store, t, State::Deleted).await;
+    let err = store
+        .note(&gone, &Reason::MachineOffline, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
 }
