@@ -2,9 +2,11 @@
 //! timelines, usage, leases). One `Store` trait, implemented on SQLite (Solo) and Postgres
 //! (Lab, Datacenter) by the same queries, written once in `shared/` and compiled per engine.
 
+mod accounts;
 mod changes;
 mod database_url;
 mod error;
+mod inventory;
 mod migrations;
 mod model;
 mod postgres;
@@ -22,9 +24,11 @@ use einsora_core::reasons::Reason;
 use einsora_core::region::Region;
 use einsora_core::workload::Workload;
 
+pub use accounts::AccountStore;
 pub use changes::ChangeSignal;
 pub use database_url::{DatabaseUrl, SETTING as DATABASE_URL_SETTING};
 pub use error::StoreError;
+pub use inventory::InventoryStore;
 pub use migrations::MigrationReport;
 pub use model::{
     Admission, Event, Lease, NewTenant, NewWorkload, QuotaClass, Transition, WorkloadFilter,
@@ -34,7 +38,7 @@ pub use sqlite::SqliteStore;
 
 /// Everything the services ask of the database.
 #[async_trait]
-pub trait Store: Send + Sync + std::fmt::Debug {
+pub trait Store: AccountStore + InventoryStore + Send + Sync + std::fmt::Debug {
     /// Applies the embedded migrations; running it again changes nothing.
     async fn migrate(&self) -> Result<MigrationReport, StoreError>;
 

@@ -23,3 +23,5 @@ use crate::{
 include!("rows.rs");
 include!("tx.rs");
 include!("store.rs");
+include!("accounts.rs");
+include!("inventory.rs");

@@ -1,0 +1,4 @@
+// `AccountStore`, shared by both engines (included).
+
+#[async_trait::async_trait]
+impl crate::AccountStore for ThisStore {}
