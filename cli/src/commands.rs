@@ -4,13 +4,15 @@ use clap::{Parser, Subcommand};
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 
-use crate::{migrate, role};
+use crate::{client, migrate, role, setup};
 
 /// Einsora turns the machines you own into a small GPU cloud. Every setting is an EINSORA_*
 /// environment variable with a Solo default (docs/operations.md).
 #[derive(Debug, Parser)]
 #[command(name = "einsora", version)]
 pub struct Cli {
+    #[command(flatten)]
+    pub global: client::Global,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -36,6 +38,21 @@ pub enum Command {
     Gateway,
     /// Run a node agent on this machine.
     Agent,
+    /// Create the owner account, tenant and default quotas (migrating the database first);
+    /// at least 12 characters of password, read from standard input.
+    Setup {
+        /// The owner's email, used to log in.
+        #[arg(long)]
+        email: String,
+        /// Read the password from standard input (required: there is no prompt yet).
+        #[arg(long, required = true)]
+        password_stdin: bool,
+        /// Set a new password for an existing account, ending its sessions.
+        #[arg(long)]
+        reset_password: bool,
+    },
+    #[command(flatten)]
+    Client(client::ClientCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,11 +61,21 @@ pub enum PkiCommand {
     Init,
 }
 
-impl Command {
+impl Cli {
     pub fn run(self) -> anyhow::Result<()> {
         let settings = Settings::from_env();
-        match self {
+        match self.command {
+            Command::Client(command) => {
+                let http_addr =
+                    settings.socket_addr(einsora_gateway::HTTP_ADDR, "127.0.0.1:8080")?;
+                client::run(self.global, command, &http_addr.to_string())
+            }
             Command::Migrate => migrate::run(&settings),
+            Command::Setup {
+                email,
+                reset_password,
+                ..
+            } => setup::run(&settings, &email, reset_password),
             Command::Pki {
                 command: PkiCommand::Init,
             } => {

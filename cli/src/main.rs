@@ -1,8 +1,10 @@
 //! `einsora`: one binary whose subcommand picks the role.
 
+mod client;
 mod commands;
 mod migrate;
 mod role;
+mod setup;
 
 use std::process::ExitCode;
 
@@ -10,7 +12,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = commands::Cli::parse();
-    match cli.command.run() {
+    match cli.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("einsora: {err:#}");

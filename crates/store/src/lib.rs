@@ -1,10 +1,13 @@
-//! The store: Einsora's business state (tenants, accounts, quotas, machines, workload intent,
-//! timelines, usage, leases). One `Store` trait, implemented on SQLite (Solo) and Postgres
-//! (Lab, Datacenter) by the same queries, written once in `shared/` and compiled per engine.
+//! The store: Einsora's business state (tenants, accounts, quotas, machines, enrolment tokens,
+//! workload intent, timelines, usage, leases). One `Store` trait, implemented on SQLite (Solo)
+//! and Postgres (Lab, Datacenter) by the same queries, written once in `shared/` and compiled
+//! per engine.
 
 mod accounts;
 mod changes;
 mod database_url;
+mod devices;
+mod enrolment;
 mod error;
 mod inventory;
 mod migrations;
@@ -24,11 +27,18 @@ use einsora_core::reasons::Reason;
 use einsora_core::region::Region;
 use einsora_core::workload::Workload;
 
-pub use accounts::AccountStore;
+pub use accounts::{
+    AccountStore, ApiTokenRecord, NewApiToken, NewSession, NewTicket, NewUser, PasswordLogin,
+    RedeemedTicket, SecretHash, SessionRecord, User,
+};
 pub use changes::ChangeSignal;
 pub use database_url::{DatabaseUrl, SETTING as DATABASE_URL_SETTING};
+pub use enrolment::{EnrolmentStore, EnrolmentTokenRecord, NewEnrolmentToken};
 pub use error::StoreError;
-pub use inventory::InventoryStore;
+pub use inventory::{
+    InventoryStore, MachineRecord, MachineRegistration, UsageCursor, UsagePage, UsageRecord,
+    WorkloadPage,
+};
 pub use migrations::MigrationReport;
 pub use model::{
     Admission, Event, Lease, NewTenant, NewWorkload, QuotaClass, Transition, WorkloadFilter,
@@ -38,7 +48,9 @@ pub use sqlite::SqliteStore;
 
 /// Everything the services ask of the database.
 #[async_trait]
-pub trait Store: AccountStore + InventoryStore + Send + Sync + std::fmt::Debug {
+pub trait Store:
+    AccountStore + EnrolmentStore + InventoryStore + Send + Sync + std::fmt::Debug
+{
     /// Applies the embedded migrations; running it again changes nothing.
     async fn migrate(&self) -> Result<MigrationReport, StoreError>;
 

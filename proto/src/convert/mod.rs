@@ -5,10 +5,13 @@
 //! Errors name the field and the problem, and never echo the value: a value may be a secret
 //! pasted in the wrong place.
 
+mod catalog;
 mod checks;
 mod create_workload;
 mod enums;
+mod params_json;
 mod times;
+mod workload;
 
 pub use create_workload::{
     CreateWorkload, MAX_DISK_GIB, MAX_FALLBACK, MAX_FALLBACK_AFTER_S, MAX_SSH_KEYS, RawParams,

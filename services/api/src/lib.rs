@@ -2,11 +2,37 @@
 //! intent in the store. It never touches the runtime. It serves internal gRPC over mutual TLS to
 //! the gateway and the access proxy.
 
+pub mod accounts;
+pub mod caller;
+pub mod context;
+pub mod internal;
+pub mod setup;
+
+pub mod access;
+pub mod access_url;
+pub mod catalog;
+pub mod enrolment;
+pub mod machines;
+mod scoped;
+pub mod status;
+pub mod usage;
+mod wire;
+pub mod workloads;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
 use einsora_core::catalog::Catalog;
+use einsora_proto::access::v1::access_service_server::AccessServiceServer;
+use einsora_proto::accounts::v1::account_service_server::AccountServiceServer;
+use einsora_proto::accounts::v1::token_service_server::TokenServiceServer;
+use einsora_proto::catalog::v1::catalog_service_server::CatalogServiceServer;
+use einsora_proto::enrolment::v1::enrolment_token_service_server::EnrolmentTokenServiceServer;
+use einsora_proto::internal::v1::api_internal_service_server::ApiInternalServiceServer;
+use einsora_proto::machines::v1::machine_service_server::MachineServiceServer;
+use einsora_proto::usage::v1::usage_service_server::UsageServiceServer;
+use einsora_proto::workloads::v1::workload_service_server::WorkloadServiceServer;
 use einsora_runtime::grpc::{self, InternalTls};
 use einsora_runtime::pki::{Role, RoleKind};
 use einsora_runtime::settings::{ConfigError, Settings};
@@ -23,6 +49,9 @@ pub struct Config {
     pub database: DatabaseUrl,
     pub catalog: Arc<Catalog>,
     pub tls: InternalTls,
+    pub auth_mode: setup::AuthMode,
+    /// What notebook links and endpoint URLs are built from (EINSORA_ACCESS_URL).
+    pub access_url: access_url::AccessUrl,
 }
 
 impl Config {
@@ -32,6 +61,8 @@ impl Config {
             database: DatabaseUrl::from_settings(settings)?,
             catalog: Arc::new(einsora_runtime::catalog::from_settings(settings)?),
             tls: InternalTls::from_settings(settings)?,
+            auth_mode: setup::AuthMode::from_settings(settings)?,
+            access_url: access_url::AccessUrl::from_settings(settings)?,
         })
     }
 }
@@ -42,8 +73,46 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .tls
         .server(Role::Api, &[RoleKind::Gateway, RoleKind::Access])?;
     let listener = grpc::bind(ADDR, cfg.addr).await?;
+    // Accounts: sessions, tokens, and the internal authentication for the other services.
+    if cfg.auth_mode == setup::AuthMode::Dev {
+        setup::announce(&setup::seed_dev(&*store).await?);
+    }
+    let auth = Arc::new(caller::Auth::new(Arc::clone(&store)));
+    let passwords = Arc::new(accounts::passwords::Passwords::new().await?);
+    let accounts = accounts::Accounts::new(Arc::clone(&auth), passwords);
+    let tokens = accounts::Tokens::new(Arc::clone(&auth));
+    let internal = internal::Internal::new(Arc::clone(&auth));
+    let mut routes = Routes::default()
+        .add_service(AccountServiceServer::new(accounts))
+        .add_service(TokenServiceServer::new(tokens))
+        .add_service(ApiInternalServiceServer::new(internal));
+    // Workloads, machines, catalog, usage, access and enrolment tokens: recording intent,
+    // reading the store.
+    let workloads = workloads::WorkloadsApi::new(
+        Arc::clone(&store),
+        Arc::clone(&auth),
+        Arc::clone(&cfg.catalog),
+    );
+    let machines = machines::MachinesApi::new(Arc::clone(&store), Arc::clone(&auth));
+    let catalog_api = catalog::CatalogApi::new(&cfg.catalog, Arc::clone(&auth));
+    let usage = usage::UsageApi::new(Arc::clone(&store), Arc::clone(&auth));
+    let access = access::AccessApi::new(Arc::clone(&store), Arc::clone(&auth), cfg.access_url);
+    let enrolment = enrolment::EnrolmentApi::new(
+        Arc::clone(&store),
+        Arc::clone(&auth),
+        Arc::clone(&cfg.catalog),
+    );
+    routes = routes
+        .add_service(WorkloadServiceServer::new(workloads))
+        .add_service(MachineServiceServer::new(machines))
+        .add_service(CatalogServiceServer::new(catalog_api))
+        .add_service(UsageServiceServer::new(usage))
+        .add_service(AccessServiceServer::new(access))
+        .add_service(EnrolmentTokenServiceServer::new(enrolment));
+    // Request IDs, tenants and subjects on every log line and response, for every service.
+    let routes = context::layer(routes);
     tracing::info!(addr = %cfg.addr, database = %cfg.database, classes = cfg.catalog.classes().len(), "api serving");
-    grpc::serve(listener, tls, Routes::default(), shutdown)
+    grpc::serve(listener, tls, routes, shutdown)
         .await
         .context("api")?;
     drop(store);

@@ -24,4 +24,6 @@ include!("rows.rs");
 include!("tx.rs");
 include!("store.rs");
 include!("accounts.rs");
+include!("enrolment.rs");
 include!("inventory.rs");
+include!("inventory_rows.rs");

@@ -46,6 +46,21 @@ impl TestDb {
     pub async fn another(&self) -> Arc<dyn Store> {
         einsora_store::open(&self.url).await.unwrap()
     }
+
+    /// Runs SQL behind the store's back (with the engine's own client), to set up states that
+    /// no store method makes yet or that only another einsora would.
+    pub fn execute(&self, sql: &str) {
+        let status = match &self.url {
+            DatabaseUrl::Sqlite { path } => std::process::Command::new("sqlite3")
+                .arg(path)
+                .arg(sql)
+                .status(),
+            DatabaseUrl::Postgres { url, .. } => std::process::Command::new("psql")
+                .args([url.as_str(), "-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
+                .status(),
+        };
+        assert!(status.unwrap().success(), "{sql}");
+    }
 }
 
 pub fn local() -> Region {

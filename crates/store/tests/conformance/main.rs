@@ -3,8 +3,11 @@
 
 mod harness;
 
+mod accounts;
 mod capacity;
 mod changes;
+mod enrolment;
+mod inventory;
 mod leases;
 mod migrations;
 mod quota;
@@ -53,4 +56,15 @@ conformance! {
     changes::another_connection_commit_wakes_waiters,
     workloads::lists_hide_deleted_unless_asked,
     workloads::names_are_unique_among_live_workloads,
+    accounts::users_are_unique_by_email,
+    accounts::sessions_live_until_they_expire_or_end,
+    accounts::tokens_live_until_revoked_or_expired,
+    accounts::tickets_are_redeemed_exactly_once,
+    enrolment::enrolment_tokens_are_created_listed_and_revoked,
+    enrolment::enrolment_tokens_are_scoped_by_tenant,
+    enrolment::a_used_enrolment_token_is_not_revoked,
+    inventory::workload_reads_are_scoped_by_tenant,
+    inventory::machines_are_read_by_their_owner_only,
+    inventory::machines_count_the_tenants_workloads_holding_them,
+    inventory::usage_is_read_by_tenant_and_period,
 }

@@ -64,22 +64,9 @@ async fn mark_applied(db: &TestDb, version: i64) {
         "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
          VALUES ({version}, 'from the future', TRUE, X'00', 0)"
     );
-    match &db.url {
-        einsora_store::DatabaseUrl::Sqlite { path } => {
-            let status = std::process::Command::new("sqlite3")
-                .arg(path)
-                .arg(&sql)
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
-        einsora_store::DatabaseUrl::Postgres { url, .. } => {
-            let sql = sql.replace("X'00'", "'\\x00'::bytea");
-            let status = std::process::Command::new("psql")
-                .args([url.as_str(), "-q", "-v", "ON_ERROR_STOP=1", "-c", &sql])
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
-    }
+    let sql = match &db.url {
+        einsora_store::DatabaseUrl::Sqlite { .. } => sql,
+        einsora_store::DatabaseUrl::Postgres { .. } => sql.replace("X'00'", "'\\x00'::bytea"),
+    };
+    db.execute(&sql);
 }

@@ -1,0 +1,391 @@
+//! The client commands: each one request (or two) to the JSON API.
+
+use std::io::Read;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use hyper::Method;
+use serde_json::{Map, Value, json};
+
+use super::credentials::{Credentials, SavedSession};
+use super::http::Api;
+use super::output::{self, Column};
+
+/// Options of the client commands.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// The Einsora server (default: the local Solo, http://<EINSORA_HTTP_ADDR>).
+    #[arg(long, env = "EINSORA_SERVER", global = true)]
+    server: Option<String>,
+    /// Print the API's JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Log in and keep a session for the CLI (password on stdin).
+    Login {
+        #[arg(long)]
+        email: String,
+        #[arg(long, required = true)]
+        password_stdin: bool,
+    },
+    /// End the saved session.
+    Logout,
+    /// List your workloads.
+    Workloads {
+        /// Include deleted workloads.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show a workload's timeline.
+    Events { id: String },
+    /// Everything known about a workload, as JSON.
+    Export { id: String },
+    /// Launch a workload.
+    Launch(Launch),
+    /// Stop a workload.
+    Stop { id: String },
+    /// Start a stopped or failed workload again.
+    Start { id: String },
+    /// Delete a workload and everything it stored.
+    Delete { id: String },
+    /// What this installation offers: regions, classes, images.
+    Catalog,
+    /// Your machines.
+    Machines,
+    /// API tokens.
+    Tokens {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Usage records (never money) for a period.
+    Usage {
+        /// RFC 3339 start (inclusive).
+        #[arg(long)]
+        from: String,
+        /// RFC 3339 end (exclusive).
+        #[arg(long)]
+        to: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct Launch {
+    #[arg(long)]
+    kind: String,
+    #[arg(long)]
+    name: String,
+    /// The compute class (see `einsora catalog`).
+    #[arg(long = "class")]
+    class: String,
+    #[arg(long)]
+    image: String,
+    #[arg(long)]
+    region: Option<String>,
+    /// An endpoint's model.
+    #[arg(long)]
+    model: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; its secret is shown once.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// RFC 3339 expiry.
+        #[arg(long)]
+        expires_at: Option<String>,
+    },
+    List,
+    Revoke {
+        id: String,
+    },
+}
+
+const WORKLOADS: &[Column] = &[
+    ("ID", "id"),
+    ("NAME", "name"),
+    ("KIND", "kind"),
+    ("CLASS", "gpu_class"),
+    ("STATE", "state"),
+    ("REGION", "region"),
+    ("MACHINE", "machine_id"),
+];
+const EVENTS: &[Column] = &[
+    ("AT", "at"),
+    ("FROM", "from_state"),
+    ("TO", "to_state"),
+    ("REASON", "reason"),
+];
+const MACHINES: &[Column] = &[
+    ("ID", "id"),
+    ("NAME", "name"),
+    ("REGION", "region"),
+    ("OS", "os"),
+    ("CPUS", "cpus"),
+    ("MEMORY", "memory_bytes"),
+    ("STATUS", "status"),
+];
+const CLASSES: &[Column] = &[
+    ("CLASS", "name"),
+    ("ACCELERATOR", "accelerator"),
+    ("DEVICES", "devices"),
+    ("CPUS", "cpus"),
+    ("MEMORY GIB", "memory_gib"),
+];
+const TOKENS: &[Column] = &[
+    ("ID", "id"),
+    ("NAME", "name"),
+    ("PREFIX", "prefix"),
+    ("CREATED", "created_at"),
+    ("EXPIRES", "expires_at"),
+];
+const USAGE: &[Column] = &[
+    ("HOUR", "hour_start"),
+    ("WORKLOAD", "workload_id"),
+    ("CLASS", "placed_class"),
+    ("REGION", "region"),
+    ("SECONDS", "seconds"),
+    ("UNITS", "units"),
+];
+
+pub fn run(global: Global, command: ClientCommand, http_addr: &str) -> anyhow::Result<()> {
+    let server = global
+        .server
+        .clone()
+        .unwrap_or_else(|| format!("http://{http_addr}"));
+    let saved = SavedSession::locate()?;
+    let credentials = match std::env::var("EINSORA_TOKEN") {
+        Ok(token) if !token.is_empty() => Credentials::Token(token),
+        _ => saved.load(&server)?,
+    };
+    let api = Api::new(server, credentials)?;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(execute(&api, &saved, &global, command))
+}
+
+async fn execute(
+    api: &Api,
+    saved: &SavedSession,
+    global: &Global,
+    command: ClientCommand,
+) -> anyhow::Result<()> {
+    let show = |value: Value, field: Option<&str>, columns: &[Column]| -> anyhow::Result<()> {
+        if global.json {
+            return output::json(&value);
+        }
+        match field {
+            Some(field) => output::table(
+                value[field].as_array().map_or(&[][..], Vec::as_slice),
+                columns,
+            ),
+            None => output::table(std::slice::from_ref(&value), columns),
+        }
+        Ok(())
+    };
+    match command {
+        ClientCommand::Login { email, .. } => login(api, saved, global, email).await,
+        ClientCommand::Logout => {
+            api.call(Method::DELETE, "/v1/sessions/current", None)
+                .await?;
+            saved.forget()
+        }
+        ClientCommand::Workloads { all } => {
+            let path = if all {
+                "/v1/workloads?include_deleted=true"
+            } else {
+                "/v1/workloads"
+            };
+            show(
+                api.call(Method::GET, path, None).await?,
+                Some("workloads"),
+                WORKLOADS,
+            )
+        }
+        ClientCommand::Events { id } => {
+            let value = api
+                .call(
+                    Method::GET,
+                    &format!("/v1/workloads/{}/events", segment(&id)?),
+                    None,
+                )
+                .await?;
+            show(value, Some("events"), EVENTS)
+        }
+        ClientCommand::Export { id } => output::json(
+            &api.call(
+                Method::GET,
+                &format!("/v1/workloads/{}/export", segment(&id)?),
+                None,
+            )
+            .await?,
+        ),
+        ClientCommand::Launch(launch) => {
+            let value = api
+                .call(Method::POST, "/v1/workloads", Some(launch_body(launch)))
+                .await?;
+            show(value, None, WORKLOADS)
+        }
+        ClientCommand::Stop { id } => action(api, &id, "stop", show).await,
+        ClientCommand::Start { id } => action(api, &id, "start", show).await,
+        ClientCommand::Delete { id } => {
+            let value = api
+                .call(
+                    Method::DELETE,
+                    &format!("/v1/workloads/{}", segment(&id)?),
+                    None,
+                )
+                .await?;
+            show(value, None, WORKLOADS)
+        }
+        ClientCommand::Catalog => show(
+            api.call(Method::GET, "/v1/catalog", None).await?,
+            Some("classes"),
+            CLASSES,
+        ),
+        ClientCommand::Machines => show(
+            api.call(Method::GET, "/v1/machines", None).await?,
+            Some("machines"),
+            MACHINES,
+        ),
+        ClientCommand::Tokens { command } => tokens(api, global, command, show).await,
+        ClientCommand::Usage { from, to } => {
+            let path = format!("/v1/usage?from={}&to={}", query(&from), query(&to));
+            show(
+                api.call(Method::GET, &path, None).await?,
+                Some("records"),
+                USAGE,
+            )
+        }
+    }
+}
+
+async fn action(
+    api: &Api,
+    id: &str,
+    verb: &str,
+    show: impl Fn(Value, Option<&str>, &[Column]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let path = format!("/v1/workloads/{}/{verb}", segment(id)?);
+    show(
+        api.call(Method::POST, &path, Some(json!({}))).await?,
+        None,
+        WORKLOADS,
+    )
+}
+
+async fn tokens(
+    api: &Api,
+    global: &Global,
+    command: TokenCommand,
+    show: impl Fn(Value, Option<&str>, &[Column]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Create { name, expires_at } => {
+            let mut body = Map::new();
+            body.insert("name".into(), name.into());
+            if let Some(at) = expires_at {
+                body.insert("expires_at".into(), at.into());
+            }
+            let value = api
+                .call(Method::POST, "/v1/tokens", Some(Value::Object(body)))
+                .await?;
+            if global.json {
+                return output::json(&value);
+            }
+            println!("{}", value["token"].as_str().unwrap_or_default());
+            eprintln!("This is the only time the token is shown: keep it now.");
+            Ok(())
+        }
+        TokenCommand::List => show(
+            api.call(Method::GET, "/v1/tokens", None).await?,
+            Some("tokens"),
+            TOKENS,
+        ),
+        TokenCommand::Revoke { id } => {
+            let value = api
+                .call(
+                    Method::DELETE,
+                    &format!("/v1/tokens/{}", segment(&id)?),
+                    None,
+                )
+                .await?;
+            show(value, None, TOKENS)
+        }
+    }
+}
+
+async fn login(
+    api: &Api,
+    saved: &SavedSession,
+    global: &Global,
+    email: String,
+) -> anyhow::Result<()> {
+    let mut password = String::new();
+    std::io::stdin()
+        .read_to_string(&mut password)
+        .context("reading the password from stdin")?;
+    let password = password.trim_end_matches(['\n', '\r']);
+    let answer = api
+        .send(
+            Method::POST,
+            "/v1/sessions",
+            Some(json!({ "email": email, "password": password })),
+        )
+        .await?;
+    let cookie = answer
+        .set_cookie
+        .iter()
+        .find_map(|c| c.strip_prefix("einsora_session=")?.split(';').next())
+        .context("the server answered the login without a session cookie")?;
+    let csrf = answer.body["csrf_token"]
+        .as_str()
+        .context("the login answer has no csrf_token")?;
+    saved.save(api.server(), cookie, csrf)?;
+    if global.json {
+        output::json(&answer.body["me"])
+    } else {
+        eprintln!("logged in to {} as {email}", api.server());
+        Ok(())
+    }
+}
+
+fn launch_body(launch: Launch) -> Value {
+    let mut body = json!({
+        "kind": launch.kind,
+        "name": launch.name,
+        "gpu_class": launch.class,
+        "image": launch.image,
+    });
+    if let Some(region) = launch.region {
+        body["region"] = region.into();
+    }
+    if let Some(model) = launch.model {
+        body["endpoint"] = json!({ "model": model });
+    }
+    body
+}
+
+/// An ID as a path segment: IDs are UUIDs, so anything else is refused before it is sent.
+fn segment(id: &str) -> anyhow::Result<&str> {
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        anyhow::bail!("{id:?} is not an ID (see `einsora workloads`)");
+    }
+    Ok(id)
+}
+
+/// A query value, percent-encoded (RFC 3339 times carry `+` and `:`).
+fn query(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}

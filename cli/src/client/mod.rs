@@ -1,0 +1,8 @@
+//! The CLI as a client of a running Einsora's JSON API: credentials, requests, and output.
+
+mod commands;
+mod credentials;
+mod http;
+mod output;
+
+pub use commands::{ClientCommand, Global, run};

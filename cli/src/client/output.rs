@@ -1,0 +1,72 @@
+//! Output: aligned tables for people, the API's own JSON for scripts (`--json`).
+
+use serde_json::Value;
+
+/// A column: its heading and the JSON field it shows.
+pub type Column = (&'static str, &'static str);
+
+pub fn json(value: &Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Prints `rows` as a table of `columns`, each as wide as its widest cell.
+pub fn table(rows: &[Value], columns: &[Column]) {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            columns
+                .iter()
+                .map(|(_, field)| cell(&row[*field]))
+                .collect()
+        })
+        .collect();
+    let widths: Vec<usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, (heading, _))| {
+            cells
+                .iter()
+                .map(|r| r[i].chars().count())
+                .chain([heading.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |values: Vec<&str>| {
+        let padded: Vec<String> = values
+            .iter()
+            .zip(&widths)
+            .map(|(v, w)| format!("{v:<w$}"))
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(columns.iter().map(|(heading, _)| *heading).collect());
+    for row in &cells {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+/// One value as a table shows it: strings bare, lists joined, absent as "-".
+fn cell(value: &Value) -> String {
+    match value {
+        Value::Null => "-".to_owned(),
+        Value::String(s) if s.is_empty() => "-".to_owned(),
+        Value::String(s) => s.chars().filter(|c| !c.is_control()).collect(),
+        Value::Array(items) => items.iter().map(cell).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_are_plain_and_safe() {
+        assert_eq!(cell(&Value::Null), "-");
+        assert_eq!(cell(&serde_json::json!("a\u{1b}[2Jb")), "a[2Jb");
+        assert_eq!(cell(&serde_json::json!(["x", "y"])), "x,y");
+        assert_eq!(cell(&serde_json::json!(3)), "3");
+    }
+}

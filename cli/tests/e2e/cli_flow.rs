@@ -1,0 +1,189 @@
+//! The CLI against a running api and gateway: log in with the password on stdin, launch, read
+//! the timeline, act, make a token and use it, and fail with the request ID.
+
+use std::io::Write;
+use std::process::{Output, Stdio};
+
+use serde_json::Value;
+
+use crate::solo::Solo;
+use crate::support::stderr;
+
+/// Dev mode's announced password for `email` (announced once the api has seeded, which can
+/// come after the gateway answers).
+pub fn dev_password(solo: &Solo, email: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let out = solo.stdout();
+        let line = out.lines().find(|l| l.contains(&format!("email {email} ")));
+        if let Some(password) = line.and_then(|l| l.split_whitespace().last()) {
+            return password.to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no dev account {email} in:\n{out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+pub struct Cli<'a> {
+    solo: &'a Solo,
+    config: std::path::PathBuf,
+    token: Option<String>,
+}
+
+impl<'a> Cli<'a> {
+    pub fn new(solo: &'a Solo, name: &str) -> Self {
+        let config = solo.e.dir().join(format!("cli-{name}.json"));
+        Cli {
+            solo,
+            config,
+            token: None,
+        }
+    }
+
+    pub fn with_token(solo: &'a Solo, token: &str) -> Self {
+        let mut cli = Cli::new(solo, "token");
+        cli.token = Some(token.to_owned());
+        cli
+    }
+
+    pub fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let server = format!("http://{}", self.solo.http);
+        let mut env = vec![
+            ("EINSORA_SERVER", server.as_str()),
+            ("EINSORA_CLI_CONFIG", self.config.to_str().unwrap()),
+        ];
+        if let Some(token) = &self.token {
+            env.push(("EINSORA_TOKEN", token));
+        }
+        let mut cmd = self.solo.e.command(args, &env);
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        drop(input);
+        child.wait_with_output().unwrap()
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args, None);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut args = args.to_vec();
+        args.push("--json");
+        serde_json::from_str(&self.ok(&args)).unwrap()
+    }
+
+    pub fn login(&self, email: &str, password: &str) {
+        let out = self.run(
+            &["login", "--email", email, "--password-stdin"],
+            Some(&format!("{password}\n")),
+        );
+        assert!(out.status.success(), "login: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn the_cli_drives_the_api_with_a_session_and_with_a_token() {
+    let solo = Solo::start(&[("EINSORA_AUTH_MODE", "dev")]);
+    let cli = Cli::new(&solo, "acme");
+    cli.login("dev@acme", &dev_password(&solo, "dev@acme"));
+
+    let created = cli.json(&[
+        "launch",
+        "--kind",
+        "notebook",
+        "--name",
+        "nb",
+        "--class",
+        "cpu-1c-2g",
+        "--image",
+        "jupyterlab",
+    ]);
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["state"], "pending");
+    let table = cli.ok(&["workloads"]);
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.starts_with("ID") && header.contains("STATE"),
+        "{table}"
+    );
+    assert!(table.contains(&id) && table.contains("pending"), "{table}");
+
+    let refused = cli.run(&["stop", &id], None);
+    assert!(!refused.status.success());
+    let err = stderr(&refused);
+    assert!(err.starts_with("einsora: invalid_transition: "), "{err}");
+    assert!(
+        err.contains("(request "),
+        "errors carry the request ID: {err}"
+    );
+
+    cli.ok(&["delete", &id]);
+    let events = cli.json(&["events", &id]);
+    let reasons: Vec<&str> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "created by dev@acme (browser session)",
+            "delete requested by dev@acme (browser session)"
+        ]
+    );
+    // Deleting until the controller has removed it; its history stays either way.
+    let listed = cli.json(&["workloads"]);
+    assert_eq!(listed["workloads"][0]["state"], "deleting");
+    let made = cli.json(&["tokens", "create", "--name", "laptop"]);
+    let token = made["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("tsk_"));
+    let by_token = Cli::with_token(&solo, &token);
+    let launched = by_token.json(&[
+        "launch",
+        "--kind",
+        "notebook",
+        "--name",
+        "nb2",
+        "--class",
+        "cpu-1c-2g",
+        "--image",
+        "jupyterlab",
+    ]);
+    let id2 = launched["id"].as_str().unwrap();
+    let prefix = &token[..8];
+    let created_by = &by_token.json(&["events", id2])["events"][0]["reason"];
+    assert_eq!(
+        created_by,
+        &format!("created by dev@acme (API token \"laptop\" ({prefix}…))")
+    );
+    let minted = by_token.run(&["tokens", "create", "--name", "again"], None);
+    assert!(!minted.status.success(), "a token minted a token");
+    assert!(stderr(&minted).contains("forbidden"), "{}", stderr(&minted));
+    let listed = cli.ok(&["tokens", "list"]);
+    assert!(listed.contains("laptop") && listed.contains(prefix) && !listed.contains(&token));
+
+    let export = cli.json(&["export", &id]);
+    assert_eq!(export["workload"]["id"], id.as_str());
+    assert_eq!(export["events"].as_array().unwrap().len(), 2);
+    assert!(cli.ok(&["catalog"]).contains("cpu-1c-2g"));
+    cli.ok(&["logout"]);
+    let after = cli.run(&["workloads"], None);
+    assert!(!after.status.success());
+    assert!(
+        stderr(&after).contains("unauthenticated"),
+        "{}",
+        stderr(&after)
+    );
+}

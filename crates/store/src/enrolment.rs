@@ -1,0 +1,64 @@
+//! Enrolment tokens: how a tenant lets another machine join. A token is single-use and
+//! short-lived; the machine it enrols belongs to the token's tenant and region. Its secret is
+//! stored only as a SHA-256 hash (the caller hashes it), and every read takes the tenant, so
+//! another tenant's token is simply absent.
+
+use async_trait::async_trait;
+use einsora_core::ids::{EnrolmentTokenId, MachineId, TenantId, UserId};
+use einsora_core::region::Region;
+use time::OffsetDateTime;
+
+use crate::{SecretHash, StoreError};
+
+#[derive(Debug, Clone)]
+pub struct NewEnrolmentToken {
+    pub id: EnrolmentTokenId,
+    pub tenant_id: TenantId,
+    pub name: String,
+    pub region: Region,
+    /// The token's first characters (`enr_Ab3x`): not a secret.
+    pub prefix: String,
+    pub token_hash: SecretHash,
+    pub created_by: UserId,
+    pub expires_at: OffsetDateTime,
+}
+
+/// An enrolment token without its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnrolmentTokenRecord {
+    pub id: EnrolmentTokenId,
+    pub tenant_id: TenantId,
+    pub name: String,
+    pub region: Region,
+    pub prefix: String,
+    pub created_by: UserId,
+    pub created_at: OffsetDateTime,
+    pub expires_at: OffsetDateTime,
+    pub used_at: Option<OffsetDateTime>,
+    /// The machine it enrolled, once used.
+    pub machine_id: Option<MachineId>,
+    pub revoked_at: Option<OffsetDateTime>,
+}
+
+#[async_trait]
+pub trait EnrolmentStore: Send + Sync {
+    /// Records a new, unused token. `NotFound` if its creator is not a user of its tenant.
+    async fn create_enrolment_token(
+        &self,
+        token: &NewEnrolmentToken,
+    ) -> Result<EnrolmentTokenRecord, StoreError>;
+
+    /// The tenant's tokens, used, revoked and expired ones included, oldest first.
+    async fn enrolment_tokens(
+        &self,
+        tenant: TenantId,
+    ) -> Result<Vec<EnrolmentTokenRecord>, StoreError>;
+
+    /// Revokes the tenant's token if it is unused (again, or once used: no change, so a used
+    /// token comes back with `revoked_at` unset); `None` if the tenant has no such token.
+    async fn revoke_enrolment_token(
+        &self,
+        tenant: TenantId,
+        id: EnrolmentTokenId,
+    ) -> Result<Option<EnrolmentTokenRecord>, StoreError>;
+}

@@ -1,0 +1,76 @@
+// Rows and queries of `AccountStore`, shared by both engines (included by accounts.rs).
+
+/// A user row joined with its tenant, as `user_from_row` reads it.
+const USER_COLUMNS: &str = "u.id AS user_id, u.tenant_id, t.name AS tenant_name, u.email";
+const USER_JOIN: &str = "JOIN users u ON u.id = x.user_id JOIN tenants t ON t.id = u.tenant_id";
+const TOKEN_COLUMNS: &str = "x.id, x.user_id, x.name, x.prefix, x.created_at, x.expires_at, \
+     x.revoked_at, x.last_used_at";
+
+type DbRow = <Db as sqlx::Database>::Row;
+
+fn user_from_row(row: &DbRow) -> Result<User, StoreError> {
+    Ok(User {
+        id: UserId::from_uuid(row.try_get("user_id")?),
+        tenant_id: TenantId::from_uuid(row.try_get("tenant_id")?),
+        tenant_name: row.try_get("tenant_name")?,
+        email: row.try_get("email")?,
+    })
+}
+
+fn optional_time(row: &DbRow, column: &str) -> Result<Option<time::OffsetDateTime>, StoreError> {
+    row.try_get::<Option<i64>, _>(column)?
+        .map(from_ms)
+        .transpose()
+}
+
+fn token_from_row(row: &DbRow) -> Result<ApiTokenRecord, StoreError> {
+    Ok(ApiTokenRecord {
+        id: TokenId::from_uuid(row.try_get("id")?),
+        user_id: UserId::from_uuid(row.try_get("user_id")?),
+        name: row.try_get("name")?,
+        prefix: row.try_get("prefix")?,
+        created_at: from_ms(row.try_get("created_at")?)?,
+        expires_at: optional_time(row, "expires_at")?,
+        revoked_at: optional_time(row, "revoked_at")?,
+        last_used_at: optional_time(row, "last_used_at")?,
+    })
+}
+
+fn hash_from(what: &'static str, bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
+    let len = bytes.len();
+    bytes
+        .try_into()
+        .map_err(|_| StoreError::corrupt(what, format!("{len} bytes")))
+}
+
+static SESSION_BY_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {USER_COLUMNS}, x.csrf_hash, x.expires_at FROM sessions x {USER_JOIN} \
+         WHERE x.id_hash = $1 AND x.expires_at > $2"
+    )
+});
+static TOKEN_BY_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {USER_COLUMNS}, {TOKEN_COLUMNS} FROM api_tokens x {USER_JOIN} \
+         WHERE x.token_hash = $1 AND x.revoked_at IS NULL \
+         AND (x.expires_at IS NULL OR x.expires_at > $2)"
+    )
+});
+static TOKENS_OF_USER: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("SELECT {TOKEN_COLUMNS} FROM api_tokens x WHERE x.user_id = $1 ORDER BY x.id")
+});
+static TOKEN_BY_ID: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("SELECT {TOKEN_COLUMNS} FROM api_tokens x WHERE x.id = $1")
+});
+static LOGIN_BY_EMAIL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {USER_COLUMNS}, x.phc FROM password_credentials x {USER_JOIN} \
+         WHERE u.email = $1"
+    )
+});
+static USER_BY_ID: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {USER_COLUMNS} FROM users u JOIN tenants t ON t.id = u.tenant_id \
+         WHERE u.id = $1"
+    )
+});

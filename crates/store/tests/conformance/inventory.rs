@@ -1,0 +1,247 @@
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::ids::{MachineId, TenantId, UsageRecordId, WorkloadId};
+use einsora_core::lifecycle::State;
+use einsora_core::machine::{Device, Machine};
+use einsora_core::reasons::Reason;
+use einsora_core::sharing::SharingLevel;
+use einsora_store::{
+    Admission, MachineRegistration, StoreError, Transition, UsageCursor, UsagePage, UsageRecord,
+    WorkloadPage,
+};
+use time::macros::datetime;
+use time::{Duration, OffsetDateTime};
+
+use crate::harness::{TestDb, create, local, step, tenant, workload_in};
+
+pub async fn workload_reads_are_scoped_by_tenant(db: TestDb) {
+    let store = &*db.store;
+    let (t, other) = (tenant(store, None).await, tenant(store, None).await);
+    let first = create(store, t, "first").await;
+    let gone = workload_in(store, t, State::Deleted).await;
+    let last = create(store, t, "last").await;
+    create(store, other, "theirs").await;
+
+    assert_eq!(
+        store.workload_of(t, first.id).await.unwrap(),
+        Some(first.clone())
+    );
+    assert_eq!(store.workload_of(other, first.id).await.unwrap(), None);
+    assert_eq!(store.workload_of(t, WorkloadId::new()).await.unwrap(), None);
+
+    let page = |include_deleted, before, limit| WorkloadPage {
+        include_deleted,
+        before,
+        limit,
+    };
+    let ids = |ws: Vec<einsora_core::workload::Workload>| ws.into_iter().map(|w| w.id).collect();
+    let live: Vec<_> = ids(store.workloads_of(t, &page(false, None, 10)).await.unwrap());
+    assert_eq!(live, [last.id, first.id], "newest first, deleted hidden");
+    let all: Vec<_> = ids(store.workloads_of(t, &page(true, None, 10)).await.unwrap());
+    assert_eq!(all, [last.id, gone.id, first.id]);
+    let head: Vec<_> = ids(store.workloads_of(t, &page(true, None, 2)).await.unwrap());
+    assert_eq!(head, [last.id, gone.id]);
+    let tail: Vec<_> = ids(store
+        .workloads_of(t, &page(true, Some(gone.id), 2))
+        .await
+        .unwrap());
+    assert_eq!(tail, [first.id], "the page after the cursor");
+}
+
+fn registration(owner: TenantId, name: &str, seen: Option<OffsetDateTime>) -> MachineRegistration {
+    MachineRegistration {
+        machine: Machine {
+            id: MachineId::new(),
+            owner,
+            name: name.into(),
+            region: local(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            cpus: 16,
+            memory_bytes: 64 << 30,
+            devices: vec![Device {
+                vendor: AcceleratorKind::Nvidia,
+                model: "NVIDIA L40S".into(),
+                uuid: "GPU-0".into(),
+                memory_bytes: 48 << 30,
+            }],
+            sharing: SharingLevel::Private,
+        },
+        drivers: vec!["docker".into(), "sim".into()],
+        last_seen_at: seen,
+    }
+}
+
+pub async fn machines_are_read_by_their_owner_only(db: TestDb) {
+    let store = &*db.store;
+    let (t, other) = (tenant(store, None).await, tenant(store, None).await);
+    let seen = datetime!(2025-03-01 12:00:00.123 UTC);
+    let a = registration(t, "studio", Some(seen));
+    let b = registration(t, "laptop", None);
+    let theirs = registration(other, "theirs", None);
+    for m in [&a, &b, &theirs] {
+        store.put_machine(m).await.unwrap();
+    }
+
+    let mine = store.machines_of(t).await.unwrap();
+    let names: Vec<_> = mine.iter().map(|m| m.machine.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["studio", "laptop"],
+        "oldest first, only the owner's"
+    );
+    assert_eq!(mine[0].machine, a.machine);
+    assert_eq!(mine[0].drivers, a.drivers);
+    assert_eq!(mine[0].last_seen_at, Some(seen));
+    assert_eq!((mine[1].last_seen_at, mine[1].revoked_at), (None, None));
+    assert_eq!(store.machine_of(other, a.machine.id).await.unwrap(), None);
+    assert_eq!(store.machine_of(t, MachineId::new()).await.unwrap(), None);
+
+    // An agent's report updates what it reports; a report without a time keeps the last one.
+    let mut renamed = a.clone();
+    renamed.machine.name = "studio-2".into();
+    renamed.last_seen_at = None;
+    store.put_machine(&renamed).await.unwrap();
+    let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.machine.name.as_str(), read.last_seen_at),
+        ("studio-2", Some(seen))
+    );
+
+    let mut moved = a.clone();
+    moved.machine.owner = other;
+    let err = store.put_machine(&moved).await.unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
+    let mut elsewhere = a.clone();
+    elsewhere.machine.region = einsora_core::region::Region::new("other").unwrap();
+    assert!(store.put_machine(&elsewhere).await.is_err());
+    let kept = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
+    assert_eq!((kept.machine.owner, kept.machine.region), (t, local()));
+
+    assert_eq!(
+        store.revoke_machine(other, a.machine.id).await.unwrap(),
+        None
+    );
+    let revoked = store
+        .revoke_machine(t, a.machine.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let at = revoked.revoked_at.expect("revoked");
+    let again = store
+        .revoke_machine(t, a.machine.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.revoked_at, Some(at), "revoking again changes nothing");
+    let other_machine = store.machine_of(t, b.machine.id).await.unwrap().unwrap();
+    assert_eq!(other_machine.revoked_at, None);
+}
+
+pub async fn machines_count_the_tenants_workloads_holding_them(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let m = registration(t, "studio", None);
+    store.put_machine(&m).await.unwrap();
+    let on_machine = Admission {
+        placed_class: "cpu-1c-2g".into(),
+        machine_id: Some(m.machine.id),
+        driver: Some("sim".into()),
+    };
+    let mut placed = Vec::new();
+    for name in ["a", "b", "c"] {
+        let w = create(store, t, name).await;
+        let w = store
+            .transition(&Transition {
+                workload: &w,
+                to: State::Provisioning,
+                reason: &Reason::Ready,
+                admission: Some(&on_machine),
+                fence: None,
+            })
+            .await
+            .unwrap();
+        placed.push(w);
+    }
+    let running = step(store, &placed[0], State::Running).await;
+    let stopping = step(store, &running, State::Stopping).await;
+    step(store, &stopping, State::Stopped).await;
+    create(store, t, "unplaced").await;
+
+    let read = store.machine_of(t, m.machine.id).await.unwrap().unwrap();
+    assert_eq!(
+        read.workload_count, 2,
+        "stopped and unplaced ones hold nothing"
+    );
+    assert_eq!(store.machines_of(t).await.unwrap()[0].workload_count, 2);
+}
+
+fn usage(tenant: TenantId, workload: WorkloadId, hour: OffsetDateTime, secs: u32) -> UsageRecord {
+    UsageRecord {
+        id: UsageRecordId::new(),
+        tenant_id: tenant,
+        workload_id: workload,
+        region: local(),
+        machine_id: None,
+        placed_class: "cpu-1c-2g".into(),
+        units: 1,
+        hour_start: hour,
+        seconds: secs,
+    }
+}
+
+pub async fn usage_is_read_by_tenant_and_period(db: TestDb) {
+    let store = &*db.store;
+    let (t, other) = (tenant(store, None).await, tenant(store, None).await);
+    let (w, v) = (create(store, t, "w").await, create(store, t, "v").await);
+    let theirs = create(store, other, "theirs").await;
+    let h0 = datetime!(2025-03-01 10:00 UTC);
+    let hour = |n: i64| h0 + Duration::hours(n);
+    for r in [
+        usage(t, w.id, hour(0), 3600),
+        usage(t, w.id, hour(1), 1800),
+        usage(t, v.id, hour(1), 60),
+        usage(t, w.id, hour(2), 10),
+        usage(other, theirs.id, hour(1), 3600),
+    ] {
+        store.record_usage(&r).await.unwrap();
+    }
+    // A later report of the same hour replaces it.
+    store
+        .record_usage(&usage(t, w.id, hour(1), 2400))
+        .await
+        .unwrap();
+
+    let period = |after, limit| UsagePage {
+        from: hour(1),
+        to: hour(2),
+        after,
+        limit,
+    };
+    let all = store.usage_of(t, &period(None, 10)).await.unwrap();
+    let got: Vec<_> = all.iter().map(|r| (r.workload_id, r.seconds)).collect();
+    // Same hour: by ID, and a replaced record keeps its first ID.
+    assert_eq!(
+        got,
+        [(w.id, 2400), (v.id, 60)],
+        "[from, to), this tenant's only"
+    );
+
+    let first = store.usage_of(t, &period(None, 1)).await.unwrap();
+    assert_eq!(first, all[..1]);
+    let after = Some(UsageCursor::from(&first[0]));
+    assert_eq!(
+        store.usage_of(t, &period(after, 5)).await.unwrap(),
+        all[1..]
+    );
+
+    let of_w: Vec<_> = store.workload_usage(t, w.id).await.unwrap();
+    let hours: Vec<_> = of_w.iter().map(|r| (r.hour_start, r.seconds)).collect();
+    assert_eq!(hours, [(hour(0), 3600), (hour(1), 2400), (hour(2), 10)]);
+    assert_eq!(store.workload_usage(other, w.id).await.unwrap(), []);
+
+    let off_hour = usage(t, w.id, h0 + Duration::minutes(5), 1);
+    assert!(matches!(
+        store.record_usage(&off_hour).await,
+        Err(StoreError::InvalidInput(_))
+    ));
+}

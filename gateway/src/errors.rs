@@ -1,0 +1,251 @@
+//! The one mapping from gRPC statuses (and the gateway's own refusals) to the HTTP error
+//! envelope `{"error": {"code", "message", "request_id"}}`, as docs/api.md tabulates it.
+
+use axum::http::StatusCode;
+use axum::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use axum::response::{IntoResponse, Response};
+use tonic::{Code, Status};
+
+use crate::edge::RequestId;
+
+/// Every `code` the envelope can carry, for the OpenAPI document.
+pub(crate) const CODES: [&str; 11] = [
+    "invalid_request",
+    "unauthenticated",
+    "forbidden",
+    "not_found",
+    "method_not_allowed",
+    "conflict",
+    "quota_exceeded",
+    "invalid_transition",
+    "rate_limited",
+    "unavailable",
+    "internal",
+];
+
+/// Refinements of FAILED_PRECONDITION the api names in `x-einsora-error`.
+const PRECONDITIONS: [&str; 3] = ["conflict", "quota_exceeded", "invalid_transition"];
+/// Seconds a caller waits when the api names none.
+const DEFAULT_RETRY_AFTER: u64 = 1;
+const INTERNAL_MESSAGE: &str = "something went wrong on our side; the request ID identifies it \
+     in the operator's log";
+const UNAVAILABLE_MESSAGE: &str = "the service is unavailable right now; try again shortly";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+    pub(crate) retry_after: Option<u64>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub(crate) fn not_found() -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+    }
+
+    pub(crate) fn method_not_allowed() -> Self {
+        let message = "this route does not take this method (the Allow header lists those it does)";
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            message,
+        )
+    }
+
+    /// The caller learns nothing; the operator's log has the cause, logged by whoever calls this.
+    pub(crate) fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            INTERNAL_MESSAGE,
+        )
+    }
+
+    /// The api's answer, per docs/api.md. Unexpected statuses are logged here, in full.
+    pub(crate) fn from_status(status: &Status) -> Self {
+        let message = status.message();
+        let metadata = |key| status.metadata().get(key).and_then(|v| v.to_str().ok());
+        match status.code() {
+            Code::InvalidArgument => Self::invalid(message),
+            Code::Unauthenticated => {
+                Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+            }
+            Code::PermissionDenied => Self::forbidden(message),
+            Code::NotFound => Self::new(StatusCode::NOT_FOUND, "not_found", message),
+            Code::AlreadyExists => Self::new(StatusCode::CONFLICT, "conflict", message),
+            Code::FailedPrecondition => {
+                let refined = metadata("x-einsora-error")
+                    .and_then(|name| PRECONDITIONS.iter().find(|p| **p == name));
+                match refined {
+                    Some(code) => Self::new(StatusCode::CONFLICT, code, message),
+                    None => unexpected(status),
+                }
+            }
+            Code::ResourceExhausted => ApiError {
+                retry_after: Some(retry_after(metadata("retry-after"))),
+                ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+            },
+            // A deadline here is the gateway's own wait for the api running out.
+            Code::Unavailable | Code::DeadlineExceeded => {
+                tracing::warn!(code = ?status.code(), message, "the api is unavailable");
+                ApiError {
+                    retry_after: Some(retry_after(metadata("retry-after"))),
+                    ..Self::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "unavailable",
+                        UNAVAILABLE_MESSAGE,
+                    )
+                }
+            }
+            _ => unexpected(status),
+        }
+    }
+
+    pub(crate) fn into_response(self, request_id: &RequestId) -> Response {
+        let body = serde_json::json!({
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "request_id": request_id.as_str(),
+            }
+        });
+        let mut response = (self.status, body.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(seconds) = self.retry_after {
+            headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+fn unexpected(status: &Status) -> ApiError {
+    tracing::error!(code = ?status.code(), message = status.message(), "the api answered an unexpected status");
+    ApiError::internal()
+}
+
+fn retry_after(value: Option<&str>) -> u64 {
+    value
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|s| *s > 0)
+        .unwrap_or(DEFAULT_RETRY_AFTER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(code: Code, key: &'static str, value: &'static str) -> Status {
+        let mut status = Status::new(code, "why");
+        status.metadata_mut().insert(key, value.parse().unwrap());
+        status
+    }
+
+    #[test]
+    fn the_table_of_docs_api_md() {
+        let cases = [
+            (Status::invalid_argument("why"), 400, "invalid_request"),
+            (Status::unauthenticated("why"), 401, "unauthenticated"),
+            (Status::permission_denied("why"), 403, "forbidden"),
+            (Status::not_found("why"), 404, "not_found"),
+            (Status::already_exists("why"), 409, "conflict"),
+            (
+                with(Code::FailedPrecondition, "x-einsora-error", "conflict"),
+                409,
+                "conflict",
+            ),
+            (
+                with(
+                    Code::FailedPrecondition,
+                    "x-einsora-error",
+                    "quota_exceeded",
+                ),
+                409,
+                "quota_exceeded",
+            ),
+            (
+                with(
+                    Code::FailedPrecondition,
+                    "x-einsora-error",
+                    "invalid_transition",
+                ),
+                409,
+                "invalid_transition",
+            ),
+            (
+                with(Code::FailedPrecondition, "x-einsora-error", "other"),
+                500,
+                "internal",
+            ),
+            (Status::failed_precondition("why"), 500, "internal"),
+            (Status::resource_exhausted("why"), 429, "rate_limited"),
+            (Status::unavailable("why"), 503, "unavailable"),
+            (Status::deadline_exceeded("why"), 503, "unavailable"),
+            (Status::internal("secret detail"), 500, "internal"),
+            (Status::unknown("secret detail"), 500, "internal"),
+            (Status::out_of_range("secret detail"), 500, "internal"),
+        ];
+        for (status, http, code) in cases {
+            let error = ApiError::from_status(&status);
+            assert_eq!(
+                (error.status.as_u16(), error.code),
+                (http, code),
+                "{status:?}"
+            );
+            assert!(CODES.contains(&error.code));
+            if http == 500 || http == 503 {
+                assert!(!error.message.contains("detail"), "details stay in the log");
+            } else {
+                assert_eq!(error.message, "why");
+            }
+        }
+    }
+
+    #[test]
+    fn retry_after_comes_from_metadata_with_a_default() {
+        let limited = with(Code::ResourceExhausted, "retry-after", "30");
+        assert_eq!(ApiError::from_status(&limited).retry_after, Some(30));
+        let garbled = with(Code::ResourceExhausted, "retry-after", "soon");
+        assert_eq!(ApiError::from_status(&garbled).retry_after, Some(1));
+        let down = ApiError::from_status(&Status::unavailable("connection refused"));
+        assert_eq!(down.retry_after, Some(1));
+        assert_eq!(ApiError::invalid("x").retry_after, None);
+    }
+
+    #[tokio::test]
+    async fn the_envelope_carries_code_message_and_request_id() {
+        let id = RequestId::generate();
+        let response = ApiError::from_status(&Status::unavailable("x")).into_response(&id);
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[RETRY_AFTER], "1");
+        assert_eq!(response.headers()[CONTENT_TYPE], "application/json");
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let expected = serde_json::json!({ "error": {
+            "code": "unavailable",
+            "message": UNAVAILABLE_MESSAGE,
+            "request_id": id.as_str(),
+        } });
+        assert_eq!(body, expected);
+    }
+}

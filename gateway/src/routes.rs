@@ -1,0 +1,214 @@
+//! The route table: every `google.api.http` binding of the protos, resolved against the
+//! descriptor pool once at start-up, so a binding the gateway can't serve is an error before
+//! the port opens rather than a 500 later.
+
+use axum::http::uri::PathAndQuery;
+use axum::http::{Method, StatusCode};
+use einsora_proto::schema::{HttpRoute, Schema};
+use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
+
+use crate::json::TIMESTAMP;
+
+pub(crate) const LOGIN: &str = "/einsora.accounts.v1.AccountService/Login";
+pub(crate) const LOGOUT: &str = "/einsora.accounts.v1.AccountService/Logout";
+
+/// Async actions: they record intent and answer 202 with the workload's current state.
+const ACCEPTED: [&str; 4] = [
+    "/einsora.workloads.v1.WorkloadService/CreateWorkload",
+    "/einsora.workloads.v1.WorkloadService/StartWorkload",
+    "/einsora.workloads.v1.WorkloadService/StopWorkload",
+    "/einsora.workloads.v1.WorkloadService/DeleteWorkload",
+];
+
+/// What the HTTP body of a request maps to.
+#[derive(Debug)]
+pub(crate) enum Body {
+    None,
+    /// `body: "*"`: every field the path doesn't bind.
+    Whole,
+    Field(FieldDescriptor),
+}
+
+#[derive(Debug)]
+pub(crate) struct Route {
+    pub(crate) method: Method,
+    /// The path template, e.g. `/v1/workloads/{id}` (also axum's syntax).
+    pub(crate) path: String,
+    pub(crate) grpc_path: PathAndQuery,
+    pub(crate) rpc: String,
+    pub(crate) input: MessageDescriptor,
+    pub(crate) output: MessageDescriptor,
+    pub(crate) path_fields: Vec<FieldDescriptor>,
+    pub(crate) body: Body,
+    /// Fields a query parameter of the same name sets.
+    pub(crate) query_fields: Vec<FieldDescriptor>,
+    /// The response field that is the HTTP body; `None` for the whole response.
+    pub(crate) response_field: Option<FieldDescriptor>,
+    pub(crate) success: StatusCode,
+}
+
+impl Route {
+    pub(crate) fn is(&self, grpc_path: &str) -> bool {
+        self.grpc_path.as_str() == grpc_path
+    }
+
+    /// Names of the fields the path binds, which the body may not repeat.
+    pub(crate) fn path_names(&self) -> Vec<&str> {
+        self.path_fields.iter().map(FieldDescriptor::name).collect()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the HTTP binding {route}: {problem}")]
+pub struct RouteError {
+    route: String,
+    problem: String,
+}
+
+/// Every route of `schema`, resolved in `pool`.
+pub(crate) fn load(pool: &DescriptorPool, schema: &Schema) -> Result<Vec<Route>, RouteError> {
+    schema
+        .http_routes()
+        .into_iter()
+        .map(|http| {
+            resolve(pool, &http).map_err(|problem| RouteError {
+                route: format!("{} {} ({})", http.method, http.path, http.grpc_path()),
+                problem,
+            })
+        })
+        .collect()
+}
+
+fn resolve(pool: &DescriptorPool, http: &HttpRoute) -> Result<Route, String> {
+    let message = |name: &str| {
+        pool.get_message_by_name(name)
+            .ok_or_else(|| format!("no message {name}"))
+    };
+    let (input, output) = (message(&http.input_type)?, message(&http.output_type)?);
+    let field = |desc: &MessageDescriptor, name: &str| {
+        desc.get_field_by_name(name)
+            .ok_or_else(|| format!("{} has no field {name}", desc.full_name()))
+    };
+    let mut path_fields = Vec::new();
+    for var in http.path_variables() {
+        if http.path.contains(&format!("{{{var}=")) {
+            return Err(format!("the pattern of {{{var}}} is not supported"));
+        }
+        let f = field(&input, var)?;
+        if f.is_list() || f.is_map() || matches!(f.kind(), Kind::Message(_) | Kind::Bytes) {
+            return Err(format!(
+                "the path binds {var}, which is not a single scalar"
+            ));
+        }
+        path_fields.push(f);
+    }
+    let body = match http.body.as_str() {
+        "" => Body::None,
+        "*" => Body::Whole,
+        name => Body::Field(field(&input, name)?),
+    };
+    let query_fields = match &body {
+        Body::Whole => Vec::new(),
+        Body::None | Body::Field(_) => {
+            let bound = |f: &FieldDescriptor| {
+                path_fields.contains(f) || matches!(&body, Body::Field(b) if b == f)
+            };
+            let fields: Vec<_> = input.fields().filter(|f| !bound(f)).collect();
+            if let Some(f) = fields.iter().find(|f| !queryable(f)) {
+                return Err(format!("field {} can't be a query parameter", f.name()));
+            }
+            fields
+        }
+    };
+    let response_field = match http.response_body.as_str() {
+        "" => None,
+        name => Some(field(&output, name)?),
+    };
+    let grpc_path = PathAndQuery::try_from(http.grpc_path()).map_err(|e| e.to_string())?;
+    let success = if ACCEPTED.contains(&grpc_path.as_str()) {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok(Route {
+        method: Method::from_bytes(http.method.as_bytes()).map_err(|e| e.to_string())?,
+        path: http.path.clone(),
+        grpc_path,
+        rpc: http.rpc.clone(),
+        input,
+        output,
+        path_fields,
+        body,
+        query_fields,
+        response_field,
+        success,
+    })
+}
+
+/// Scalars, enums and Timestamps, singular or repeated; nested messages would need dotted
+/// names, which no route uses yet.
+fn queryable(field: &FieldDescriptor) -> bool {
+    match field.kind() {
+        _ if field.is_map() => false,
+        Kind::Message(m) => m.full_name() == TIMESTAMP,
+        Kind::Bytes => false,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routes() -> Vec<Route> {
+        let pool = DescriptorPool::decode(einsora_proto::FILE_DESCRIPTOR_SET).unwrap();
+        load(&pool, &Schema::load().unwrap()).expect("every binding resolves")
+    }
+
+    #[test]
+    fn async_actions_answer_202_and_the_rest_200() {
+        let routes = routes();
+        for name in ACCEPTED {
+            assert!(routes.iter().any(|r| r.is(name)), "{name} has no route");
+        }
+        let accepted = routes.iter().filter(|r| r.success == StatusCode::ACCEPTED);
+        let accepted: Vec<_> = accepted.map(|r| r.rpc.as_str()).collect();
+        assert_eq!(
+            accepted,
+            [
+                "CreateWorkload",
+                "DeleteWorkload",
+                "StartWorkload",
+                "StopWorkload"
+            ]
+        );
+        assert!(routes.iter().any(|r| r.is(LOGIN)) && routes.iter().any(|r| r.is(LOGOUT)));
+    }
+
+    #[test]
+    fn queries_take_the_fields_the_path_and_body_leave() {
+        let routes = routes();
+        let find = |m: &str, p: &str| {
+            let found = routes.iter().find(|r| r.method == m && r.path == p);
+            found.expect("route")
+        };
+        let names = |fields: &[FieldDescriptor]| -> Vec<String> {
+            fields.iter().map(|f| f.name().to_owned()).collect()
+        };
+        let get = find("GET", "/v1/workloads/{id}");
+        assert_eq!(names(&get.path_fields), ["id"]);
+        assert_eq!(names(&get.query_fields), ["include_deleted"]);
+        let usage = find("GET", "/v1/usage");
+        assert_eq!(
+            names(&usage.query_fields),
+            ["from", "to", "page_size", "page_token"]
+        );
+        let start = find("POST", "/v1/workloads/{id}/start");
+        assert!(matches!(start.body, Body::Whole) && start.query_fields.is_empty());
+        let login = find("POST", "/v1/sessions");
+        assert_eq!(
+            login.response_field.as_ref().map(|f| f.name()),
+            Some("session")
+        );
+    }
+}

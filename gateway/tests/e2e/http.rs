@@ -1,0 +1,110 @@
+//! A plain HTTP/1.1 client for the tests, and a capture of every log line of the process.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::HeaderMap;
+use hyper_util::rt::TokioIo;
+use serde_json::Value as Json;
+use tokio::net::TcpStream;
+
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Json,
+    pub raw: String,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers.get(name).map_or("", |v| v.to_str().unwrap())
+    }
+
+    /// An error envelope with `code`, whose request ID is the response's.
+    pub fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(
+            (self.status, self.body["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{}",
+            self.raw
+        );
+        assert_eq!(
+            self.body["error"]["request_id"],
+            self.header("x-request-id")
+        );
+    }
+}
+
+pub async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Answer {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let mut request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    let raw = String::from_utf8_lossy(&bytes).into_owned();
+    Answer {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body: serde_json::from_slice(&bytes).unwrap_or(Json::Null),
+        raw,
+    }
+}
+
+/// Every log line this test process writes, as JSON lines.
+#[derive(Debug, Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    pub fn capture() -> Logs {
+        static LOGS: OnceLock<Logs> = OnceLock::new();
+        let logs = LOGS.get_or_init(|| {
+            let logs = Logs::default();
+            let writer = logs.clone();
+            tracing_subscriber::fmt()
+                .json()
+                .with_env_filter("trace,h2=info,hyper=info,tower=info,rustls=info")
+                .with_writer(move || writer.clone())
+                .init();
+            logs
+        });
+        logs.clone()
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}

@@ -1,0 +1,194 @@
+//! Local accounts (EINSORA_AUTH_MODE=local, and dev's seeded users): logging in with a
+//! password, dashboard sessions, the caller's own details and password, and API tokens.
+
+pub mod limiter;
+pub(crate) mod me;
+pub mod passwords;
+pub mod secrets;
+mod tokens;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use einsora_proto::accounts::v1 as pb;
+use einsora_proto::accounts::v1::account_service_server::AccountService;
+use einsora_proto::convert::timestamp;
+use einsora_store::NewSession;
+use time::OffsetDateTime;
+use tonic::{Request, Response, Status};
+
+use crate::caller::{Access, Auth, Presented};
+use crate::{context, status};
+use limiter::{Limiter, PER_ADDRESS, PER_PAIR};
+use passwords::Passwords;
+
+pub use tokens::Tokens;
+pub(crate) use tokens::check_name;
+
+/// A session lasts a week from its login.
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Both a wrong password and an unknown email get this, so neither tells which it was.
+const WRONG_LOGIN: &str = "wrong email or password";
+
+/// `AccountService`: Login, Logout, GetMe, ChangePassword.
+#[derive(Debug)]
+pub struct Accounts {
+    auth: Arc<Auth>,
+    passwords: Arc<Passwords>,
+    limiter: Limiter,
+}
+
+impl Accounts {
+    pub fn new(auth: Arc<Auth>, passwords: Arc<Passwords>) -> Self {
+        Accounts {
+            auth,
+            passwords,
+            limiter: Limiter::new(PER_PAIR, PER_ADDRESS),
+        }
+    }
+}
+
+/// Emails compare without case or surrounding space.
+pub fn normalize_email(email: &str) -> String {
+    email.trim().to_lowercase()
+}
+
+fn rate_limited(retry: Duration) -> Status {
+    let mut status = Status::resource_exhausted("too many failed sign-ins; try again later");
+    let seconds = retry.as_secs() + u64::from(retry.subsec_nanos() > 0);
+    status
+        .metadata_mut()
+        .insert("retry-after", seconds.max(1).into());
+    status
+}
+
+fn random_secret() -> Result<String, Status> {
+    secrets::new_secret().map_err(status::internal)
+}
+
+#[tonic::async_trait]
+impl AccountService for Accounts {
+    async fn login(
+        &self,
+        request: Request<pb::LoginRequest>,
+    ) -> Result<Response<pb::LoginResponse>, Status> {
+        let addr = Auth::client_addr(request.metadata());
+        let pb::LoginRequest { email, password } = request.into_inner();
+        let email = normalize_email(&email);
+        self.limiter
+            .begin(&email, addr, Instant::now())
+            .map_err(rate_limited)?;
+        let login = self
+            .auth
+            .store()
+            .password_login(&email)
+            .await
+            .map_err(status::store)?;
+        let phc = login.as_ref().map(|l| l.phc.clone());
+        let verified = self.passwords.verify(password, phc).await?;
+        let Some(login) = login.filter(|_| verified) else {
+            return Err(Status::unauthenticated(WRONG_LOGIN));
+        };
+        self.limiter.succeeded(&email, addr);
+        context::authenticated(login.user.tenant_id, &login.user.email);
+        // A new ID at every login: a session ID planted before it is worth nothing.
+        let (session_id, csrf_token) = (random_secret()?, random_secret()?);
+        let expires_at = OffsetDateTime::now_utc() + SESSION_LIFETIME;
+        let session = NewSession {
+            id_hash: secrets::sha256(&session_id),
+            user_id: login.user.id,
+            csrf_hash: secrets::sha256(&csrf_token),
+            address: addr.map(|a| a.to_string()).unwrap_or_default(),
+            expires_at,
+        };
+        self.auth
+            .store()
+            .create_session(&session)
+            .await
+            .map_err(status::store)?;
+        Ok(Response::new(pb::LoginResponse {
+            session_id,
+            session: Some(pb::Session {
+                me: Some(me::me(&login.user, me::session_credential())),
+                csrf_token,
+                expires_at: Some(timestamp(expires_at)),
+            }),
+        }))
+    }
+
+    async fn logout(
+        &self,
+        request: Request<pb::LogoutRequest>,
+    ) -> Result<Response<pb::LogoutResponse>, Status> {
+        let auth = self
+            .auth
+            .authenticate(request.metadata(), Access::Write)
+            .await?;
+        let Presented::Session { id_hash, .. } = auth.credential else {
+            return Err(Status::permission_denied(
+                "an API token has no session to end: revoke the token instead",
+            ));
+        };
+        self.auth
+            .store()
+            .delete_session(&id_hash)
+            .await
+            .map_err(status::store)?;
+        Ok(Response::new(pb::LogoutResponse {}))
+    }
+
+    async fn get_me(&self, request: Request<pb::GetMeRequest>) -> Result<Response<pb::Me>, Status> {
+        let auth = self
+            .auth
+            .authenticate(request.metadata(), Access::Read)
+            .await?;
+        Ok(Response::new(me::me(&auth.user, me::credential(&auth))))
+    }
+
+    async fn change_password(
+        &self,
+        request: Request<pb::ChangePasswordRequest>,
+    ) -> Result<Response<pb::ChangePasswordResponse>, Status> {
+        let addr = Auth::client_addr(request.metadata());
+        let auth = self
+            .auth
+            .authenticate(request.metadata(), Access::Write)
+            .await?;
+        let Presented::Session { id_hash, .. } = auth.credential else {
+            return Err(Status::permission_denied(
+                "an API token can't change the password: sign in",
+            ));
+        };
+        let req = request.into_inner();
+        passwords::check_new(&req.new_password)
+            .map_err(|rule| Status::invalid_argument(format!("new_password: {rule}")))?;
+        // A stolen session mustn't become a way to guess the password either.
+        let email = auth.user.email.clone();
+        self.limiter
+            .begin(&email, addr, Instant::now())
+            .map_err(rate_limited)?;
+        let login = self
+            .auth
+            .store()
+            .password_login(&email)
+            .await
+            .map_err(status::store)?;
+        let phc = login.map(|l| l.phc);
+        if !self.passwords.verify(req.current_password, phc).await? {
+            return Err(Status::permission_denied("current_password is wrong"));
+        }
+        self.limiter.succeeded(&email, addr);
+        let phc = self.passwords.hash(req.new_password).await?;
+        let store = self.auth.store();
+        store
+            .set_password(auth.user.id, &phc)
+            .await
+            .map_err(status::store)?;
+        store
+            .delete_other_sessions(auth.user.id, Some(&id_hash))
+            .await
+            .map_err(status::store)?;
+        Ok(Response::new(pb::ChangePasswordResponse {}))
+    }
+}

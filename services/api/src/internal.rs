@@ -1,0 +1,78 @@
+//! `ApiInternalService`, for the other services over mutual TLS: who a credential belongs to
+//! (the access proxy serves endpoints to API tokens), and taking a notebook's one-time ticket.
+
+use std::sync::Arc;
+
+use einsora_core::ids::WorkloadId;
+use einsora_proto::convert::timestamp;
+use einsora_proto::internal::v1 as pb;
+use einsora_proto::internal::v1::api_internal_service_server::ApiInternalService;
+use einsora_proto::internal::v1::authenticate_request::Credential;
+use tonic::{Request, Response, Status};
+
+use crate::accounts::{me, secrets};
+use crate::caller::{Access, Auth, unauthenticated};
+use crate::status;
+
+#[derive(Debug)]
+pub struct Internal {
+    auth: Arc<Auth>,
+}
+
+impl Internal {
+    pub fn new(auth: Arc<Auth>) -> Self {
+        Internal { auth }
+    }
+}
+
+#[tonic::async_trait]
+impl ApiInternalService for Internal {
+    async fn authenticate(
+        &self,
+        request: Request<pb::AuthenticateRequest>,
+    ) -> Result<Response<pb::AuthenticateResponse>, Status> {
+        let req = request.into_inner();
+        let access = if req.state_changing {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        let csrf = Some(req.csrf_token.as_str()).filter(|c| !c.is_empty());
+        let auth = match &req.credential {
+            Some(Credential::ApiToken(token)) => self.auth.by_token(token).await?,
+            Some(Credential::SessionId(id)) => self.auth.by_session(id, access, csrf).await?,
+            None => return Err(unauthenticated()),
+        };
+        Ok(Response::new(pb::AuthenticateResponse {
+            tenant_id: auth.user.tenant_id.to_string(),
+            user_id: auth.user.id.to_string(),
+            subject: auth.user.email.clone(),
+            credential: Some(me::credential(&auth)),
+            expires_at: auth.expires_at().map(timestamp),
+        }))
+    }
+
+    async fn redeem_ticket(
+        &self,
+        request: Request<pb::RedeemTicketRequest>,
+    ) -> Result<Response<pb::RedeemTicketResponse>, Status> {
+        let req = request.into_inner();
+        let workload: WorkloadId = req.workload_id.parse().map_err(|_| unauthenticated())?;
+        if req.ticket.is_empty() {
+            return Err(unauthenticated());
+        }
+        let redeemed = self
+            .auth
+            .store()
+            .redeem_ticket(&secrets::sha256(&req.ticket), workload)
+            .await
+            .map_err(status::store)?
+            .ok_or_else(unauthenticated)?;
+        Ok(Response::new(pb::RedeemTicketResponse {
+            workload_id: redeemed.workload_id.to_string(),
+            tenant_id: redeemed.user.tenant_id.to_string(),
+            user_id: redeemed.user.id.to_string(),
+            subject: redeemed.user.email,
+        }))
+    }
+}

@@ -1,0 +1,82 @@
+//! MachineService: the caller's own machines, as the store knows them. The api never asks a
+//! machine; machines register through their agent.
+
+use std::sync::Arc;
+
+use einsora_core::ids::MachineId;
+use einsora_proto::machines::v1::machine_service_server::MachineService;
+use einsora_proto::machines::v1::{self as pb};
+use einsora_store::Store;
+use time::OffsetDateTime;
+use tonic::{Request, Response, Status};
+
+use crate::caller::{Access, Auth};
+use crate::{scoped, status, wire};
+
+#[derive(Debug, Clone)]
+pub struct MachinesApi {
+    store: Arc<dyn Store>,
+    auth: Arc<Auth>,
+}
+
+impl MachinesApi {
+    pub fn new(store: Arc<dyn Store>, auth: Arc<Auth>) -> Self {
+        MachinesApi { store, auth }
+    }
+}
+
+#[tonic::async_trait]
+impl MachineService for MachinesApi {
+    async fn list_machines(
+        &self,
+        request: Request<pb::ListMachinesRequest>,
+    ) -> Result<Response<pb::ListMachinesResponse>, Status> {
+        let caller = self.auth.caller(request.metadata(), Access::Read).await?;
+        let found = self
+            .store
+            .machines_of(caller.tenant)
+            .await
+            .map_err(status::store)?;
+        let now = OffsetDateTime::now_utc();
+        Ok(Response::new(pb::ListMachinesResponse {
+            machines: found.iter().map(|m| wire::machine(m, now)).collect(),
+        }))
+    }
+
+    async fn get_machine(
+        &self,
+        request: Request<pb::GetMachineRequest>,
+    ) -> Result<Response<pb::Machine>, Status> {
+        let caller = self.auth.caller(request.metadata(), Access::Read).await?;
+        let id: MachineId = scoped::id(&request.get_ref().id)?;
+        let found = self
+            .store
+            .machine_of(caller.tenant, id)
+            .await
+            .map_err(status::store)?
+            .ok_or_else(status::not_found)?;
+        Ok(Response::new(wire::machine(
+            &found,
+            OffsetDateTime::now_utc(),
+        )))
+    }
+
+    async fn revoke_machine(
+        &self,
+        request: Request<pb::RevokeMachineRequest>,
+    ) -> Result<Response<pb::Machine>, Status> {
+        let caller = self.auth.caller(request.metadata(), Access::Write).await?;
+        let id: MachineId = scoped::id(&request.get_ref().id)?;
+        let revoked = self
+            .store
+            .revoke_machine(caller.tenant, id)
+            .await
+            .map_err(status::store)?
+            .ok_or_else(status::not_found)?;
+        tracing::info!(machine = %id, "machine revoked");
+        Ok(Response::new(wire::machine(
+            &revoked,
+            OffsetDateTime::now_utc(),
+        )))
+    }
+}

@@ -1,0 +1,140 @@
+//! Store records to proto messages. Conversions of core types live in `einsora_proto::convert`;
+//! these records are the store's own, so their conversions live here.
+
+use einsora_core::workload::Workload;
+use einsora_proto::convert::{ProtoEnum, timestamp};
+use einsora_proto::enrolment::v1 as enrolment_pb;
+use einsora_proto::machines::v1 as machines_pb;
+use einsora_proto::usage::v1 as usage_pb;
+use einsora_proto::workloads::v1 as pb;
+use einsora_store::{EnrolmentTokenRecord, Event, MachineRecord, UsageRecord};
+use time::{Duration, OffsetDateTime};
+use tonic::Status;
+
+use crate::status;
+
+/// A machine is online if its agent was seen this recently.
+pub const ONLINE_WITHIN: Duration = Duration::minutes(3);
+
+/// A stored workload whose parameters don't read back is corrupt: an internal error.
+pub fn workload(w: &Workload) -> Result<pb::Workload, Status> {
+    pb::Workload::try_from(w).map_err(|e| status::internal(format!("workload {}: {e}", w.id)))
+}
+
+pub fn workloads(ws: &[Workload]) -> Result<Vec<pb::Workload>, Status> {
+    ws.iter().map(workload).collect()
+}
+
+pub fn event(e: &Event) -> pb::WorkloadEvent {
+    pb::WorkloadEvent {
+        from_state: e.from.map(ProtoEnum::to_field).unwrap_or_default(),
+        to_state: e.to.to_field(),
+        note: e.is_note(),
+        reason: e.reason.clone(),
+        attempt: e.attempt.get(),
+        at: Some(timestamp(e.at)),
+    }
+}
+
+pub fn usage(r: &UsageRecord) -> usage_pb::UsageRecord {
+    usage_pb::UsageRecord {
+        tenant_id: r.tenant_id.to_string(),
+        workload_id: r.workload_id.to_string(),
+        region: r.region.to_string(),
+        machine_id: r.machine_id.map(|m| m.to_string()).unwrap_or_default(),
+        placed_class: r.placed_class.clone(),
+        hour_start: Some(timestamp(r.hour_start)),
+        seconds: r.seconds,
+        units: r.units,
+    }
+}
+
+pub fn machine(r: &MachineRecord, now: OffsetDateTime) -> machines_pb::Machine {
+    let status = match (r.revoked_at, r.last_seen_at) {
+        (Some(_), _) => machines_pb::MachineStatus::Revoked,
+        (None, Some(seen)) if now - seen <= ONLINE_WITHIN => machines_pb::MachineStatus::Online,
+        (None, _) => machines_pb::MachineStatus::Offline,
+    };
+    machines_pb::Machine {
+        drivers: r.drivers.clone(),
+        status: status.into(),
+        last_seen_at: r.last_seen_at.map(timestamp),
+        workload_count: r.workload_count,
+        created_at: Some(timestamp(r.created_at)),
+        revoked_at: r.revoked_at.map(timestamp),
+        ..machines_pb::Machine::from(&r.machine)
+    }
+}
+
+/// Never the secret: the store doesn't have it.
+pub fn enrolment_token(r: &EnrolmentTokenRecord) -> enrolment_pb::EnrolmentToken {
+    enrolment_pb::EnrolmentToken {
+        id: r.id.to_string(),
+        name: r.name.clone(),
+        prefix: r.prefix.clone(),
+        region: r.region.to_string(),
+        created_at: Some(timestamp(r.created_at)),
+        expires_at: Some(timestamp(r.expires_at)),
+        used_at: r.used_at.map(timestamp),
+        machine_id: r.machine_id.map(|m| m.to_string()).unwrap_or_default(),
+        revoked_at: r.revoked_at.map(timestamp),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use einsora_core::ids::{MachineId, TenantId};
+    use einsora_core::machine::Machine;
+    use einsora_core::region::Region;
+    use einsora_core::sharing::SharingLevel;
+    use machines_pb::MachineStatus;
+
+    use super::*;
+
+    fn record(last_seen_at: Option<OffsetDateTime>) -> MachineRecord {
+        MachineRecord {
+            machine: Machine {
+                id: MachineId::new(),
+                owner: TenantId::new(),
+                name: "studio".into(),
+                region: Region::new("local").unwrap(),
+                os: "macos".into(),
+                arch: "aarch64".into(),
+                cpus: 12,
+                memory_bytes: 64 << 30,
+                devices: vec![],
+                sharing: SharingLevel::Private,
+            },
+            drivers: vec!["macos-native".into()],
+            last_seen_at,
+            revoked_at: None,
+            created_at: OffsetDateTime::UNIX_EPOCH,
+            workload_count: 2,
+        }
+    }
+
+    #[test]
+    fn a_machine_is_online_within_three_minutes_of_its_last_sync() {
+        let now = OffsetDateTime::now_utc();
+        let status = |r: &MachineRecord| machine(r, now).status;
+        let online = MachineStatus::Online as i32;
+        let offline = MachineStatus::Offline as i32;
+        assert_eq!(status(&record(Some(now))), online);
+        assert_eq!(status(&record(Some(now - ONLINE_WITHIN))), online);
+        let late = now - ONLINE_WITHIN - Duration::seconds(1);
+        assert_eq!(status(&record(Some(late))), offline);
+        assert_eq!(status(&record(None)), offline);
+        let revoked = MachineRecord {
+            revoked_at: Some(now),
+            ..record(Some(now))
+        };
+        assert_eq!(status(&revoked), MachineStatus::Revoked as i32);
+
+        let pb = machine(&record(None), now);
+        assert_eq!(
+            (pb.name.as_str(), pb.cpus, pb.workload_count),
+            ("studio", 12, 2)
+        );
+        assert_eq!(pb.drivers, ["macos-native"]);
+    }
+}

@@ -1,0 +1,213 @@
+//! WorkloadService: records intent and answers at once; the controller does the rest.
+
+mod create;
+
+use std::sync::Arc;
+
+use einsora_core::catalog::Catalog;
+use einsora_core::ids::WorkloadId;
+use einsora_core::lifecycle::State;
+use einsora_core::reasons::{Reason, UserAction};
+use einsora_proto::convert::{CreateWorkload, timestamp};
+use einsora_proto::workloads::v1::workload_service_server::WorkloadService;
+use einsora_proto::workloads::v1::{self as pb};
+use einsora_store::{Store, Transition, WorkloadPage};
+use time::OffsetDateTime;
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Response, Status};
+
+use crate::caller::{Access, Auth};
+use crate::{scoped, status, wire};
+
+const DEFAULT_PAGE_SIZE: u32 = 100;
+const MAX_PAGE_SIZE: u32 = 500;
+
+#[derive(Debug, Clone)]
+pub struct WorkloadsApi {
+    store: Arc<dyn Store>,
+    auth: Arc<Auth>,
+    catalog: Arc<Catalog>,
+}
+
+impl WorkloadsApi {
+    pub fn new(store: Arc<dyn Store>, auth: Arc<Auth>, catalog: Arc<Catalog>) -> Self {
+        WorkloadsApi {
+            store,
+            auth,
+            catalog,
+        }
+    }
+
+    /// Start, stop or delete, as the caller asked; the store refuses a step the lifecycle
+    /// doesn't have.
+    async fn act(
+        &self,
+        metadata: &MetadataMap,
+        raw_id: &str,
+        action: UserAction,
+    ) -> Result<Response<pb::Workload>, Status> {
+        let caller = self.auth.caller(metadata, Access::Write).await?;
+        let id: WorkloadId = scoped::id(raw_id)?;
+        let reason = Reason::Requested {
+            action,
+            by: caller.actor,
+        };
+        let (store, reason) = (&*self.store, &reason);
+        let w = scoped::write_workload(store, caller.tenant, id, |w| async move {
+            let to = match action {
+                UserAction::Start => return store.start(&w, reason).await.map_err(status::store),
+                UserAction::Stop => State::Stopping,
+                UserAction::Delete => State::Deleting,
+            };
+            let change = Transition {
+                workload: &w,
+                to,
+                reason,
+                admission: None,
+                fence: None,
+            };
+            store.transition(&change).await.map_err(status::store)
+        })
+        .await?;
+        Ok(Response::new(wire::workload(&w)?))
+    }
+}
+
+#[tonic::async_trait]
+impl WorkloadService for WorkloadsApi {
+    async fn create_workload(
+        &self,
+        request: Request<pb::CreateWorkloadRequest>,
+    ) -> Result<Response<pb::Workload>, Status> {
+        let caller = self.auth.caller(request.metadata(), Access::Write).await?;
+        let req = CreateWorkload::try_from(request.into_inner()).map_err(status::invalid)?;
+        let new = create::check(&self.catalog, caller.tenant, req).map_err(status::invalid)?;
+        let reason = Reason::Created { by: caller.actor };
+        let w = self
+            .store
+            .create_workload(&new, &reason)
+            .await
+            .map_err(status::store)?;
+        Ok(Response::new(wire::workload(&w)?))
+    }
+
+    async fn list_workloads(
+        &self,
+        request: Request<pb::ListWorkloadsRequest>,
+    ) -> Result<Response<pb::ListWorkloadsResponse>, Status> {
+        let caller = self.auth.caller(request.metadata(), Access::Read).await?;
+        let req = request.into_inner();
+        let limit = match req.page_size {
+            0 => DEFAULT_PAGE_SIZE,
+            n => n.min(MAX_PAGE_SIZE),
+        };
+        let before = match req.page_token.as_str() {
+            "" => None,
+            token => Some(token.parse::<WorkloadId>().map_err(|_| bad_page_token())?),
+        };
+        let page = WorkloadPage {
+            include_deleted: req.include_deleted,
+            before,
+            limit: limit + 1,
+        };
+        let mut found = self
+            .store
+            .workloads_of(caller.tenant, &page)
+            .await
+            .map_err(status::store)?;
+        let more = found.len() > limit as usize;
+        found.truncate(limit as usize);
+        let next_page_token = match found.last() {
+            Some(last) if more => last.id.to_string(),
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListWorkloadsResponse {
+            workloads: wire::workloads(&found)?,
+            next_page_token,
+        }))
+    }
+
+    async fn get_workload(
+        &self,
+        request: Request<pb::GetWorkloadRequest>,
+    ) -> Result<Response<pb::Workload>, Status> {
+        let caller = self.auth.caller(request.metadata(), Access::Read).await?;
+        let req = request.into_inner();
+        let id = scoped::id(&req.id)?;
+        let w = scoped::workload(&*self.store, caller.tenant, id, req.include_deleted).await?;
+        Ok(Response::new(wire::workload(&w)?))
+    }
+
+    async fn delete_workload(
+        &self,
+        request: Request<pb::DeleteWorkloadRequest>,
+    ) -> Result<Response<pb::Workload>, Status> {
+        let id = request.get_ref().id.clone();
+        self.act(request.metadata(), &id, UserAction::Delete).await
+    }
+
+    async fn start_workload(
+        &self,
+        request: Request<pb::StartWorkloadRequest>,
+    ) -> Result<Response<pb::Workload>, Status> {
+        let id = request.get_ref().id.clone();
+        self.act(request.metadata(), &id, UserAction::Start).await
+    }
+
+    async fn stop_workload(
+        &self,
+        request: Request<pb::StopWorkloadRequest>,
+    ) -> Result<Response<pb::Workload>, Status> {
+        let id = request.get_ref().id.clone();
+        self.act(request.metadata(), &id, UserAction::Stop).await
+    }
+
+    async fn list_workload_events(
+        &self,
+        request: Request<pb::ListWorkloadEventsRequest>,
+    ) -> Result<Response<pb::ListWorkloadEventsResponse>, Status> {
+        let caller = self.auth.caller(request.metadata(), Access::Read).await?;
+        let id = scoped::id(&request.get_ref().id)?;
+        let w = scoped::workload(&*self.store, caller.tenant, id, true).await?;
+        let events = self.store.events(w.id).await.map_err(status::store)?;
+        Ok(Response::new(pb::ListWorkloadEventsResponse {
+            events: events.iter().map(wire::event).collect(),
+        }))
+    }
+
+    async fn export_workload(
+        &self,
+        request: Request<pb::ExportWorkloadRequest>,
+    ) -> Result<Response<pb::WorkloadExport>, Status> {
+        let caller = self.auth.caller(request.metadata(), Access::Read).await?;
+        let id = scoped::id(&request.get_ref().id)?;
+        let store = &*self.store;
+        let w = scoped::workload(store, caller.tenant, id, true).await?;
+        let events = store.events(w.id).await.map_err(status::store)?;
+        let usage = store
+            .workload_usage(caller.tenant, w.id)
+            .await
+            .map_err(status::store)?;
+        let machine_name = match w.machine_id {
+            None => None,
+            Some(m) => store
+                .machine_of(caller.tenant, m)
+                .await
+                .map_err(status::store)?
+                .map(|r| r.machine.name),
+        };
+        Ok(Response::new(pb::WorkloadExport {
+            workload: Some(wire::workload(&w)?),
+            events: events.iter().map(wire::event).collect(),
+            usage: usage.iter().map(wire::usage).collect(),
+            machine_name: machine_name.unwrap_or_default(),
+            exported_at: Some(timestamp(OffsetDateTime::now_utc())),
+        }))
+    }
+}
+
+fn bad_page_token() -> Status {
+    Status::invalid_argument(
+        "page_token is not valid: use the next_page_token of a previous response",
+    )
+}

@@ -1,0 +1,98 @@
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::ids::MachineId;
+use einsora_core::lifecycle::State;
+use einsora_core::machine::{Device, Machine};
+use einsora_core::region::Region;
+use einsora_core::sharing::SharingLevel;
+use einsora_proto::machines::v1 as pb;
+use einsora_proto::machines::v1::machine_service_server::MachineService;
+use einsora_store::MachineRegistration;
+use time::{Duration, OffsetDateTime};
+use tonic::Code;
+
+use crate::{Env, Who, assert_code, env, notebook};
+
+/// Registers a machine of `who`'s, as its agent would; seen just now, or 10 minutes ago.
+pub async fn register(env: &Env, who: &Who, name: &str, online: bool) -> MachineId {
+    let id = MachineId::new();
+    let ago = if online {
+        Duration::ZERO
+    } else {
+        Duration::minutes(10)
+    };
+    let reg = MachineRegistration {
+        machine: Machine {
+            id,
+            owner: who.tenant,
+            name: name.into(),
+            region: Region::new("local").unwrap(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            cpus: 16,
+            memory_bytes: 64 << 30,
+            devices: vec![Device {
+                vendor: AcceleratorKind::Nvidia,
+                model: "NVIDIA L40S".into(),
+                uuid: "GPU-0".into(),
+                memory_bytes: 48 << 30,
+            }],
+            sharing: SharingLevel::Private,
+        },
+        drivers: vec!["docker".into()],
+        last_seen_at: Some(OffsetDateTime::now_utc() - ago),
+    };
+    env.store.put_machine(&reg).await.unwrap();
+    id
+}
+
+#[tokio::test]
+async fn machines_are_the_callers_own_with_status_and_workloads() {
+    let env = env().await;
+    let who = env.tenant("acme", None).await;
+    let other = env.tenant("globex", None).await;
+    let studio = register(&env, &who, "studio", true).await;
+    let old = register(&env, &who, "old", false).await;
+    let theirs = register(&env, &other, "theirs", true).await;
+    let w = env.create(&who, notebook("nb", "l40s-48gb")).await.unwrap();
+    env.advance(&w.id, &[State::Provisioning, State::Running], Some(studio))
+        .await;
+
+    let list = env
+        .machines
+        .list_machines(who.req(pb::ListMachinesRequest {}))
+        .await;
+    let list = list.unwrap().into_inner().machines;
+    let seen: Vec<_> = list
+        .iter()
+        .map(|m| (m.name.as_str(), m.status, m.workload_count))
+        .collect();
+    let (online, offline) = (
+        pb::MachineStatus::Online as i32,
+        pb::MachineStatus::Offline as i32,
+    );
+    assert_eq!(seen, [("studio", online, 1), ("old", offline, 0)]);
+    assert_eq!(list[0].devices[0].model, "NVIDIA L40S");
+    assert_eq!(list[0].drivers, ["docker"]);
+
+    let get = |id: MachineId| who.req(pb::GetMachineRequest { id: id.to_string() });
+    let one = env
+        .machines
+        .get_machine(get(old))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(one.id, old.to_string());
+    assert_code(env.machines.get_machine(get(theirs)).await, Code::NotFound);
+
+    let revoke = who.req(pb::RevokeMachineRequest {
+        id: old.to_string(),
+    });
+    let revoked = env
+        .machines
+        .revoke_machine(revoke)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(revoked.status, pb::MachineStatus::Revoked as i32);
+    assert!(revoked.revoked_at.is_some());
+}

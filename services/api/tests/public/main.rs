@@ -1,0 +1,257 @@
+//! The public services (workloads, machines, catalog, usage, access, enrolment tokens) called
+//! in-process through their tonic traits, with the metadata the gateway would forward, on a real
+//! (SQLite) store; and over real gRPC inside the request context.
+//! Tenants are seeded through the store; the controller's steps are the store's transitions.
+
+mod access;
+mod actions;
+mod context;
+mod create;
+mod enrolment;
+mod isolation;
+mod machines;
+mod outage;
+mod reads;
+mod usage;
+
+use std::sync::Arc;
+
+use einsora_api::access::AccessApi;
+use einsora_api::access_url::AccessUrl;
+use einsora_api::accounts::secrets;
+use einsora_api::caller::{Auth, CSRF_HEADER, SESSION_HEADER};
+use einsora_api::catalog::CatalogApi;
+use einsora_api::enrolment::EnrolmentApi;
+use einsora_api::machines::MachinesApi;
+use einsora_api::usage::UsageApi;
+use einsora_api::workloads::WorkloadsApi;
+use einsora_core::catalog::Catalog;
+use einsora_core::ids::{MachineId, TenantId, TokenId, UserId, WorkloadId};
+use einsora_core::lifecycle::State;
+use einsora_core::reasons::Reason;
+use einsora_core::workload::Workload;
+use einsora_proto::common::v1::{EndpointParams, WorkloadKind as PbKind};
+use einsora_proto::workloads::v1 as pb;
+use einsora_proto::workloads::v1::workload_service_server::WorkloadService;
+use einsora_store::{
+    Admission, DatabaseUrl, NewApiToken, NewSession, NewTenant, NewUser, QuotaClass, Store,
+    Transition,
+};
+use time::{Duration, OffsetDateTime};
+use tonic::{Code, Request, Status};
+
+#[derive(Debug)]
+pub struct Env {
+    pub store: Arc<dyn Store>,
+    pub workloads: WorkloadsApi,
+    pub machines: MachinesApi,
+    pub catalog: CatalogApi,
+    pub usage: UsageApi,
+    pub access: AccessApi,
+    pub enrolment: EnrolmentApi,
+    dir: tempfile::TempDir,
+}
+
+/// A seeded tenant with one user, who calls with an API token (or a browser session).
+#[derive(Debug)]
+pub struct Who {
+    pub tenant: TenantId,
+    pub user: UserId,
+    pub email: String,
+    pub token: String,
+    pub session: (String, String),
+}
+
+pub async fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
+    let (store, _) = einsora_store::migrate(&url).await.unwrap();
+    let auth = Arc::new(Auth::new(Arc::clone(&store)));
+    let catalog = Arc::new(Catalog::builtin());
+    Env {
+        workloads: WorkloadsApi::new(Arc::clone(&store), Arc::clone(&auth), Arc::clone(&catalog)),
+        machines: MachinesApi::new(Arc::clone(&store), Arc::clone(&auth)),
+        catalog: CatalogApi::new(&catalog, Arc::clone(&auth)),
+        usage: UsageApi::new(Arc::clone(&store), Arc::clone(&auth)),
+        access: AccessApi::new(Arc::clone(&store), Arc::clone(&auth), AccessUrl::default()),
+        enrolment: EnrolmentApi::new(Arc::clone(&store), auth, catalog),
+        store,
+        dir,
+    }
+}
+
+impl Env {
+    /// Runs SQL on the database behind the store's back (with sqlite3): a state no API makes
+    /// yet, or an outage.
+    pub fn sql(&self, sql: &str) {
+        let db = self.dir.path().join("einsora.db");
+        let status = std::process::Command::new("sqlite3")
+            .arg(db)
+            .arg(sql)
+            .status();
+        assert!(status.unwrap().success(), "{sql}");
+    }
+
+    /// A tenant whose quota is `limit` units of every class (`None`: unlimited).
+    pub async fn tenant(&self, slug: &str, limit: Option<u32>) -> Who {
+        let store = &*self.store;
+        let tenant = TenantId::new();
+        let new = NewTenant {
+            id: tenant,
+            slug: slug.into(),
+            name: slug.into(),
+            trusted: true,
+        };
+        store.create_tenant(&new).await.unwrap();
+        store
+            .set_quota(tenant, &QuotaClass::Default, limit)
+            .await
+            .unwrap();
+        let (user, email) = (UserId::new(), format!("you@{slug}.example"));
+        let new = NewUser {
+            id: user,
+            tenant_id: tenant,
+            email: email.clone(),
+            display_name: slug.into(),
+            phc: "$argon2id$unused".into(),
+        };
+        store.create_user(&new).await.unwrap();
+        let token = secrets::new_token().unwrap();
+        let new = NewApiToken {
+            id: TokenId::new(),
+            user_id: user,
+            tenant_id: tenant,
+            name: "laptop".into(),
+            prefix: secrets::display_prefix(&token),
+            token_hash: secrets::sha256(&token),
+            expires_at: None,
+        };
+        store.create_api_token(&new).await.unwrap();
+        let (session, csrf) = (
+            secrets::new_secret().unwrap(),
+            secrets::new_secret().unwrap(),
+        );
+        let new = NewSession {
+            id_hash: secrets::sha256(&session),
+            user_id: user,
+            csrf_hash: secrets::sha256(&csrf),
+            address: "192.0.2.1".into(),
+            expires_at: OffsetDateTime::now_utc() + Duration::days(1),
+        };
+        store.create_session(&new).await.unwrap();
+        Who {
+            tenant,
+            user,
+            email,
+            token,
+            session: (session, csrf),
+        }
+    }
+
+    /// Creates a workload through the API.
+    pub async fn create(
+        &self,
+        who: &Who,
+        req: pb::CreateWorkloadRequest,
+    ) -> Result<pb::Workload, Status> {
+        let created = self.workloads.create_workload(who.req(req)).await?;
+        Ok(created.into_inner())
+    }
+
+    /// Moves a workload along the diagram as the controller would, placed on `machine`.
+    pub async fn advance(&self, id: &str, to: &[State], machine: Option<MachineId>) -> Workload {
+        let mut w = self
+            .store
+            .workload(id.parse().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        for &step in to {
+            let admission = Admission {
+                placed_class: w.gpu_class.clone(),
+                machine_id: machine,
+                driver: machine.map(|_| "sim".into()),
+            };
+            w = self
+                .store
+                .transition(&Transition {
+                    workload: &w,
+                    to: step,
+                    reason: &Reason::Ready,
+                    admission: (step == State::Provisioning).then_some(&admission),
+                    fence: None,
+                })
+                .await
+                .unwrap();
+        }
+        w
+    }
+}
+
+impl Who {
+    /// A request with this user's API token.
+    pub fn req<T>(&self, message: T) -> Request<T> {
+        let mut req = Request::new(message);
+        let bearer = format!("Bearer {}", self.token).parse().unwrap();
+        req.metadata_mut().insert("authorization", bearer);
+        req
+    }
+
+    /// A request from this user's browser session, with its CSRF token.
+    pub fn browser<T>(&self, message: T) -> Request<T> {
+        let mut req = Request::new(message);
+        let md = req.metadata_mut();
+        md.insert(SESSION_HEADER, self.session.0.parse().unwrap());
+        md.insert(CSRF_HEADER, self.session.1.parse().unwrap());
+        req
+    }
+
+    /// How timelines name this user calling with the API token.
+    pub fn by_token(&self) -> String {
+        let prefix = secrets::display_prefix(&self.token);
+        format!("{} (API token \"laptop\" ({prefix}…))", self.email)
+    }
+}
+
+pub fn notebook(name: &str, class: &str) -> pb::CreateWorkloadRequest {
+    pb::CreateWorkloadRequest {
+        kind: PbKind::Notebook as i32,
+        name: name.into(),
+        gpu_class: class.into(),
+        image: "jupyterlab".into(),
+        ..pb::CreateWorkloadRequest::default()
+    }
+}
+
+pub fn endpoint(name: &str) -> pb::CreateWorkloadRequest {
+    pb::CreateWorkloadRequest {
+        kind: PbKind::Endpoint as i32,
+        image: "openai-endpoint".into(),
+        params: Some(pb::create_workload_request::Params::Endpoint(
+            EndpointParams {
+                model: "org/model".into(),
+            },
+        )),
+        ..notebook(name, "cpu-4c-16g")
+    }
+}
+
+pub fn unknown_id() -> String {
+    WorkloadId::new().to_string()
+}
+
+pub fn assert_code<T: std::fmt::Debug>(result: Result<T, Status>, code: Code) -> Status {
+    match result {
+        Err(status) if status.code() == code => status,
+        other => panic!("expected {code:?}, got {other:?}"),
+    }
+}
+
+/// The 409 code a FAILED_PRECONDITION carries.
+pub fn error_code(status: &Status) -> &str {
+    status
+        .metadata()
+        .get(einsora_api::status::ERROR_KEY)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}

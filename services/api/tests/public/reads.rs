@@ -1,0 +1,185 @@
+use einsora_core::ids::UsageRecordId;
+use einsora_core::lifecycle::State;
+use einsora_core::region::Region;
+use einsora_proto::catalog::v1 as catalog_pb;
+use einsora_proto::catalog::v1::catalog_service_server::CatalogService;
+use einsora_proto::common::v1::WorkloadState as PbState;
+use einsora_proto::workloads::v1 as pb;
+use einsora_proto::workloads::v1::workload_service_server::WorkloadService;
+use einsora_store::UsageRecord;
+use time::macros::datetime;
+use tonic::Code;
+
+use crate::machines::register;
+use crate::{assert_code, env, notebook};
+
+fn ids(ws: &[pb::Workload]) -> Vec<&str> {
+    ws.iter().map(|w| w.name.as_str()).collect()
+}
+
+#[tokio::test]
+async fn lists_and_gets_hide_deleted_workloads_unless_asked() {
+    let env = env().await;
+    let who = env.tenant("acme", None).await;
+    let mut ids_by_name = Vec::new();
+    for name in ["a", "b", "c"] {
+        ids_by_name.push(
+            env.create(&who, notebook(name, "cpu-1c-2g"))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    env.advance(&ids_by_name[1], &[State::Deleting, State::Deleted], None)
+        .await;
+
+    let list = |include_deleted, page_size, page_token: &str| {
+        who.req(pb::ListWorkloadsRequest {
+            include_deleted,
+            page_size,
+            page_token: page_token.into(),
+        })
+    };
+    let live = env
+        .workloads
+        .list_workloads(list(false, 0, ""))
+        .await
+        .unwrap();
+    assert_eq!(ids(&live.get_ref().workloads), ["c", "a"], "newest first");
+    assert_eq!(live.get_ref().next_page_token, "");
+    let all = env
+        .workloads
+        .list_workloads(list(true, 0, ""))
+        .await
+        .unwrap();
+    assert_eq!(ids(&all.get_ref().workloads), ["c", "b", "a"]);
+
+    let first = env
+        .workloads
+        .list_workloads(list(true, 2, ""))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids(&first.workloads), ["c", "b"]);
+    let rest = env
+        .workloads
+        .list_workloads(list(true, 2, &first.next_page_token))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (ids(&rest.workloads), rest.next_page_token.as_str()),
+        (vec!["a"], "")
+    );
+    let bad = env.workloads.list_workloads(list(true, 2, "nope")).await;
+    assert_code(bad, Code::InvalidArgument);
+
+    let get = |include_deleted| {
+        who.req(pb::GetWorkloadRequest {
+            id: ids_by_name[1].clone(),
+            include_deleted,
+        })
+    };
+    assert_code(env.workloads.get_workload(get(false)).await, Code::NotFound);
+    let deleted = env
+        .workloads
+        .get_workload(get(true))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(deleted.state, PbState::Deleted as i32);
+}
+
+#[tokio::test]
+async fn events_come_oldest_first_and_export_holds_everything() {
+    let env = env().await;
+    let who = env.tenant("acme", None).await;
+    let machine = register(&env, &who, "studio", true).await;
+    let w = env.create(&who, notebook("nb", "cpu-1c-2g")).await.unwrap();
+    let placed = env
+        .advance(
+            &w.id,
+            &[State::Provisioning, State::Running, State::Stopping],
+            Some(machine),
+        )
+        .await;
+    let hour = datetime!(2025-03-01 10:00 UTC);
+    let record = UsageRecord {
+        id: UsageRecordId::new(),
+        tenant_id: who.tenant,
+        workload_id: placed.id,
+        region: Region::new("local").unwrap(),
+        machine_id: Some(machine),
+        placed_class: "cpu-1c-2g".into(),
+        units: 1,
+        hour_start: hour,
+        seconds: 1200,
+    };
+    env.store.record_usage(&record).await.unwrap();
+
+    let req = pb::ListWorkloadEventsRequest { id: w.id.clone() };
+    let events = env
+        .workloads
+        .list_workload_events(who.req(req))
+        .await
+        .unwrap();
+    let steps: Vec<_> = events
+        .get_ref()
+        .events
+        .iter()
+        .map(|e| (e.from_state, e.to_state))
+        .collect();
+    let s = |s: PbState| s as i32;
+    assert_eq!(
+        steps,
+        [
+            (s(PbState::Unspecified), s(PbState::Pending)),
+            (s(PbState::Pending), s(PbState::Provisioning)),
+            (s(PbState::Provisioning), s(PbState::Running)),
+            (s(PbState::Running), s(PbState::Stopping)),
+        ]
+    );
+    assert_eq!(
+        events.get_ref().events[0].reason,
+        format!("created by {}", who.by_token())
+    );
+
+    let req = pb::ExportWorkloadRequest { id: w.id.clone() };
+    let export = env
+        .workloads
+        .export_workload(who.req(req))
+        .await
+        .unwrap()
+        .into_inner();
+    let exported = export.workload.unwrap();
+    assert_eq!(
+        (exported.id.as_str(), exported.state),
+        (w.id.as_str(), s(PbState::Stopping))
+    );
+    assert_eq!(exported.machine_id, machine.to_string());
+    assert_eq!(export.events, events.into_inner().events);
+    assert_eq!(export.usage.len(), 1);
+    assert_eq!((export.usage[0].seconds, export.usage[0].units), (1200, 1));
+    assert_eq!(export.machine_name, "studio");
+    assert!(export.exported_at.is_some());
+}
+
+#[tokio::test]
+async fn the_catalog_is_the_installations() {
+    let env = env().await;
+    let who = env.tenant("acme", None).await;
+    let catalog = env
+        .catalog
+        .get_catalog(who.req(catalog_pb::GetCatalogRequest {}))
+        .await;
+    let catalog = catalog.unwrap().into_inner();
+    assert_eq!(catalog.regions[0].name, "local");
+    assert!(catalog.regions[0].is_default);
+    assert!(catalog.classes.iter().any(|c| c.name == "l40s-48gb"));
+    assert!(catalog.images.iter().any(|i| i.name == "jupyterlab"));
+    let anonymous = tonic::Request::new(catalog_pb::GetCatalogRequest {});
+    assert_code(
+        env.catalog.get_catalog(anonymous).await,
+        Code::Unauthenticated,
+    );
+}
