@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use einsora_proto::accounts::v1 as pb;
 use einsora_proto::accounts::v1::account_service_server::AccountService;
 use einsora_proto::convert::timestamp;
-use einsora_store::NewSession;
+use einsora_store::{NewSession, PasswordLogin};
 use time::OffsetDateTime;
 use tonic::{Request, Response, Status};
 
@@ -63,6 +63,33 @@ fn rate_limited(retry: Duration) -> Status {
     status
 }
 
+impl Accounts {
+    /// The account whose password `password` is, under the login limits; `None` for a wrong
+    /// password and an unknown email alike (both spend one hash).
+    async fn check_password(
+        &self,
+        email: &str,
+        password: String,
+        addr: Option<std::net::IpAddr>,
+    ) -> Result<Option<PasswordLogin>, Status> {
+        self.limiter
+            .begin(email, addr, Instant::now())
+            .map_err(rate_limited)?;
+        let login = self
+            .auth
+            .store()
+            .password_login(email)
+            .await
+            .map_err(status::store)?;
+        let phc = login.as_ref().map(|l| l.phc.clone());
+        if !self.passwords.verify(password, phc).await? {
+            return Ok(None);
+        }
+        self.limiter.succeeded(email, addr);
+        Ok(login)
+    }
+}
+
 fn random_secret() -> Result<String, Status> {
     secrets::new_secret().map_err(status::internal)
 }
@@ -76,21 +103,9 @@ impl AccountService for Accounts {
         let addr = Auth::client_addr(request.metadata());
         let pb::LoginRequest { email, password } = request.into_inner();
         let email = normalize_email(&email);
-        self.limiter
-            .begin(&email, addr, Instant::now())
-            .map_err(rate_limited)?;
-        let login = self
-            .auth
-            .store()
-            .password_login(&email)
-            .await
-            .map_err(status::store)?;
-        let phc = login.as_ref().map(|l| l.phc.clone());
-        let verified = self.passwords.verify(password, phc).await?;
-        let Some(login) = login.filter(|_| verified) else {
+        let Some(login) = self.check_password(&email, password, addr).await? else {
             return Err(Status::unauthenticated(WRONG_LOGIN));
         };
-        self.limiter.succeeded(&email, addr);
         context::authenticated(login.user.tenant_id, &login.user.email);
         // A new ID at every login: a session ID planted before it is worth nothing.
         let (session_id, csrf_token) = (random_secret()?, random_secret()?);
@@ -164,21 +179,10 @@ impl AccountService for Accounts {
         passwords::check_new(&req.new_password)
             .map_err(|rule| Status::invalid_argument(format!("new_password: {rule}")))?;
         // A stolen session mustn't become a way to guess the password either.
-        let email = auth.user.email.clone();
-        self.limiter
-            .begin(&email, addr, Instant::now())
-            .map_err(rate_limited)?;
-        let login = self
-            .auth
-            .store()
-            .password_login(&email)
-            .await
-            .map_err(status::store)?;
-        let phc = login.map(|l| l.phc);
-        if !self.passwords.verify(req.current_password, phc).await? {
+        let checked = self.check_password(&auth.user.email, req.current_password, addr);
+        if checked.await?.is_none() {
             return Err(Status::permission_denied("current_password is wrong"));
         }
-        self.limiter.succeeded(&email, addr);
         let phc = self.passwords.hash(req.new_password).await?;
         let store = self.auth.store();
         store
