@@ -244,14 +244,19 @@ impl Stack {
             .api_out
             .take()
             .ok_or_else(|| anyhow::anyhow!("no api output"))?;
-        let mut password = None;
-        for line in std::io::BufReader::new(stdout).lines() {
-            let line = line?;
-            if line.contains("email dev@acme ") {
-                password = line.split_whitespace().last().map(str::to_owned);
-                break;
+        // Read all of it, always: the api must never write to a closed pipe.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line.contains("email dev@acme ") {
+                    let _ = tx.send(line.split_whitespace().last().map(str::to_owned));
+                }
             }
-        }
+        });
+        let password = rx.recv_timeout(Duration::from_secs(30)).ok().flatten();
         let password = password.ok_or_else(|| anyhow::anyhow!("no dev password"))?;
         let deadline = Instant::now() + Duration::from_secs(30);
         let login = loop {

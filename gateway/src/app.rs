@@ -1,7 +1,7 @@
 //! The axum application: one route per `google.api.http` binding, `GET /v1/openapi.json`, and
 //! the error envelope for unknown paths (404) and wrong methods (405, with `Allow`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -60,8 +60,7 @@ impl Api {
             .map_err(|e| descriptors(&e))?;
         let routes = routes::load(&pool, &schema)?;
         let words = Words::from_schema(&schema);
-        let secrets: HashSet<String> = schema.secret_fields().into_iter().collect();
-        let openapi = openapi::document(&routes, &words, &secrets).map_err(BuildError::OpenApi)?;
+        let openapi = openapi::document(&routes, &words, &schema).map_err(BuildError::OpenApi)?;
         Ok(Api {
             routes,
             words,

@@ -61,6 +61,10 @@ package!(
     enrolment => "einsora.enrolment.v1.rs"
 );
 package!(
+    /// Descriptor options: secrets, enum words and request field rules (`einsora.options.v1`).
+    options => "einsora.options.v1.rs"
+);
+package!(
     /// Agents: Enroll and the Sync stream (`einsora.agent.v1`).
     agent => "einsora.agent.v1.rs"
 );

@@ -1,14 +1,18 @@
 //! Reading the contracts back out of [`crate::FILE_DESCRIPTOR_SET`]: the HTTP routes declared
-//! with `google.api.http`, the JSON words of enums (`einsora.options.v1.word`) and the fields
-//! marked secret (`einsora.options.v1.secret`). The gateway derives its JSON routes, OpenAPI
-//! and log redaction from these, and tests pin them.
+//! with `google.api.http`, the JSON words of enums (`einsora.options.v1.word`), the fields
+//! marked secret (`einsora.options.v1.secret`) and what request fields accept
+//! (`einsora.options.v1.rules`). The gateway derives its JSON routes, OpenAPI and log
+//! redaction from these, and tests pin them.
 //!
 //! prost-types' descriptor messages drop extension options, so this module decodes the set
 //! through small mirrors of `descriptor.proto` that keep exactly the options Einsora uses.
 
 mod raw;
+mod rules;
 
 use crate::google::api::{HttpRule, http_rule::Pattern};
+pub use crate::options::v1::FieldRules;
+pub use rules::UUID_PATTERN;
 
 /// One HTTP binding of an RPC.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,10 +172,27 @@ impl Schema {
 
     /// Full names (`package.Message.field`) of every field marked `einsora.options.v1.secret`.
     pub fn secret_fields(&self) -> Vec<String> {
+        self.fields()
+            .into_iter()
+            .filter(|(_, f)| f.options.as_ref().and_then(|o| o.secret) == Some(true))
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// Every field with `einsora.options.v1.rules`, by full name (`package.Message.field`).
+    pub fn field_rules(&self) -> Vec<(String, FieldRules)> {
+        self.fields()
+            .into_iter()
+            .filter_map(|(name, f)| Some((name, f.options.as_ref()?.rules.clone()?)))
+            .collect()
+    }
+
+    /// Every field of every message, nested ones included, with its full name.
+    fn fields(&self) -> Vec<(String, &raw::Field)> {
         let mut out = Vec::new();
         for file in &self.files {
             let scope = file.package.clone().unwrap_or_default();
-            collect_secrets(&scope, &file.message_type, &mut out);
+            collect_fields(&scope, &file.message_type, &mut out);
         }
         out
     }
@@ -236,14 +257,16 @@ fn collect_messages(scope: &str, messages: &[raw::Message], out: &mut Vec<Messag
     }
 }
 
-fn collect_secrets(scope: &str, messages: &[raw::Message], out: &mut Vec<String>) {
+fn collect_fields<'a>(
+    scope: &str,
+    messages: &'a [raw::Message],
+    out: &mut Vec<(String, &'a raw::Field)>,
+) {
     for m in messages {
         let full_name = qualify(Some(scope), m.name());
         for f in &m.field {
-            if f.options.as_ref().and_then(|o| o.secret) == Some(true) {
-                out.push(format!("{full_name}.{}", f.name()));
-            }
+            out.push((format!("{full_name}.{}", f.name()), f));
         }
-        collect_secrets(&full_name, &m.nested_type, out);
+        collect_fields(&full_name, &m.nested_type, out);
     }
 }

@@ -17,17 +17,17 @@ fn schemathesis_finds_nothing() {
     let Credential::Token(token) = &acme.token else {
         unreachable!()
     };
-    // The token belongs to the document's `bearer` scheme, so the auth checks know which
-    // credential to leave out when they probe for ignored authentication.
-    let config = solo.e.dir().join("schemathesis.toml");
-    std::fs::write(
-        &config,
-        "[auth.openapi.bearer]\nbearer = \"${EINSORA_TOKEN}\"\n",
-    )
-    .unwrap();
+    // The config says the token belongs to the document's `bearer` scheme, leaves out the two
+    // operations that would end the run's own credential (the attacks tests cover them), and
+    // names hooks.py, which keeps generated valid cases within the rules an OpenAPI document
+    // can't state (cross-field and catalog rules); its paths are relative to the workspace.
+    let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let config = workspace.join("gateway/tests/schemathesis/schemathesis.toml");
     let out = Command::new(program)
         .env("EINSORA_TOKEN", token)
-        .current_dir(solo.e.dir())
+        .current_dir(workspace)
         .args(["--config-file", config.to_str().unwrap(), "run"])
         .arg(format!("http://{}/v1/openapi.json", solo.http))
         .args([
@@ -38,14 +38,6 @@ fn schemathesis_finds_nothing() {
             "--seed",
             "1",
             "--no-color",
-        ])
-        // These two end the credential the run uses (revoking its own token, ending a session);
-        // the attacks tests cover them.
-        .args([
-            "--exclude-path",
-            "/v1/tokens/{id}",
-            "--exclude-path",
-            "/v1/sessions/current",
         ])
         .output()
         .unwrap();

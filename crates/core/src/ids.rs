@@ -13,6 +13,10 @@ pub struct InvalidId {
     pub value: String,
 }
 
+/// `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`: of the forms `Uuid::try_parse` reads, only the
+/// hyphenated one is this long.
+const HYPHENATED_LEN: usize = 36;
+
 macro_rules! id_type {
     ($($(#[$meta:meta])* $name:ident = $what:literal;)+) => {$(
         $(#[$meta])*
@@ -46,13 +50,19 @@ macro_rules! id_type {
             }
         }
 
+        /// Only the hyphenated form that `Display` writes (hex digits of either case): one
+        /// spelling per ID, as the API documents it.
         impl FromStr for $name {
             type Err = InvalidId;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
-                Uuid::try_parse(s).map($name).map_err(|_| InvalidId {
-                    what: $what,
-                    value: s.chars().take(64).collect(),
-                })
+                Some(s)
+                    .filter(|s| s.len() == HYPHENATED_LEN)
+                    .and_then(|s| Uuid::try_parse(s).ok())
+                    .map($name)
+                    .ok_or_else(|| InvalidId {
+                        what: $what,
+                        value: s.chars().take(64).collect(),
+                    })
             }
         }
     )+};
@@ -84,6 +94,21 @@ mod tests {
         let id = WorkloadId::new();
         assert_eq!(id.as_uuid().get_version_num(), 7);
         assert_eq!(id.to_string().parse::<WorkloadId>(), Ok(id));
+    }
+
+    #[test]
+    fn only_the_hyphenated_form_parses() {
+        let id = WorkloadId::new();
+        let upper = id.to_string().to_uppercase();
+        assert_eq!(upper.parse::<WorkloadId>(), Ok(id));
+        let uuid = id.as_uuid();
+        for other in [
+            uuid.simple().to_string(),
+            uuid.braced().to_string(),
+            uuid.urn().to_string(),
+        ] {
+            assert!(other.parse::<WorkloadId>().is_err(), "{other}");
+        }
     }
 
     #[test]

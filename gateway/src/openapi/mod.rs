@@ -2,10 +2,10 @@
 //! descriptors the gateway serves from, so it can't drift from what the gateway accepts and
 //! emits. Generated once at start-up; a type it can't describe is a start-up error.
 
+mod rules;
 mod schema;
 
-use std::collections::HashSet;
-
+use einsora_proto::schema::Schema;
 use serde_json::{Map, Value as Json, json};
 
 use crate::app::OPENAPI_PATH;
@@ -32,12 +32,8 @@ const ERRORS: [(&str, &str); 8] = [
     ("503", "unavailable: try again after Retry-After seconds"),
 ];
 
-pub(crate) fn document(
-    routes: &[Route],
-    words: &Words,
-    secrets: &HashSet<String>,
-) -> Result<Json, String> {
-    let mut schemas = Schemas::new(words, secrets);
+pub(crate) fn document(routes: &[Route], words: &Words, schema: &Schema) -> Result<Json, String> {
+    let mut schemas = Schemas::new(words, schema);
     let mut paths = Map::new();
     for route in routes {
         let operation = operation(route, &mut schemas)
@@ -93,7 +89,7 @@ fn operation(route: &Route, schemas: &mut Schemas<'_>) -> Result<Json, String> {
             let mut parameter = json!({
                 "name": field.name(),
                 "in": place,
-                "required": place == "path",
+                "required": place == "path" || schemas.required(field),
                 "schema": schemas.field(field, Direction::Text)?,
             });
             if field.is_list() {
@@ -115,13 +111,20 @@ fn operation(route: &Route, schemas: &mut Schemas<'_>) -> Result<Json, String> {
     });
     let body = match &route.body {
         Body::None => None,
-        Body::Whole => Some(schemas.object(&route.input, Direction::Input, &route.path_names())?),
-        Body::Field(field) => Some(schemas.field(field, Direction::Input)?),
+        Body::Whole => {
+            let schema = schemas.object(&route.input, Direction::Input, &route.path_names())?;
+            Some((schema.get("required").is_some(), schema))
+        }
+        Body::Field(field) => Some((
+            schemas.required(field),
+            schemas.field(field, Direction::Input)?,
+        )),
     };
-    if let Some(schema) = body {
+    if let Some((required, schema)) = body {
+        // An empty body is `{}`, so it may be left out unless a field is required.
         operation["requestBody"] = json!({
             "description": "JSON; an empty body counts as {}.",
-            "required": false,
+            "required": required,
             "content": { "application/json": { "schema": schema } },
         });
     }

@@ -1,12 +1,14 @@
 //! JSON Schemas of messages and fields, in three forms: what the gateway emits (`Output`),
-//! what it accepts in a body (`Input`: closed objects, 64-bit integers as numbers or strings),
-//! and what it accepts as path or query text (`Text`).
+//! what it accepts in a body (`Input`: closed objects, 64-bit integers as numbers or strings,
+//! and the api's field rules), and what it accepts as path or query text (`Text`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
+use einsora_proto::schema::{FieldRules, Schema};
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Value as Json, json};
 
+use super::rules;
 use crate::json::{TIMESTAMP, Words, always_emitted};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,17 +20,27 @@ pub(crate) enum Direction {
 
 pub(crate) struct Schemas<'a> {
     words: &'a Words,
-    secrets: &'a HashSet<String>,
+    secrets: HashSet<String>,
+    /// `einsora.options.v1.rules` by field full name.
+    rules: HashMap<String, FieldRules>,
     components: BTreeMap<String, Json>,
 }
 
 impl<'a> Schemas<'a> {
-    pub(crate) fn new(words: &'a Words, secrets: &'a HashSet<String>) -> Self {
+    pub(crate) fn new(words: &'a Words, schema: &Schema) -> Self {
         Schemas {
             words,
-            secrets,
+            secrets: schema.secret_fields().into_iter().collect(),
+            rules: schema.field_rules().into_iter().collect(),
             components: BTreeMap::new(),
         }
+    }
+
+    /// Whether the api refuses a request without `field`.
+    pub(crate) fn required(&self, field: &FieldDescriptor) -> bool {
+        self.rules
+            .get(field.full_name())
+            .is_some_and(|r| r.required)
     }
 
     pub(crate) fn into_components(self) -> BTreeMap<String, Json> {
@@ -65,15 +77,19 @@ impl<'a> Schemas<'a> {
         let mut required = Vec::new();
         for field in desc.fields().filter(|f| !excluded.contains(&f.name())) {
             properties.insert(field.name().to_owned(), self.field(&field, direction)?);
-            if always_emitted(&field) {
+            let present = match direction {
+                Direction::Output => always_emitted(&field),
+                Direction::Input | Direction::Text => self.required(&field),
+            };
+            if present {
                 required.push(field.name().to_owned());
             }
         }
         let mut schema = json!({ "type": "object", "properties": properties });
+        if !required.is_empty() {
+            schema["required"] = json!(required);
+        }
         if direction == Direction::Output {
-            if !required.is_empty() {
-                schema["required"] = json!(required);
-            }
             return Ok(schema);
         }
         schema["additionalProperties"] = json!(false);
@@ -98,19 +114,24 @@ impl<'a> Schemas<'a> {
         direction: Direction,
     ) -> Result<Json, String> {
         let kind = field.kind();
-        let mut schema = if field.is_map() {
+        let rules = match direction {
+            Direction::Output => None,
+            Direction::Input | Direction::Text => self.rules.get(field.full_name()).cloned(),
+        };
+        if field.is_map() {
+            if rules.is_some() {
+                return Err(format!("{}: a map can't have rules", field.full_name()));
+            }
             let entry = kind.as_message().ok_or("a map without an entry type")?;
             let value = self.single(&entry.map_entry_value_field().kind(), direction)?;
-            json!({ "type": "object", "additionalProperties": value })
-        } else if field.is_list() {
-            json!({ "type": "array", "items": self.single(&kind, direction)? })
-        } else {
-            self.single(&kind, direction)?
-        };
-        if self.secrets.contains(field.full_name()) {
-            schema["format"] = json!("password");
+            return Ok(json!({ "type": "object", "additionalProperties": value }));
         }
-        Ok(schema)
+        let mut value = self.single(&kind, direction)?;
+        if self.secrets.contains(field.full_name()) {
+            value["format"] = json!("password");
+        }
+        rules::apply(&rules.unwrap_or_default(), value, &kind, field.is_list())
+            .map_err(|e| format!("{}: {e}", field.full_name()))
     }
 
     fn single(&mut self, kind: &Kind, direction: Direction) -> Result<Json, String> {

@@ -1,5 +1,6 @@
 //! The generated document says what the gateway does; the router side is in `app::tests`.
 
+use einsora_proto::schema::UUID_PATTERN;
 use serde_json::{Value as Json, json};
 
 use crate::app::Api;
@@ -83,13 +84,17 @@ fn the_create_body_is_closed_with_words_and_one_params_member() {
         create["security"],
         json!([{ "session": [], "csrf": [] }, { "bearer": [] }])
     );
+    assert_eq!(create["requestBody"]["required"], true);
     let body = &create["requestBody"]["content"]["application/json"]["schema"];
     assert_eq!(body["additionalProperties"], false);
     assert_eq!(
         body["properties"]["kind"],
         json!({ "type": "string", "enum": ["vm", "notebook", "endpoint"] })
     );
-    assert!(body.get("required").is_none());
+    assert_eq!(
+        body["required"],
+        json!(["kind", "name", "gpu_class", "image"])
+    );
     let pairs = body["not"]["anyOf"].as_array().unwrap();
     assert!(pairs.contains(&json!({ "required": ["notebook", "vm"] })));
     assert_eq!(pairs.len(), 3);
@@ -97,10 +102,11 @@ fn the_create_body_is_closed_with_words_and_one_params_member() {
     assert_eq!(vm["additionalProperties"], false);
     assert_eq!(
         vm["properties"]["disk_gib"],
-        json!({ "type": "integer", "minimum": 0, "maximum": 4_294_967_295_u32 })
+        json!({ "type": "integer", "minimum": 1, "maximum": 65_536 })
     );
 
     let start = &document["paths"]["/v1/workloads/{id}/start"]["post"];
+    assert_eq!(start["requestBody"]["required"], false, "{{}} will do");
     let body = &start["requestBody"]["content"]["application/json"]["schema"];
     assert_eq!(
         body["properties"],
@@ -109,7 +115,54 @@ fn the_create_body_is_closed_with_words_and_one_params_member() {
     );
     assert_eq!(
         start["parameters"][0],
-        json!({ "name": "id", "in": "path", "required": true, "schema": { "type": "string" } })
+        json!({ "name": "id", "in": "path", "required": true, "schema": {
+            "type": "string", "format": "uuid", "pattern": UUID_PATTERN, "minLength": 1,
+        } })
+    );
+}
+
+#[test]
+fn request_fields_carry_the_api_s_rules_and_responses_none() {
+    let document = document();
+    let create = &document["paths"]["/v1/workloads"]["post"];
+    let body = &create["requestBody"]["content"]["application/json"]["schema"];
+    let name = &body["properties"]["name"];
+    assert_eq!(name["pattern"], "^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$");
+    assert_eq!(name["minLength"], 1);
+    let fallback = &body["properties"]["fallback"];
+    assert_eq!(fallback["maxItems"], 8);
+    assert_eq!(fallback["uniqueItems"], true);
+    assert!(fallback["items"]["pattern"].is_string());
+    assert_eq!(body["properties"]["fallback_after_s"]["maximum"], 604_800);
+    let endpoint = component(&document, &body["properties"]["endpoint"]);
+    assert_eq!(endpoint["required"], json!(["model"]));
+    assert_eq!(endpoint["properties"]["model"]["maxLength"], 256);
+
+    let workload = &document["components"]["schemas"]["einsora.workloads.v1.Workload"];
+    assert_eq!(workload["properties"]["name"], json!({ "type": "string" }));
+
+    let usage = &document["paths"]["/v1/usage"]["get"]["parameters"];
+    let required: Vec<(&str, bool)> = usage
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["required"] == true))
+        .collect();
+    assert_eq!(
+        required,
+        [
+            ("from", true),
+            ("to", true),
+            ("page_size", false),
+            ("page_token", false)
+        ]
+    );
+
+    let password = &document["paths"]["/v1/me/password"]["post"]["requestBody"];
+    let new = &password["content"]["application/json"]["schema"]["properties"]["new_password"];
+    assert_eq!(
+        new,
+        &json!({ "type": "string", "format": "password", "minLength": 12, "maxLength": 1024 })
     );
 }
 
@@ -184,7 +237,7 @@ fn login_answers_the_session_and_sets_the_cookie() {
     let body = &login["requestBody"]["content"]["application/json"]["schema"];
     assert_eq!(
         body["properties"]["password"],
-        json!({ "type": "string", "format": "password" })
+        json!({ "type": "string", "format": "password", "minLength": 1 })
     );
     assert!(
         document["paths"]["/v1/sessions/current"]["delete"]["responses"]["200"]["headers"]

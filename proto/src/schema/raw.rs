@@ -2,6 +2,7 @@
 //! numbers), plus the extension fields of the options Einsora uses. Unknown fields are skipped.
 
 use crate::google::api::HttpRule;
+use crate::options::v1::FieldRules;
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct FileSet {
@@ -46,6 +47,9 @@ pub struct FieldOptions {
     /// `einsora.options.v1.secret`.
     #[prost(bool, optional, tag = "51700")]
     pub secret: Option<bool>,
+    /// `einsora.options.v1.rules`.
+    #[prost(message, optional, tag = "51702")]
+    pub rules: Option<FieldRules>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

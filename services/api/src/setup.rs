@@ -107,14 +107,22 @@ pub async fn seed_dev(store: &dyn Store) -> anyhow::Result<Vec<DevAccount>> {
 }
 
 /// On standard output, not the log: the log never holds a password.
+/// A closed standard output is no reason to stop the api, so write errors are ignored.
 pub fn announce(accounts: &[DevAccount]) {
-    println!("EINSORA_AUTH_MODE=dev: development accounts (new passwords at every start):");
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "EINSORA_AUTH_MODE=dev: development accounts (new passwords at every start):"
+    );
     for a in accounts {
-        println!(
+        let _ = writeln!(
+            out,
             "  tenant {:<8} email {:<12} password {}",
             a.tenant, a.email, a.password
         );
     }
+    let _ = out.flush();
 }
 
 fn check_email(email: &str) -> anyhow::Result<()> {

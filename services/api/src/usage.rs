@@ -95,6 +95,9 @@ fn cursor(token: &str) -> Result<Option<UsageCursor>, Status> {
 
 #[cfg(test)]
 mod tests {
+    use einsora_proto::schema::Schema;
+    use regex::Regex;
+
     use super::*;
 
     #[test]
@@ -115,5 +118,49 @@ mod tests {
             let err = cursor(bad).unwrap_err();
             assert_eq!(err.code(), tonic::Code::InvalidArgument, "{bad}");
         }
+    }
+
+    #[test]
+    fn the_openapi_pattern_allows_exactly_the_page_tokens_the_api_reads() {
+        let rules = Schema::load().unwrap().field_rules();
+        let (_, rules) = rules
+            .iter()
+            .find(|(f, _)| f == "einsora.usage.v1.ListUsageRequest.page_token")
+            .unwrap();
+        let pattern = Regex::new(rules.string_pattern().unwrap().unwrap()).unwrap();
+        let id = UsageRecordId::new();
+        // The hours of years 1 to 5138 (11 digits of seconds) are every hour a record has.
+        for secs in [-62_135_596_800, 0, 1_740_830_400, 99_999_993_600] {
+            let c = UsageCursor {
+                hour_start: OffsetDateTime::from_unix_timestamp(secs).unwrap(),
+                id,
+            };
+            assert!(pattern.is_match(&token(c)), "{secs}");
+        }
+        let upper = id.to_string().to_uppercase();
+        let simple = id.as_uuid().simple().to_string();
+        let samples = [
+            String::new(),
+            format!("+5_{id}"),
+            format!("-0005_{id}"),
+            format!("00000000000001_{upper}"),
+            format!("5_{simple}"),
+            format!("5_{id}_"),
+            format!("5 _{id}"),
+            format!("5_ {id}"),
+            format!("99999999999_{id}"),
+            format!("999999999999_{id}"),
+            format!("--5_{id}"),
+            format!("5._{id}"),
+            "x".to_owned(),
+            "1_".to_owned(),
+            "_".to_owned(),
+        ];
+        for s in samples {
+            assert_eq!(cursor(&s).is_ok(), pattern.is_match(&s), "{s:?}");
+        }
+        // A cursor of 12 digits of seconds reads if it is a time (years 5138 to 9999), but no
+        // record is that late, so the document leaves it out.
+        assert!(cursor(&format!("253402297200_{id}")).is_ok());
     }
 }

@@ -16,8 +16,9 @@ pub const MEMORY_KIB: u32 = 19_456;
 pub const PASSES: u32 = 2;
 pub const LANES: u32 = 1;
 pub const MIN_CHARS: usize = 12;
-/// Long enough for any passphrase, short enough that hashing it costs nothing extra.
-pub const MAX_BYTES: usize = 1024;
+/// Long enough for any passphrase, short enough that hashing it costs nothing extra. Counted
+/// in characters like the minimum, as the OpenAPI document's `maxLength` counts.
+pub const MAX_CHARS: usize = 1024;
 /// Hashes at once: each holds 19 MiB and a core for ~20-50 ms.
 const CONCURRENT_HASHES: usize = 2;
 /// A caller waits this long for a turn before being told to come back.
@@ -45,11 +46,14 @@ fn verify_blocking(password: &str, phc: &str) -> bool {
 
 /// The rule for a new password, in one place (setup, change).
 pub fn check_new(password: &str) -> Result<(), String> {
-    if password.chars().count() < MIN_CHARS {
+    let chars = password.chars().count();
+    if chars < MIN_CHARS {
         return Err(format!("a password needs at least {MIN_CHARS} characters"));
     }
-    if password.len() > MAX_BYTES {
-        return Err(format!("a password can have at most {MAX_BYTES} bytes"));
+    if chars > MAX_CHARS {
+        return Err(format!(
+            "a password can have at most {MAX_CHARS} characters"
+        ));
     }
     Ok(())
 }
@@ -87,7 +91,9 @@ impl Passwords {
         let known = phc.is_some();
         let phc = phc.unwrap_or_else(|| self.dummy_phc.clone());
         let matches = self
-            .blocking(move || password.len() <= MAX_BYTES && verify_blocking(&password, &phc))
+            .blocking(move || {
+                password.chars().count() <= MAX_CHARS && verify_blocking(&password, &phc)
+            })
             .await?;
         Ok(known && matches)
     }
@@ -138,11 +144,25 @@ mod tests {
     }
 
     #[test]
+    fn the_openapi_rules_bound_new_passwords_as_check_new_does() {
+        let rules = einsora_proto::schema::Schema::load().unwrap().field_rules();
+        let (_, new) = rules
+            .iter()
+            .find(|(f, _)| f == "einsora.accounts.v1.ChangePasswordRequest.new_password")
+            .unwrap();
+        assert!(new.required);
+        let chars = |n: Option<u32>| usize::try_from(n.unwrap()).unwrap();
+        assert_eq!(chars(new.min_length), MIN_CHARS);
+        assert_eq!(chars(new.max_length), MAX_CHARS);
+    }
+
+    #[test]
     fn new_passwords_need_twelve_characters() {
         assert!(check_new("eleven char").is_err());
         assert!(check_new("twelve chars").is_ok());
         assert!(check_new("ünïcödé pässwörd").is_ok());
-        assert!(check_new(&"x".repeat(MAX_BYTES + 1)).is_err());
+        assert!(check_new(&"é".repeat(MAX_CHARS)).is_ok());
+        assert!(check_new(&"x".repeat(MAX_CHARS + 1)).is_err());
     }
 
     #[tokio::test]

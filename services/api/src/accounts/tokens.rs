@@ -129,6 +129,11 @@ impl TokenService for Tokens {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
+    use einsora_proto::schema::Schema;
+    use regex::Regex;
+
     use super::*;
 
     #[test]
@@ -139,5 +144,49 @@ mod tests {
         assert!(check_name(" laptop").is_err());
         assert!(check_name("lap\ntop").is_err());
         assert!(check_name(&"x".repeat(65)).is_err());
+    }
+
+    /// Every string of at most `max_len` characters from `alphabet`.
+    fn strings(alphabet: &str, max_len: usize) -> Vec<String> {
+        let mut all = vec![String::new()];
+        let mut last = all.clone();
+        for _ in 0..max_len {
+            last = last
+                .iter()
+                .flat_map(|s| alphabet.chars().map(move |c| format!("{s}{c}")))
+                .collect();
+            all.extend(last.iter().cloned());
+        }
+        all
+    }
+
+    #[test]
+    fn the_openapi_rules_allow_exactly_the_names_the_api_accepts() {
+        let rules: HashMap<_, _> = Schema::load().unwrap().field_rules().into_iter().collect();
+        let token = &rules["einsora.accounts.v1.CreateTokenRequest.name"];
+        assert_eq!(
+            token, &rules["einsora.enrolment.v1.CreateEnrolmentTokenRequest.name"],
+            "both kinds of token take check_name's names"
+        );
+        assert!(token.required);
+        let max = usize::try_from(token.max_length.unwrap()).unwrap();
+        let pattern = Regex::new(token.string_pattern().unwrap().unwrap()).unwrap();
+        // Letters, spaces of every kind, controls, and a byte-order mark (not a space in Rust).
+        let samples = strings(
+            "a é\t\u{85}\u{a0}\u{1680}\u{2009}\u{3000}\u{7f}\u{9f}\u{feff}",
+            3,
+        )
+        .into_iter()
+        .chain([
+            "x".repeat(64),
+            "x".repeat(65),
+            "é".repeat(64),
+            "é".repeat(65),
+        ]);
+        for name in samples {
+            let allowed =
+                !name.is_empty() && name.chars().count() <= max && pattern.is_match(&name);
+            assert_eq!(check_name(&name).is_ok(), allowed, "{name:?}");
+        }
     }
 }
