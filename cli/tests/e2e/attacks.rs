@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::cli_flow::dev_password;
 use crate::isolation::assert_no_secret_logged;
-use crate::solo::Solo;
+use crate::solo::{Engine, Solo};
 use crate::world::{Credential, call, login, tenant, without_request_id};
 
 const NOTEBOOK: &str =
@@ -108,7 +108,8 @@ fn forged_browser_requests_are_refused() {
 
 #[test]
 fn bad_and_stale_credentials_are_refused_alike() {
-    let solo = Solo::start(&[("EINSORA_AUTH_MODE", "dev")]);
+    // On Postgres: token and session expiry and revocation are store queries.
+    let solo = Solo::start_on(Engine::Postgres, &[("EINSORA_AUTH_MODE", "dev")]);
     let acme = tenant(&solo, "dev@acme");
     let mut secrets = acme.secrets.clone();
     let unauthenticated = call(&solo, &Credential::Nobody, "GET", "/v1/workloads", None);

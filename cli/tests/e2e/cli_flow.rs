@@ -6,7 +6,7 @@ use std::process::{Output, Stdio};
 
 use serde_json::Value;
 
-use crate::solo::Solo;
+use crate::solo::{Engine, Solo};
 use crate::support::stderr;
 
 /// Dev mode's announced password for `email` (announced once the api has seeded, which can
@@ -93,8 +93,17 @@ impl<'a> Cli<'a> {
 }
 
 #[test]
-fn the_cli_drives_the_api_with_a_session_and_with_a_token() {
-    let solo = Solo::start(&[("EINSORA_AUTH_MODE", "dev")]);
+fn the_cli_drives_the_api_with_a_session_and_with_a_token_on_sqlite() {
+    cli_flow(Engine::Sqlite);
+}
+
+#[test]
+fn the_cli_drives_the_api_with_a_session_and_with_a_token_on_postgres() {
+    cli_flow(Engine::Postgres);
+}
+
+fn cli_flow(engine: Engine) {
+    let solo = Solo::start_on(engine, &[("EINSORA_AUTH_MODE", "dev")]);
     let cli = Cli::new(&solo, "acme");
     cli.login("dev@acme", &dev_password(&solo, "dev@acme"));
 

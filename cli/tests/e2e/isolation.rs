@@ -7,12 +7,21 @@ use einsora_core::ids::WorkloadId;
 use einsora_proto::schema::Schema;
 use serde_json::json;
 
-use crate::solo::Solo;
+use crate::solo::{Engine, Solo};
 use crate::world::{Credential, call, objects, tenant, without_request_id};
 
 #[test]
-fn another_tenants_objects_answer_exactly_like_unknown_ids() {
-    let solo = Solo::start(&[("EINSORA_AUTH_MODE", "dev")]);
+fn another_tenants_objects_answer_exactly_like_unknown_ids_on_sqlite() {
+    isolation(Engine::Sqlite);
+}
+
+#[test]
+fn another_tenants_objects_answer_exactly_like_unknown_ids_on_postgres() {
+    isolation(Engine::Postgres);
+}
+
+fn isolation(engine: Engine) {
+    let solo = Solo::start_on(engine, &[("EINSORA_AUTH_MODE", "dev")]);
     let mut a = tenant(&solo, "dev@acme");
     let b = tenant(&solo, "dev@globex");
     let objects = objects(&solo, &a);

@@ -10,9 +10,19 @@ use std::time::{Duration, Instant};
 
 use crate::support::{Einsora, free_addr, terminate};
 
+/// Where a stack keeps its data.
+#[derive(Debug, Clone, Copy)]
+pub enum Engine {
+    Sqlite,
+    /// A fresh database on the test process's throwaway Postgres server.
+    Postgres,
+}
+
 pub struct Solo {
     pub e: Einsora,
     pub http: String,
+    /// EINSORA_DATABASE_URL of this stack.
+    pub database: String,
     children: Vec<Child>,
     logs: Arc<Mutex<String>>,
     stdout: Arc<Mutex<String>>,
@@ -43,13 +53,27 @@ impl Solo {
     /// Starts the api (with `env`, e.g. EINSORA_AUTH_MODE=dev) and the gateway, and waits until
     /// the gateway answers.
     pub fn start(env: &[(&str, &str)]) -> Solo {
+        Solo::start_on(Engine::Sqlite, env)
+    }
+
+    pub fn start_on(engine: Engine, env: &[(&str, &str)]) -> Solo {
         let e = Einsora::new();
-        assert!(e.run(&["migrate"], &[]).status.success());
+        let database = match engine {
+            Engine::Sqlite => format!("sqlite:{}", e.db().display()),
+            Engine::Postgres => einsora_testkit::TempPostgres::shared()
+                .fresh_database()
+                .unwrap(),
+        };
+        let db = [("EINSORA_DATABASE_URL", database.as_str())];
+        assert!(e.run(&["migrate"], &db).status.success());
         assert!(e.run(&["pki", "init"], &[]).status.success());
         let api = free_addr();
         let http = free_addr();
-        let mut common: Vec<(&str, &str)> =
-            vec![("EINSORA_API_ADDR", &api), ("EINSORA_HTTP_ADDR", &http)];
+        let mut common: Vec<(&str, &str)> = vec![
+            ("EINSORA_API_ADDR", &api),
+            ("EINSORA_HTTP_ADDR", &http),
+            ("EINSORA_DATABASE_URL", &database),
+        ];
         common.extend_from_slice(env);
         let logs = Arc::new(Mutex::new(String::new()));
         let stdout = Arc::new(Mutex::new(String::new()));
@@ -67,6 +91,7 @@ impl Solo {
         let solo = Solo {
             e,
             http,
+            database,
             children,
             logs,
             stdout,

@@ -177,7 +177,7 @@ pub fn objects(solo: &Solo, a: &Tenant) -> Objects {
 }
 
 fn run_on_machine(solo: &Solo, owner: TenantId, machine: MachineId, workload: WorkloadId) {
-    let url = DatabaseUrl::parse(&format!("sqlite:{}", solo.e.db().display())).unwrap();
+    let url = DatabaseUrl::parse(&solo.database).unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let store = einsora_store::open(&url).await.unwrap();
