@@ -34,20 +34,6 @@ fn checker(field: &str) -> impl Fn(&str) -> bool + use<> {
     }
 }
 
-/// Every string of at most `max_len` characters from `alphabet`.
-fn strings(alphabet: &str, max_len: usize) -> Vec<String> {
-    let mut all = vec![String::new()];
-    let mut last = all.clone();
-    for _ in 0..max_len {
-        last = last
-            .iter()
-            .flat_map(|s| alphabet.chars().map(move |c| format!("{s}{c}")))
-            .collect();
-        all.extend(last.iter().cloned());
-    }
-    all
-}
-
 #[test]
 fn every_rule_is_one_the_document_can_state() {
     for (field, rules) in all_rules() {
@@ -199,11 +185,13 @@ fn refused_at(req: CreateWorkloadRequest) -> Option<String> {
 
 #[test]
 fn create_patterns_say_what_the_create_checks_say() {
-    let names = strings("az09-.A_ é", 3).into_iter().chain([
-        "a".repeat(63),
-        "a".repeat(64),
-        format!("a{}a", "-".repeat(61)),
-    ]);
+    let names = einsora_testkit::all_strings("az09-.A_ é", 3)
+        .into_iter()
+        .chain([
+            "a".repeat(63),
+            "a".repeat(64),
+            format!("a{}a", "-".repeat(61)),
+        ]);
     let names: Vec<String> = names.collect();
     type Build = fn(String) -> CreateWorkloadRequest;
     let fields: [(&str, &str, Build); 5] = [
@@ -250,11 +238,13 @@ fn create_patterns_say_what_the_create_checks_say() {
     }
 
     let allows = checker("einsora.common.v1.EndpointParams.model");
-    let models = strings("a./_-A é", 4).into_iter().chain([
-        "a".repeat(256),
-        "a".repeat(257),
-        format!("{}/b", "a".repeat(254)),
-    ]);
+    let models = einsora_testkit::all_strings("a./_-A é", 4)
+        .into_iter()
+        .chain([
+            "a".repeat(256),
+            "a".repeat(257),
+            format!("{}/b", "a".repeat(254)),
+        ]);
     for model in models {
         let req = CreateWorkloadRequest {
             kind: WorkloadKind::Endpoint as i32,
@@ -273,7 +263,7 @@ fn create_patterns_say_what_the_create_checks_say() {
     let keys = ["ssh-", "ecdsa-", "sk-", "rsa-", "ssh"]
         .into_iter()
         .flat_map(|p| {
-            strings(" K\t-é~", 4)
+            einsora_testkit::all_strings(" K\t-é~", 4)
                 .into_iter()
                 .map(move |s| format!("{p}{s}"))
         })

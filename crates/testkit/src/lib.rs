@@ -2,5 +2,7 @@
 //! directories and stopped when the test process ends.
 
 mod postgres;
+mod strings;
 
 pub use postgres::TempPostgres;
+pub use strings::all_strings;

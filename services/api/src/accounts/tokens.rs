@@ -146,20 +146,6 @@ mod tests {
         assert!(check_name(&"x".repeat(65)).is_err());
     }
 
-    /// Every string of at most `max_len` characters from `alphabet`.
-    fn strings(alphabet: &str, max_len: usize) -> Vec<String> {
-        let mut all = vec![String::new()];
-        let mut last = all.clone();
-        for _ in 0..max_len {
-            last = last
-                .iter()
-                .flat_map(|s| alphabet.chars().map(move |c| format!("{s}{c}")))
-                .collect();
-            all.extend(last.iter().cloned());
-        }
-        all
-    }
-
     #[test]
     fn the_openapi_rules_allow_exactly_the_names_the_api_accepts() {
         let rules: HashMap<_, _> = Schema::load().unwrap().field_rules().into_iter().collect();
@@ -172,7 +158,7 @@ mod tests {
         let max = usize::try_from(token.max_length.unwrap()).unwrap();
         let pattern = Regex::new(token.string_pattern().unwrap().unwrap()).unwrap();
         // Letters, spaces of every kind, controls, and a byte-order mark (not a space in Rust).
-        let samples = strings(
+        let samples = einsora_testkit::all_strings(
             "a é\t\u{85}\u{a0}\u{1680}\u{2009}\u{3000}\u{7f}\u{9f}\u{feff}",
             3,
         )
