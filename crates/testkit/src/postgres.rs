@@ -28,7 +28,7 @@ impl TempPostgres {
     /// The process's shared server, started on first use.
     pub fn shared() -> &'static TempPostgres {
         static SERVER: OnceLock<TempPostgres> = OnceLock::new();
-        SERVER.get_or_init(|| match TempPostgres::start() {
+        SERVER.get_or_init(|| match TempPostgres::start(None) {
             Ok(pg) => pg,
             Err(e) => panic!("can't start a throwaway Postgres: {e:#}"),
         })
@@ -62,7 +62,13 @@ impl TempPostgres {
             )
     }
 
-    fn start() -> Result<Self> {
+    /// A server of its own that also speaks TLS with this certificate and key (PEM), for tests
+    /// of encrypted connections.
+    pub fn with_tls(cert_pem: &str, key_pem: &str) -> Result<Self> {
+        TempPostgres::start(Some((cert_pem, key_pem)))
+    }
+
+    fn start(tls: Option<(&str, &str)>) -> Result<Self> {
         let bin = Self::bin_dir()?;
         let dir = tempfile::Builder::new()
             .prefix("einsora-pg-")
@@ -93,12 +99,17 @@ impl TempPostgres {
                 ])
                 .arg(&data),
         )?;
-        let options = format!(
+        let mut options = format!(
             "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off \
              -c max_connections=200",
             pg.port,
             pg.dir.display()
         );
+        if let Some((cert, key)) = tls {
+            pg.write_private(&data.join("server.crt"), cert)?;
+            pg.write_private(&data.join("server.key"), key)?;
+            options.push_str(" -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key");
+        }
         pg.run(
             Command::new(pg.bin.join("pg_ctl"))
                 .args(["-w", "-t", "60", "-D"])
@@ -111,7 +122,18 @@ impl TempPostgres {
         Ok(pg)
     }
 
-    /// A new, empty database on the shared server.
+    /// Postgres refuses a key file others can read, and runs as `run_as`.
+    fn write_private(&self, path: &Path, contents: &str) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, contents)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        if let Some((uid, gid)) = self.run_as {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid))?;
+        }
+        Ok(())
+    }
+
+    /// A new, empty database on this server.
     pub fn fresh_database(&self) -> Result<String> {
         let name = format!(
             "t{}_{}",
