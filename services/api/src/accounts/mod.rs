@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use einsora_proto::accounts::v1 as pb;
 use einsora_proto::accounts::v1::account_service_server::AccountService;
 use einsora_proto::convert::timestamp;
-use einsora_store::{NewSession, PasswordLogin};
+use einsora_store::{NewSession, PasswordLogin, SecretHash, User};
 use time::OffsetDateTime;
 use tonic::{Request, Response, Status};
 
@@ -40,6 +40,19 @@ pub struct Accounts {
 }
 
 impl Accounts {
+    /// A write only a browser session may make: its user and session, or `refusal` for a token.
+    async fn session_write(
+        &self,
+        metadata: &tonic::metadata::MetadataMap,
+        refusal: &'static str,
+    ) -> Result<(User, SecretHash), Status> {
+        let auth = self.auth.authenticate(metadata, Access::Write).await?;
+        match auth.credential {
+            Presented::Session { id_hash, .. } => Ok((auth.user, id_hash)),
+            _ => Err(Status::permission_denied(refusal)),
+        }
+    }
+
     pub fn new(auth: Arc<Auth>, passwords: Arc<Passwords>) -> Self {
         Accounts {
             auth,
@@ -136,15 +149,8 @@ impl AccountService for Accounts {
         &self,
         request: Request<pb::LogoutRequest>,
     ) -> Result<Response<pb::LogoutResponse>, Status> {
-        let auth = self
-            .auth
-            .authenticate(request.metadata(), Access::Write)
-            .await?;
-        let Presented::Session { id_hash, .. } = auth.credential else {
-            return Err(Status::permission_denied(
-                "an API token has no session to end: revoke the token instead",
-            ));
-        };
+        let refusal = "an API token has no session to end: revoke the token instead";
+        let (_, id_hash) = self.session_write(request.metadata(), refusal).await?;
         self.auth
             .store()
             .delete_session(&id_hash)
@@ -166,31 +172,24 @@ impl AccountService for Accounts {
         request: Request<pb::ChangePasswordRequest>,
     ) -> Result<Response<pb::ChangePasswordResponse>, Status> {
         let addr = Auth::client_addr(request.metadata());
-        let auth = self
-            .auth
-            .authenticate(request.metadata(), Access::Write)
-            .await?;
-        let Presented::Session { id_hash, .. } = auth.credential else {
-            return Err(Status::permission_denied(
-                "an API token can't change the password: sign in",
-            ));
-        };
+        let refusal = "an API token can't change the password: sign in";
+        let (user, id_hash) = self.session_write(request.metadata(), refusal).await?;
         let req = request.into_inner();
         passwords::check_new(&req.new_password)
             .map_err(|rule| Status::invalid_argument(format!("new_password: {rule}")))?;
         // A stolen session mustn't become a way to guess the password either.
-        let checked = self.check_password(&auth.user.email, req.current_password, addr);
+        let checked = self.check_password(&user.email, req.current_password, addr);
         if checked.await?.is_none() {
             return Err(Status::permission_denied("current_password is wrong"));
         }
         let phc = self.passwords.hash(req.new_password).await?;
         let store = self.auth.store();
         store
-            .set_password(auth.user.id, &phc)
+            .set_password(user.id, &phc)
             .await
             .map_err(status::store)?;
         store
-            .delete_other_sessions(auth.user.id, Some(&id_hash))
+            .delete_other_sessions(user.id, Some(&id_hash))
             .await
             .map_err(status::store)?;
         Ok(Response::new(pb::ChangePasswordResponse {}))
