@@ -5,6 +5,7 @@
 pub mod accelerator;
 pub mod agent;
 pub mod attempt;
+pub mod backend;
 pub mod catalog;
 pub mod driver;
 pub mod ids;

@@ -3,6 +3,7 @@
 //! ```text
 //! [*] → pending (create)          pending → queued (no capacity)
 //! pending|queued → provisioning   provisioning → running | failed | stopping
+//! pending|queued → failed (its class or image left the catalog: ADR 0005)
 //! running → stopping | failed     stopping → stopped
 //! stopped|failed → pending        every live state → deleting → deleted
 //! ```
@@ -70,7 +71,7 @@ pub enum TransitionError {
 pub fn transition(from: State, to: State, placed: bool) -> Result<(), TransitionError> {
     use State::*;
     let allowed = match (from, to) {
-        (Pending, Queued) | (Pending | Queued, Provisioning) => true,
+        (Pending, Queued) | (Pending | Queued, Provisioning | Failed) => true,
         (Provisioning, Running | Failed | Stopping) => true,
         (Running, Stopping | Failed) => true,
         (Stopping, Stopped) => true,
@@ -98,6 +99,8 @@ mod tests {
         (Pending, Queued),
         (Pending, Provisioning),
         (Queued, Provisioning),
+        (Pending, Failed),
+        (Queued, Failed),
         (Provisioning, Running),
         (Provisioning, Failed),
         (Running, Stopping),

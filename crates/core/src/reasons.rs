@@ -94,7 +94,11 @@ pub enum Reason {
     },
     Reported(StatusCode),
     RetryingRun,
+    RetryingPark,
+    RetryingRemove,
     StatusUnreadable,
+    /// Running, but the runtime no longer has it.
+    Vanished,
     CapacityUnreadable,
     ProvisioningTimedOut {
         after: Duration,
@@ -196,6 +200,16 @@ impl fmt::Display for Reason {
             Reason::RetryingRun => {
                 write!(f, "couldn't start it on the runtime; retrying. {DETAILS}")
             }
+            Reason::RetryingPark => {
+                write!(f, "couldn't stop it on the runtime; retrying. {DETAILS}")
+            }
+            Reason::RetryingRemove => {
+                write!(
+                    f,
+                    "couldn't remove it from the runtime; retrying. {DETAILS}"
+                )
+            }
+            Reason::Vanished => f.write_str("it vanished from the runtime"),
             Reason::StatusUnreadable => {
                 write!(
                     f,

@@ -5,6 +5,7 @@
 
 mod accounts;
 mod changes;
+mod controller;
 mod database_url;
 mod devices;
 mod enrolment;
@@ -32,6 +33,7 @@ pub use accounts::{
     RedeemedTicket, SecretHash, SessionRecord, User,
 };
 pub use changes::ChangeSignal;
+pub use controller::{ControllerStore, Waiting};
 pub use database_url::{DatabaseUrl, SETTING as DATABASE_URL_SETTING};
 pub use enrolment::{EnrolmentStore, EnrolmentTokenRecord, NewEnrolmentToken};
 pub use error::StoreError;
@@ -49,7 +51,7 @@ pub use sqlite::SqliteStore;
 /// Everything the services ask of the database.
 #[async_trait]
 pub trait Store:
-    AccountStore + EnrolmentStore + InventoryStore + Send + Sync + std::fmt::Debug
+    AccountStore + ControllerStore + EnrolmentStore + InventoryStore + Send + Sync + std::fmt::Debug
 {
     /// Applies the embedded migrations; running it again changes nothing.
     async fn migrate(&self) -> Result<MigrationReport, StoreError>;

@@ -40,7 +40,7 @@ async fn begin_write(conn: &mut SqliteConnection) -> Result<sqlx::Transaction<'_
 }
 
 /// How often another process's commits are looked for.
-const DATA_VERSION_POLL: Duration = Duration::from_millis(100);
+const DATA_VERSION_POLL: Duration = Duration::from_millis(25);
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const READERS: u32 = 8;
 

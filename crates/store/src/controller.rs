@@ -1,0 +1,22 @@
+//! What only the controller asks of the store beside transitions: the admission queue.
+
+use async_trait::async_trait;
+use einsora_core::region::Region;
+use einsora_core::workload::Workload;
+
+use crate::StoreError;
+
+#[async_trait]
+pub trait ControllerStore: Send + Sync {
+    /// The region's pending and queued workloads, first come first: ordered by when each last
+    /// went to pending (created or started again), which its timeline records.
+    async fn waiting(&self, region: &Region) -> Result<Vec<Waiting>, StoreError>;
+}
+
+/// A workload waiting for admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    pub workload: Workload,
+    /// Trusted tenants see how much capacity is free in their queue reasons.
+    pub tenant_trusted: bool,
+}

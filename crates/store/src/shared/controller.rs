@@ -1,0 +1,33 @@
+// `ControllerStore`, shared by both engines (included).
+
+use crate::Waiting;
+
+#[async_trait::async_trait]
+impl crate::ControllerStore for ThisStore {
+    async fn waiting(&self, region: &Region) -> Result<Vec<Waiting>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(WAITING.as_str()))
+            .bind(region.as_str())
+            .fetch_all(self.reader())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Waiting {
+                    workload: workload_from_row(row)?,
+                    tenant_trusted: row.try_get::<i32, _>("tenant_trusted")? != 0,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The queue's order is the sequence of each workload's latest step into pending; notes on a
+/// pending workload (from = to) don't move it.
+static WAITING: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {WORKLOAD_COLUMNS}, \
+         (SELECT trusted FROM tenants WHERE tenants.id = workloads.tenant_id) AS tenant_trusted \
+         FROM workloads WHERE region = $1 AND state IN ('pending', 'queued') \
+         ORDER BY (SELECT MAX(seq) FROM workload_events e WHERE e.workload_id = workloads.id \
+         AND e.to_state = 'pending' AND (e.from_state IS NULL OR e.from_state <> 'pending')), id"
+    )
+});

@@ -1,0 +1,130 @@
+//! The controller's settings, all validated before anything is bound or opened.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use einsora_core::catalog::Catalog;
+use einsora_core::region::Region;
+use einsora_runtime::grpc::InternalTls;
+use einsora_runtime::settings::{ConfigError, Settings};
+use einsora_store::DatabaseUrl;
+
+use crate::fake::FakeConfig;
+
+pub const ADDR: &str = "EINSORA_CONTROLLER_ADDR";
+pub const AGENT_ADDR: &str = "EINSORA_AGENT_ADDR";
+pub const REGION: &str = "EINSORA_REGION";
+pub const INTERVAL: &str = "EINSORA_CONTROLLER_INTERVAL";
+pub const BACKEND: &str = "EINSORA_CLUSTER_BACKEND";
+/// How long the region lease lasts unrenewed (default three intervals, at least 30 s).
+pub const LEASE: &str = "EINSORA_CONTROLLER_LEASE";
+/// How long a workload may stay provisioning before it fails.
+pub const PROVISIONING_TIMEOUT: &str = "EINSORA_PROVISIONING_TIMEOUT";
+
+const MIN_DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// Where workloads run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// Node agents syncing over mutual TLS (the default; arrives with node agents).
+    Agent,
+    /// In memory, for development and tests (the default of `einsora up` and `einsora dev`
+    /// until node agents arrive).
+    Fake,
+    Kubernetes,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub addr: SocketAddr,
+    pub agent_addr: SocketAddr,
+    pub database: DatabaseUrl,
+    pub catalog: Arc<Catalog>,
+    pub region: Region,
+    pub timers: Timers,
+    pub backend: BackendKind,
+    pub fake: FakeConfig,
+    pub tls: InternalTls,
+}
+
+/// Every timer of the controller, so tests can scale them all down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timers {
+    /// A pass runs at least this often (and at once when the store signals a change).
+    pub interval: Duration,
+    pub lease: Duration,
+    pub provisioning_timeout: Duration,
+}
+
+impl Timers {
+    /// The leader renews this often, so a long pass never lets the lease lapse.
+    pub fn renew_every(&self) -> Duration {
+        self.lease / 3
+    }
+
+    /// A leader that couldn't renew for this long stops (two thirds of the lease).
+    pub fn give_up_after(&self) -> Duration {
+        self.lease * 2 / 3
+    }
+}
+
+impl Config {
+    pub fn from_settings(settings: &Settings) -> Result<Self, ConfigError> {
+        let catalog = einsora_runtime::catalog::from_settings(settings)?;
+        let default_region = catalog.default_region().as_str().to_owned();
+        let region = settings.parse_with(REGION, &default_region, |name| {
+            let region =
+                Region::new(name).map_err(|e| format!("is not a valid region: {}", e.problem))?;
+            if !catalog.has_region(&region) {
+                return Err("is not a region of the catalog".to_owned());
+            }
+            Ok(region)
+        })?;
+        let backends = [
+            ("agent", BackendKind::Agent),
+            ("fake", BackendKind::Fake),
+            ("kubernetes", BackendKind::Kubernetes),
+        ];
+        let backend = settings.choice(BACKEND, &backends, "agent")?;
+        if backend != BackendKind::Fake {
+            return Err(ConfigError::new(
+                BACKEND,
+                "only `fake` is available in this version (agent arrives with node agents, \
+                 kubernetes after them)",
+            ));
+        }
+        let interval = positive(settings.duration(INTERVAL, "5s")?, INTERVAL)?;
+        let default_lease = (interval * 3).max(MIN_DEFAULT_LEASE);
+        let lease = positive(
+            settings.duration(LEASE, &format!("{}ms", default_lease.as_millis()))?,
+            LEASE,
+        )?;
+        let timers = Timers {
+            interval,
+            lease,
+            provisioning_timeout: positive(
+                settings.duration(PROVISIONING_TIMEOUT, "10m")?,
+                PROVISIONING_TIMEOUT,
+            )?,
+        };
+        Ok(Config {
+            addr: settings.socket_addr(ADDR, "127.0.0.1:8082")?,
+            agent_addr: settings.socket_addr(AGENT_ADDR, "127.0.0.1:8443")?,
+            database: DatabaseUrl::from_settings(settings)?,
+            region,
+            timers,
+            backend,
+            fake: FakeConfig::from_settings(settings, &catalog)?,
+            tls: InternalTls::from_settings(settings)?,
+            catalog: Arc::new(catalog),
+        })
+    }
+}
+
+fn positive(d: Duration, setting: &str) -> Result<Duration, ConfigError> {
+    if d.is_zero() {
+        return Err(ConfigError::new(setting, "must be longer than zero"));
+    }
+    Ok(d)
+}

@@ -1,0 +1,84 @@
+//! Leading the region: stand by until the lease is ours, then reconcile every interval and at
+//! once when the store signals a change, until shutdown (release the lease) or until the lease
+//! is lost (stop at once, so the supervisor restarts this controller as a standby).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use einsora_core::backend::Backend;
+use einsora_runtime::shutdown::Shutdown;
+use einsora_store::{Store, StoreError};
+
+use crate::config::Config;
+use crate::lease;
+use crate::reconcile::Reconciler;
+use crate::writer::Fenced;
+
+/// How soon a pass runs again while some workload is starting or stopping.
+const BUSY_RECHECK: Duration = Duration::from_millis(500);
+
+pub async fn lead(
+    cfg: &Config,
+    store: Arc<dyn Store>,
+    backend: Arc<dyn Backend>,
+    shutdown: &Shutdown,
+) -> anyhow::Result<()> {
+    let name = lease::name(&cfg.region);
+    let holder = lease::holder();
+    let Some(held) = lease::acquire(&*store, &name, &holder, cfg.timers, shutdown).await else {
+        return Ok(());
+    };
+    let lost = Shutdown::new();
+    let stop_renewing = Shutdown::new();
+    let renewer = lease::keep(
+        Arc::clone(&store),
+        held.clone(),
+        cfg.timers,
+        lost.clone(),
+        stop_renewing.clone(),
+    );
+    let mut reconciler = Reconciler {
+        store: Arc::clone(&store),
+        backend,
+        catalog: Arc::clone(&cfg.catalog),
+        region: cfg.region.clone(),
+        timers: cfg.timers,
+        writer: Fenced::new(Arc::clone(&store), held.clone()),
+    };
+    let mut changes = store.changes();
+    // A clean stop lets the pass in flight finish; a lost lease cancels it (its writes would be
+    // refused anyway).
+    while !shutdown.is_triggered() && !lost.is_triggered() {
+        let pass = tokio::select! {
+            () = lost.cancelled() => break,
+            pass = reconciler.pass() => pass,
+        };
+        let wait = match pass {
+            Ok(outcome) if outcome.busy => cfg.timers.interval.min(BUSY_RECHECK),
+            Ok(_) => cfg.timers.interval,
+            Err(StoreError::LeaseLost(_)) => {
+                lost.trigger();
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reconcile pass failed; retrying");
+                cfg.timers.interval
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = lost.cancelled() => {}
+            _ = changes.changed() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+    stop_renewing.trigger();
+    let _ = renewer.await;
+    if lost.is_triggered() {
+        anyhow::bail!("lost the lease {name}: stopping so this controller restarts as a standby");
+    }
+    if let Err(e) = store.release_lease(&held).await {
+        tracing::warn!(error = %e, "couldn't release the lease; a standby takes over when it expires");
+    }
+    Ok(())
+}

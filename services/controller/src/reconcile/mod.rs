@@ -1,0 +1,89 @@
+//! One reconcile pass (seeds: "Reconcile loop"): admit, observe, park, remove, for one region,
+//! by its lease holder. Each step lives in its own file; this one orders them and decides which
+//! store errors end the pass.
+
+mod admit;
+mod observe;
+mod settle;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use einsora_core::backend::Backend;
+use einsora_core::catalog::Catalog;
+use einsora_core::lifecycle::State;
+use einsora_core::region::Region;
+use einsora_store::{Store, StoreError, WorkloadFilter};
+
+use crate::config::Timers;
+use crate::writer::Fenced;
+
+#[derive(Debug)]
+pub struct Reconciler {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) region: Region,
+    pub(crate) timers: Timers,
+    pub(crate) writer: Fenced,
+}
+
+/// What a pass leaves behind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Some workload is on its way somewhere (starting, stopping): look again soon.
+    pub busy: bool,
+}
+
+/// The states the observe, park and remove steps look at.
+const ACTIVE: [State; 4] = [
+    State::Provisioning,
+    State::Running,
+    State::Stopping,
+    State::Deleting,
+];
+
+impl Reconciler {
+    /// Runs every step once. A lost lease or an unavailable store ends the pass (the caller
+    /// stops or retries); a workload another writer moved meanwhile is left for the next pass.
+    pub async fn pass(&mut self) -> Result<Outcome, StoreError> {
+        let mut outcome = Outcome::default();
+        self.admit().await?;
+        let active = self
+            .store
+            .workloads(&WorkloadFilter {
+                region: Some(self.region.clone()),
+                states: ACTIVE.to_vec(),
+                ..WorkloadFilter::default()
+            })
+            .await?;
+        let mut seen = HashSet::with_capacity(active.len());
+        for w in active {
+            seen.insert(w.id);
+            let busy = match w.state {
+                State::Provisioning | State::Running => self.observe(&w).await,
+                State::Stopping => self.park(&w).await,
+                State::Deleting => self.remove(&w).await,
+                _ => Ok(false),
+            };
+            outcome.busy |= tolerate(busy)?.unwrap_or(false);
+        }
+        self.writer.retain(|id| seen.contains(&id));
+        Ok(outcome)
+    }
+}
+
+/// A write that lost a race to another writer (the API stopped or deleted the workload
+/// meanwhile) is not an error: the next pass sees the new state.
+pub(crate) fn tolerate<T>(result: Result<T, StoreError>) -> Result<Option<T>, StoreError> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(
+            StoreError::Conflict { .. } | StoreError::NotFound | StoreError::InvalidTransition(_),
+        ) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests;

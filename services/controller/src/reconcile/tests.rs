@@ -1,0 +1,343 @@
+//! Passes over a real SQLite store and the fake backend: each step's transitions and the exact
+//! timeline reasons.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use einsora_core::catalog::Catalog;
+use einsora_core::ids::TenantId;
+use einsora_core::ids::WorkloadId;
+use einsora_core::kind::WorkloadKind;
+use einsora_core::lifecycle::State;
+use einsora_core::reasons::{Actor, Credential, Reason, UserAction};
+use einsora_core::region::Region;
+use einsora_core::workload::Workload;
+use einsora_store::{
+    DatabaseUrl, NewTenant, NewWorkload, QuotaClass, Store, StoreError, Transition,
+};
+
+use super::Reconciler;
+use crate::config::Timers;
+use crate::fake::{FakeBackend, FakeConfig, Fault};
+use crate::writer::Fenced;
+
+struct World {
+    store: Arc<dyn Store>,
+    reconciler: Reconciler,
+    tenant: TenantId,
+    _dir: tempfile::TempDir,
+}
+
+fn local() -> Region {
+    Region::new("local").unwrap()
+}
+
+fn user() -> Actor {
+    Actor {
+        subject: "you@example.com".into(),
+        credential: Credential::BrowserSession,
+    }
+}
+
+async fn world(capacity: &[(&str, u64)], faults: &[(Fault, &str)], timers: Timers) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
+    let (store, _) = einsora_store::migrate(&url).await.unwrap();
+    let tenant = TenantId::new();
+    store
+        .create_tenant(&NewTenant {
+            id: tenant,
+            slug: "acme".into(),
+            name: "Acme".into(),
+            trusted: false,
+        })
+        .await
+        .unwrap();
+    store
+        .set_quota(tenant, &QuotaClass::Default, None)
+        .await
+        .unwrap();
+    let lease = store
+        .take_lease("controller:local", "test", timers.lease)
+        .await
+        .unwrap()
+        .unwrap();
+    let fake = FakeConfig {
+        capacity: capacity
+            .iter()
+            .map(|(c, u)| ((*c).to_owned(), *u))
+            .collect::<BTreeMap<_, _>>(),
+        ready_delay: Duration::ZERO,
+        faults: faults.iter().map(|(f, p)| (*f, (*p).to_owned())).collect(),
+    };
+    let reconciler = Reconciler {
+        store: Arc::clone(&store),
+        backend: Arc::new(FakeBackend::new(fake)),
+        catalog: Arc::new(Catalog::builtin()),
+        region: local(),
+        timers,
+        writer: Fenced::new(Arc::clone(&store), lease),
+    };
+    World {
+        store,
+        reconciler,
+        tenant,
+        _dir: dir,
+    }
+}
+
+fn timers() -> Timers {
+    Timers {
+        interval: Duration::from_millis(100),
+        lease: Duration::from_secs(30),
+        provisioning_timeout: Duration::from_secs(600),
+    }
+}
+
+impl World {
+    async fn create(&self, name: &str, class: &str, units: u32) -> Workload {
+        let kind = if class.starts_with("cpu") {
+            WorkloadKind::Notebook
+        } else {
+            WorkloadKind::Endpoint
+        };
+        let image = if kind == WorkloadKind::Notebook {
+            "jupyterlab"
+        } else {
+            "openai-endpoint"
+        };
+        self.store
+            .create_workload(
+                &NewWorkload {
+                    id: WorkloadId::new(),
+                    tenant_id: self.tenant,
+                    kind,
+                    name: name.into(),
+                    gpu_class: class.into(),
+                    units,
+                    image: image.into(),
+                    region: local(),
+                    fallback: vec![],
+                    fallback_after_s: None,
+                    params: "{}".into(),
+                },
+                &Reason::Created { by: user() },
+            )
+            .await
+            .unwrap()
+    }
+
+    async fn pass(&mut self) {
+        self.reconciler.pass().await.unwrap();
+    }
+
+    async fn get(&self, w: &Workload) -> Workload {
+        self.store.workload(w.id).await.unwrap().unwrap()
+    }
+
+    async fn state(&self, w: &Workload) -> State {
+        self.get(w).await.state
+    }
+
+    /// What the API does for a user's stop or delete.
+    async fn request(&self, w: &Workload, to: State, action: UserAction) {
+        let w = self.get(w).await;
+        self.store
+            .transition(&Transition {
+                workload: &w,
+                to,
+                reason: &Reason::Requested { action, by: user() },
+                admission: None,
+                fence: None,
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn timeline(&self, w: &Workload) -> Vec<String> {
+        let events = self.store.events(w.id).await.unwrap();
+        events
+            .iter()
+            .map(|e| match e.from {
+                Some(from) if from == e.to => format!("note: {}", e.reason),
+                _ => format!("{}: {}", e.to, e.reason),
+            })
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_workload_goes_through_its_whole_life_with_the_seeds_reasons() {
+    let mut w = world(&[("cpu-1c-2g", 1)], &[], timers()).await;
+    let nb = w.create("nb", "cpu-1c-2g", 1).await;
+    w.pass().await;
+    assert_eq!(
+        w.state(&nb).await,
+        State::Running,
+        "admitted, run and ready in one pass"
+    );
+    w.request(&nb, State::Stopping, UserAction::Stop).await;
+    w.pass().await;
+    assert_eq!(w.state(&nb).await, State::Stopped);
+    let stopped = w.get(&nb).await;
+    w.store
+        .start(
+            &stopped,
+            &Reason::Requested {
+                action: UserAction::Start,
+                by: user(),
+            },
+        )
+        .await
+        .unwrap();
+    w.pass().await;
+    assert_eq!(w.state(&nb).await, State::Running);
+    w.request(&nb, State::Deleting, UserAction::Delete).await;
+    w.pass().await;
+    assert_eq!(w.state(&nb).await, State::Deleted);
+    assert_eq!(
+        w.timeline(&nb).await,
+        [
+            "pending: created by you@example.com (browser session)",
+            "provisioning: admitted: 1 × cpu-1c-2g",
+            "running: ready",
+            "stopping: stop requested by you@example.com (browser session)",
+            "stopped: resources released",
+            "pending: start requested by you@example.com (browser session)",
+            "provisioning: admitted: 1 × cpu-1c-2g",
+            "running: ready",
+            "deleting: delete requested by you@example.com (browser session)",
+            "deleted: deleted, with everything it stored",
+        ]
+    );
+    assert_eq!(
+        w.get(&nb).await.attempt.get(),
+        2,
+        "each admission is a new attempt"
+    );
+}
+
+#[tokio::test]
+async fn full_capacity_queues_then_admits_first_come_first_with_backfill() {
+    let mut w = world(&[("l40s-48gb", 3)], &[], timers()).await;
+    let holder = w.create("holder", "l40s-48gb", 2).await;
+    w.pass().await;
+    assert_eq!(w.state(&holder).await, State::Running);
+    let big = w.create("big", "l40s-48gb", 2).await;
+    let second = w.create("second", "l40s-48gb", 2).await;
+    let small = w.create("small", "l40s-48gb", 1).await;
+    w.pass().await;
+    assert_eq!(w.state(&big).await, State::Queued);
+    assert_eq!(w.state(&second).await, State::Queued);
+    assert_eq!(
+        w.state(&small).await,
+        State::Running,
+        "backfill: the small one fits"
+    );
+    assert_eq!(
+        w.timeline(&big).await[1],
+        "queued: waiting for l40s-48gb capacity: requested 2 GPU(s), not enough free right now"
+    );
+    w.request(&holder, State::Deleting, UserAction::Delete)
+        .await;
+    w.pass().await;
+    w.pass().await;
+    assert_eq!(
+        w.state(&big).await,
+        State::Running,
+        "the first in line goes first"
+    );
+    assert_eq!(w.state(&second).await, State::Queued);
+}
+
+#[tokio::test]
+async fn a_refused_run_is_noted_once_per_episode_and_times_out() {
+    let mut t = timers();
+    t.provisioning_timeout = Duration::from_millis(300);
+    let mut w = world(&[("cpu-1c-2g", 2)], &[(Fault::Refuse, "bad-")], t).await;
+    let bad = w.create("bad-1", "cpu-1c-2g", 1).await;
+    for _ in 0..4 {
+        w.pass().await;
+    }
+    assert_eq!(w.state(&bad).await, State::Provisioning);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    w.pass().await;
+    assert_eq!(
+        w.timeline(&bad).await[1..],
+        [
+            "provisioning: admitted: 1 × cpu-1c-2g".to_owned(),
+            "note: couldn't start it on the runtime; retrying. The operator's log has the details under this workload's ID.".to_owned(),
+            "failed: it didn't become ready within 0s".to_owned(),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn runtime_failures_vanishing_and_unreadable_status() {
+    let faults = [
+        (Fault::Fail, "fail-"),
+        (Fault::Vanish, "gone-"),
+        (Fault::Unreadable, "blind-"),
+    ];
+    let mut w = world(&[("cpu-1c-2g", 3)], &faults, timers()).await;
+    let failing = w.create("fail-1", "cpu-1c-2g", 1).await;
+    let vanishing = w.create("gone-1", "cpu-1c-2g", 1).await;
+    let blind = w.create("blind-1", "cpu-1c-2g", 1).await;
+    for _ in 0..3 {
+        w.pass().await;
+    }
+    assert_eq!(
+        w.timeline(&failing).await.last().unwrap(),
+        "failed: the fake runtime failed it (injected fault)"
+    );
+    assert_eq!(
+        w.timeline(&vanishing).await[2..],
+        ["running: ready", "failed: it vanished from the runtime"]
+    );
+    assert_eq!(
+        w.state(&blind).await,
+        State::Provisioning,
+        "an unreadable status decides nothing"
+    );
+    let notes = w
+        .timeline(&blind)
+        .await
+        .into_iter()
+        .filter(|e| e.starts_with("note:"))
+        .count();
+    assert_eq!(notes, 1, "one note for the episode, not one per pass");
+}
+
+#[tokio::test]
+async fn a_class_removed_from_the_catalog_fails_waiting_workloads() {
+    let mut w = world(&[("cpu-1c-2g", 1)], &[], timers()).await;
+    let retired = w.create("old", "cpu-1c-2g", 1).await;
+    let yaml = include_str!("../../../../catalog/catalog.yaml")
+        .replace("name: cpu-1c-2g", "name: cpu-1c-2g-new");
+    w.reconciler.catalog = Arc::new(Catalog::from_yaml(&yaml).unwrap());
+    w.pass().await;
+    assert_eq!(
+        w.timeline(&retired).await.last().unwrap(),
+        r#"failed: can't start: GPU class "cpu-1c-2g" is no longer offered by this installation"#
+    );
+}
+
+#[tokio::test]
+async fn a_controller_that_lost_its_lease_commits_nothing() {
+    let mut t = timers();
+    t.lease = Duration::from_millis(200);
+    let mut w = world(&[("cpu-1c-2g", 1)], &[], t).await;
+    let nb = w.create("nb", "cpu-1c-2g", 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let other = w
+        .store
+        .take_lease("controller:local", "other", Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(other.is_some(), "the expired lease is free to take");
+    let err = w.reconciler.pass().await.unwrap_err();
+    assert!(matches!(err, StoreError::LeaseLost(_)), "{err}");
+    assert_eq!(w.state(&nb).await, State::Pending);
+    assert_eq!(w.timeline(&nb).await.len(), 1);
+}
