@@ -68,7 +68,11 @@ async fn grpc_roles_serve_health_over_mutual_tls_and_stop_on_sigterm() {
     for (role, setting, server, caller) in cases {
         let (e, agent) = installed();
         let addr = free_addr();
-        let child = e.spawn(&[role], &[(setting, &addr)]);
+        // Node agents (the controller's default backend) arrive later: the fake runs here.
+        let child = e.spawn(
+            &[role],
+            &[(setting, &addr), ("EINSORA_CLUSTER_BACKEND", "fake")],
+        );
         let deadline = Instant::now() + Duration::from_secs(20);
         let status = loop {
             match healthy(&e, caller, server, &addr).await {
