@@ -11,6 +11,7 @@ mod devices;
 mod enrolment;
 mod error;
 mod inventory;
+mod metering;
 mod migrations;
 mod model;
 mod postgres;
@@ -41,6 +42,7 @@ pub use inventory::{
     InventoryStore, MachineRecord, MachineRegistration, UsageCursor, UsagePage, UsageRecord,
     WorkloadPage,
 };
+pub use metering::{MeteringStore, UsageChange};
 pub use migrations::MigrationReport;
 pub use model::{
     Admission, Event, Lease, NewTenant, NewWorkload, QuotaClass, Transition, WorkloadFilter,
@@ -51,7 +53,14 @@ pub use sqlite::SqliteStore;
 /// Everything the services ask of the database.
 #[async_trait]
 pub trait Store:
-    AccountStore + ControllerStore + EnrolmentStore + InventoryStore + Send + Sync + std::fmt::Debug
+    AccountStore
+    + ControllerStore
+    + EnrolmentStore
+    + InventoryStore
+    + MeteringStore
+    + Send
+    + Sync
+    + std::fmt::Debug
 {
     /// Applies the embedded migrations; running it again changes nothing.
     async fn migrate(&self) -> Result<MigrationReport, StoreError>;

@@ -1,5 +1,5 @@
 //! SQL lists of states derived from the lifecycle's properties, so the queries never restate
-//! which states hold quota or capacity.
+//! which states hold quota or capacity, or accrue usage.
 
 use std::sync::LazyLock;
 
@@ -16,3 +16,4 @@ fn list(pred: fn(State) -> bool) -> String {
 
 pub(crate) static HOLDS_QUOTA: LazyLock<String> = LazyLock::new(|| list(State::holds_quota));
 pub(crate) static HOLDS_CAPACITY: LazyLock<String> = LazyLock::new(|| list(State::holds_capacity));
+pub(crate) static METERED: LazyLock<String> = LazyLock::new(|| list(State::metered));

@@ -144,31 +144,7 @@ impl crate::InventoryStore for ThisStore {
     }
 
     async fn record_usage(&self, r: &UsageRecord) -> Result<(), StoreError> {
-        let hour = crate::time_ms::to_ms(r.hour_start);
-        if hour % HOUR_MS != 0 {
-            return Err(StoreError::InvalidInput(
-                "a usage record starts on the hour".into(),
-            ));
-        }
-        sqlx::query(
-            "INSERT INTO usage_records (id, tenant_id, workload_id, region, machine_id, \
-             placed_class, units, hour_start, seconds) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
-             ON CONFLICT (workload_id, hour_start) DO UPDATE SET \
-             machine_id = excluded.machine_id, placed_class = excluded.placed_class, \
-             units = excluded.units, seconds = excluded.seconds",
-        )
-        .bind(r.id.as_uuid())
-        .bind(r.tenant_id.as_uuid())
-        .bind(r.workload_id.as_uuid())
-        .bind(r.region.as_str())
-        .bind(r.machine_id.map(|m| *m.as_uuid()))
-        .bind(&r.placed_class)
-        .bind(i64::from(r.units))
-        .bind(hour)
-        .bind(i64::from(r.seconds))
-        .execute(&mut *self.writer().await?)
-        .await?;
+        upsert_usage(r)?.execute(&mut *self.writer().await?).await?;
         Ok(())
     }
 

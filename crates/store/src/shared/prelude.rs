@@ -28,3 +28,4 @@ include!("accounts.rs");
 include!("enrolment.rs");
 include!("inventory.rs");
 include!("inventory_rows.rs");
+include!("metering.rs");

@@ -9,6 +9,7 @@ mod changes;
 mod enrolment;
 mod inventory;
 mod leases;
+mod metering;
 mod migrations;
 mod quota;
 mod races;
@@ -67,4 +68,7 @@ conformance! {
     inventory::machines_are_read_by_their_owner_only,
     inventory::machines_count_the_tenants_workloads_holding_them,
     inventory::usage_is_read_by_tenant_and_period,
+    metering::metering_reads_changed_and_metered_workloads,
+    metering::timelines_and_usage_of_many_workloads,
+    metering::usage_changes_are_applied_whole_or_not_at_all,
 }

@@ -1,0 +1,55 @@
+//! When passes run: a sweep at start and every interval, and a pass over what changed shortly
+//! after the store's change signal. A failed pass is logged and left to the next one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use einsora_runtime::shutdown::Shutdown;
+use tokio::time::MissedTickBehavior;
+
+use crate::clock::Clock;
+use crate::meter::{Meter, Pass};
+
+/// Changes come in bursts (a launch is several transitions): one pass after the burst.
+const DEBOUNCE: Duration = Duration::from_secs(1);
+
+/// Runs passes until `shutdown`; a pass in progress is abandoned there, which leaves every
+/// workload's records as they were or wholly rewritten.
+pub async fn run_passes(
+    mut meter: Meter,
+    clock: Arc<dyn Clock>,
+    interval: Duration,
+    shutdown: Shutdown,
+) {
+    let mut changes = meter.changes();
+    let mut sweep = tokio::time::interval(interval);
+    sweep.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut listening = true;
+    loop {
+        let pass = tokio::select! {
+            () = shutdown.cancelled() => break,
+            _ = sweep.tick() => Pass::Sweep,
+            changed = changes.changed(), if listening => {
+                listening = changed;
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(DEBOUNCE) => Pass::Changes,
+                }
+            }
+        };
+        let now = clock.now();
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            result = meter.pass(pass, now) => match result {
+                Ok(report) => tracing::debug!(
+                    ?pass, recomputed = report.recomputed, written = report.written,
+                    "usage accounted"
+                ),
+                Err(e) => tracing::warn!(
+                    error = %e, ?pass, "usage accounting failed; retrying at the next pass"
+                ),
+            },
+        }
+    }
+    tracing::debug!("usage accounting stopped");
+}
