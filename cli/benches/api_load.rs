@@ -5,19 +5,17 @@
 //!
 //! `cargo bench -p einsora --bench api_load` (BENCH_SECONDS sets each phase's length; default 10).
 
-use std::process::{Child, Command, Stdio};
+mod support;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper::{Method, Request};
+use hyper::Method;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use serde_json::{Value, json};
+use serde_json::json;
 
-type Http = Client<HttpConnector, Full<Bytes>>;
+use support::{Api, Http, Stack};
 
 fn main() -> anyhow::Result<()> {
     let seconds: u64 = std::env::var("BENCH_SECONDS")
@@ -32,7 +30,7 @@ fn main() -> anyhow::Result<()> {
     let pg = einsora_testkit::TempPostgres::shared();
     let engines = [("sqlite", None), ("postgres", Some(pg.fresh_database()?))];
     for (engine, url) in engines {
-        let mut stack = Stack::start(url.as_deref())?;
+        let mut stack = Stack::start(url.as_deref(), &["api", "gateway"], &[])?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -72,47 +70,6 @@ fn main() -> anyhow::Result<()> {
 enum Op {
     Get(String),
     Create,
-}
-
-struct Api {
-    http: Http,
-    base: String,
-    token: String,
-}
-
-impl Api {
-    async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> anyhow::Result<(u16, Value)> {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header("authorization", format!("Bearer {}", self.token));
-        let payload = match body {
-            Some(b) => {
-                request = request.header("content-type", "application/json");
-                Bytes::from(b.to_string())
-            }
-            None => Bytes::new(),
-        };
-        let response = self.http.request(request.body(Full::new(payload))?).await?;
-        let status = response.status().as_u16();
-        let bytes = response.into_body().collect().await?.to_bytes();
-        Ok((
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        ))
-    }
-
-    async fn create(&self, name: &str) -> anyhow::Result<String> {
-        let body = json!({ "kind": "notebook", "name": name, "gpu_class": "cpu-1c-2g", "image": "jupyterlab" });
-        let (status, answer) = self.send(Method::POST, "/v1/workloads", Some(body)).await?;
-        anyhow::ensure!(status == 202, "create answered {status}: {answer}");
-        Ok(answer["id"].as_str().unwrap_or_default().to_owned())
-    }
 }
 
 struct Outcome {
@@ -184,139 +141,4 @@ async fn open_loop(api: &Arc<Api>, op: &Op, rate: f64, phase: Duration) -> Outco
     }
     outcome.took = start.elapsed();
     outcome
-}
-
-/// The api (dev mode) and the gateway as real processes of the release binary.
-struct Stack {
-    /// Kept until the processes using it are gone.
-    _dir: tempfile::TempDir,
-    base: String,
-    children: Vec<Child>,
-    api_out: Option<std::process::ChildStdout>,
-}
-
-impl Stack {
-    fn start(database: Option<&str>) -> anyhow::Result<Stack> {
-        let dir = tempfile::tempdir()?;
-        let api_addr = free_addr()?;
-        let http_addr = free_addr()?;
-        let run = |args: &[&str]| -> anyhow::Result<Command> {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_einsora"));
-            cmd.args(args)
-                .env("EINSORA_DATA_DIR", dir.path())
-                .env("EINSORA_API_ADDR", &api_addr)
-                .env("EINSORA_HTTP_ADDR", &http_addr)
-                .env("EINSORA_AUTH_MODE", "dev")
-                .env("EINSORA_LOG", "warn")
-                .stdin(Stdio::null());
-            if let Some(url) = database {
-                cmd.env("EINSORA_DATABASE_URL", url);
-            }
-            Ok(cmd)
-        };
-        for args in [&["migrate"][..], &["pki", "init"]] {
-            anyhow::ensure!(
-                run(args)?.stderr(Stdio::null()).status()?.success(),
-                "{args:?} failed"
-            );
-        }
-        let mut api = run(&["api"])?
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let api_out = api.stdout.take();
-        let gateway = run(&["gateway"])?
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        Ok(Stack {
-            _dir: dir,
-            base: format!("http://{http_addr}"),
-            children: vec![api, gateway],
-            api_out,
-        })
-    }
-
-    /// Logs in as dev@acme (its password is on the api's standard output) and makes a token.
-    async fn token(&mut self, http: &Http) -> anyhow::Result<String> {
-        use std::io::BufRead;
-        let stdout = self
-            .api_out
-            .take()
-            .ok_or_else(|| anyhow::anyhow!("no api output"))?;
-        // Read all of it, always: the api must never write to a closed pipe.
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if line.contains("email dev@acme ") {
-                    let _ = tx.send(line.split_whitespace().last().map(str::to_owned));
-                }
-            }
-        });
-        let password = rx.recv_timeout(Duration::from_secs(30)).ok().flatten();
-        let password = password.ok_or_else(|| anyhow::anyhow!("no dev password"))?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let login = loop {
-            let body = json!({ "email": "dev@acme", "password": password }).to_string();
-            let request = Request::post(format!("{}/v1/sessions", self.base))
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(body)))?;
-            match http.request(request).await {
-                Ok(r) if r.status() == 200 => break r,
-                _ if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await
-                }
-                other => anyhow::bail!("login failed: {other:?}"),
-            }
-        };
-        let cookie = login
-            .headers()
-            .get("set-cookie")
-            .and_then(|c| c.to_str().ok())
-            .and_then(|c| c.split(';').next())
-            .unwrap_or_default()
-            .to_owned();
-        let session: Value =
-            serde_json::from_slice(&login.into_body().collect().await?.to_bytes())?;
-        let request = Request::post(format!("{}/v1/tokens", self.base))
-            .header("content-type", "application/json")
-            .header("cookie", cookie)
-            .header(
-                "x-csrf-token",
-                session["csrf_token"].as_str().unwrap_or_default(),
-            )
-            .body(Full::new(Bytes::from(
-                json!({ "name": "load" }).to_string(),
-            )))?;
-        let made: Value = serde_json::from_slice(
-            &http
-                .request(request)
-                .await?
-                .into_body()
-                .collect()
-                .await?
-                .to_bytes(),
-        )?;
-        Ok(made["token"].as_str().unwrap_or_default().to_owned())
-    }
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn free_addr() -> anyhow::Result<String> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .to_string())
 }

@@ -35,6 +35,9 @@ async fn begin_write(conn: &mut PgConnection) -> Result<sqlx::Transaction<'_, Db
 
 const CHANNEL: &str = "einsora_changes";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a query waits for a connection before the store answers `Unavailable`: while
+/// Postgres is down the API says 503 within this, rather than hanging.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(1500);
 const MAX_CONNECTIONS: u32 = 32;
 
 #[derive(Debug)]
@@ -74,7 +77,7 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .test_before_acquire(false)
-            .acquire_timeout(CONNECT_TIMEOUT)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await
             .map_err(|e| unreachable(e.to_string()))?;

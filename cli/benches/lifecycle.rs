@@ -1,0 +1,244 @@
+//! The controller's speed on the fake backend, on SQLite and on Postgres:
+//! - create → running through the gateway with zero readiness delay: p50/p99 over 200
+//!   sequential and 200 concurrent creates, each measured from just before its request to the
+//!   `running` row of its timeline (the server's clock; same machine);
+//! - admission throughput: 10,000 pending workloads in one region with capacity for all, seeded
+//!   through the store; a controller then starts, and the rate is the admissions divided by the
+//!   span between the first and the last `provisioning` row.
+//!
+//! `cargo bench -p einsora --bench lifecycle` (BENCH_WORKLOADS sets the admission count).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use einsora_core::ids::{TenantId, WorkloadId};
+use einsora_core::kind::WorkloadKind;
+use einsora_core::lifecycle::State;
+use einsora_core::reasons::{Actor, Credential, Reason};
+use einsora_store::{DatabaseUrl, NewTenant, NewWorkload, QuotaClass, WorkloadFilter};
+use hyper::Method;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use support::{Api, Http, Stack, einsora, free_addr};
+
+const CREATES: usize = 200;
+
+fn main() -> anyhow::Result<()> {
+    let workloads: usize = std::env::var("BENCH_WORKLOADS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let pg = einsora_testkit::TempPostgres::shared();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    println!("create → running (ms)");
+    println!(
+        "{:<9} {:<11} {:>8} {:>8} {:>8}",
+        "engine", "mode", "p50", "p99", "max"
+    );
+    for (engine, url) in [("sqlite", None), ("postgres", Some(pg.fresh_database()?))] {
+        let capacity = format!("cpu-1c-2g={}", CREATES * 4);
+        let settings = [
+            ("EINSORA_CLUSTER_BACKEND", "fake"),
+            ("EINSORA_FAKE_READY_DELAY", "0s"),
+            ("EINSORA_FAKE_CAPACITY", capacity.as_str()),
+        ];
+        let mut stack = Stack::start(url.as_deref(), &["api", "gateway", "controller"], &settings)?;
+        rt.block_on(async {
+            let http: Http = Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(256)
+                .build_http();
+            let token = stack.token(&http).await?;
+            let api = Arc::new(Api {
+                http,
+                base: stack.base.clone(),
+                token,
+            });
+            for concurrent in [false, true] {
+                let mut ms = create_to_running(&api, concurrent).await?;
+                ms.sort_by(f64::total_cmp);
+                let at = |q: f64| ms[((ms.len() as f64 * q).ceil() as usize).saturating_sub(1)];
+                let mode = if concurrent {
+                    "concurrent"
+                } else {
+                    "sequential"
+                };
+                println!(
+                    "{engine:<9} {mode:<11} {:>8.1} {:>8.1} {:>8.1}",
+                    at(0.5),
+                    at(0.99),
+                    ms[ms.len() - 1]
+                );
+            }
+            anyhow::Ok(())
+        })?;
+        drop(stack);
+    }
+    println!("\nadmission of {workloads} pending workloads");
+    println!(
+        "{:<9} {:>12} {:>14}",
+        "engine", "admitted/s", "s from start"
+    );
+    for (engine, url) in [("sqlite", None), ("postgres", Some(pg.fresh_database()?))] {
+        let (rate, wall) = rt.block_on(admission(url.as_deref(), workloads))?;
+        println!("{engine:<9} {rate:>12.0} {wall:>14.2}");
+    }
+    Ok(())
+}
+
+/// Creates `CREATES` notebooks (one after another, or all at once) and returns each one's
+/// milliseconds from its request to its `running` row.
+async fn create_to_running(api: &Arc<Api>, concurrent: bool) -> anyhow::Result<Vec<f64>> {
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let mut started = Vec::with_capacity(CREATES);
+    if concurrent {
+        let mut tasks = Vec::new();
+        for i in 0..CREATES {
+            let api = Arc::clone(api);
+            let name = format!("c{}-{i}", &run[20..]);
+            tasks.push(tokio::spawn(async move {
+                let at = OffsetDateTime::now_utc();
+                api.create(&name).await.map(|id| (id, at))
+            }));
+        }
+        for task in tasks {
+            started.push(task.await??);
+        }
+    } else {
+        for i in 0..CREATES {
+            let at = OffsetDateTime::now_utc();
+            let id = api.create(&format!("s{}-{i}", &run[20..])).await?;
+            started.push((id, at));
+            wait_running(api, &started[i].0).await?;
+        }
+    }
+    let mut ms = Vec::with_capacity(CREATES);
+    for (id, at) in &started {
+        let running = wait_running(api, id).await?;
+        ms.push((running - *at).as_seconds_f64() * 1000.0);
+    }
+    Ok(ms)
+}
+
+/// Waits for the workload's `running` row and returns when the server wrote it.
+async fn wait_running(api: &Api, id: &str) -> anyhow::Result<OffsetDateTime> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, events) = api
+            .send(Method::GET, &format!("/v1/workloads/{id}/events"), None)
+            .await?;
+        anyhow::ensure!(status == 200, "events answered {status}: {events}");
+        let running = events["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["to_state"] == "running" && e["note"] != true);
+        if let Some(at) = running.and_then(|e| e["at"].as_str()) {
+            return Ok(OffsetDateTime::parse(at, &Rfc3339)?);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{id} never ran");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Seeds `n` pending workloads, starts a controller with room for all, and returns the
+/// admission rate (first to last admission) and the seconds from its start to the last.
+async fn admission(database: Option<&str>, n: usize) -> anyhow::Result<(f64, f64)> {
+    let dir = tempfile::tempdir()?;
+    let url = database.map_or_else(
+        || format!("sqlite:{}/einsora.db", dir.path().display()),
+        str::to_owned,
+    );
+    let env: Vec<(String, String)> = [
+        ("EINSORA_DATA_DIR", dir.path().display().to_string()),
+        ("EINSORA_DATABASE_URL", url.clone()),
+        ("EINSORA_CONTROLLER_ADDR", free_addr()?),
+        ("EINSORA_CLUSTER_BACKEND", "fake".into()),
+        ("EINSORA_FAKE_CAPACITY", format!("cpu-1c-2g={n}")),
+        // Admission only: nothing becomes ready during the run.
+        ("EINSORA_FAKE_READY_DELAY", "1h".into()),
+        ("EINSORA_LOG", "warn".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    for args in [&["migrate"][..], &["pki", "init"]] {
+        anyhow::ensure!(einsora(args, &env).status()?.success(), "{args:?} failed");
+    }
+    let (store, _) = einsora_store::migrate(&DatabaseUrl::parse(&url)?).await?;
+    let tenant = TenantId::new();
+    store
+        .create_tenant(&NewTenant {
+            id: tenant,
+            slug: "bench".into(),
+            name: "Bench".into(),
+            trusted: false,
+        })
+        .await?;
+    store.set_quota(tenant, &QuotaClass::Default, None).await?;
+    let region = einsora_core::region::Region::new("local")?;
+    let by = Reason::Created {
+        by: Actor {
+            subject: "bench".into(),
+            credential: Credential::Dev,
+        },
+    };
+    for i in 0..n {
+        let w = NewWorkload {
+            id: WorkloadId::new(),
+            tenant_id: tenant,
+            kind: WorkloadKind::Notebook,
+            name: format!("w{i}"),
+            gpu_class: "cpu-1c-2g".into(),
+            units: 1,
+            image: "jupyterlab".into(),
+            region: region.clone(),
+            fallback: vec![],
+            fallback_after_s: None,
+            params: "{}".into(),
+        };
+        store.create_workload(&w, &by).await?;
+    }
+    let started = Instant::now();
+    let mut controller = einsora(&["controller"], &env).spawn()?;
+    let deadline = started + Duration::from_secs(300);
+    let wall = loop {
+        let held = store.capacity_held(&region).await?;
+        if held.get("cpu-1c-2g").copied().unwrap_or(0) >= n as u64 {
+            break started.elapsed().as_secs_f64();
+        }
+        anyhow::ensure!(Instant::now() < deadline, "admission never finished");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &controller.id().to_string()])
+        .status();
+    controller.wait()?;
+    let admitted = store
+        .workloads(&WorkloadFilter {
+            states: vec![State::Provisioning],
+            ..WorkloadFilter::default()
+        })
+        .await?;
+    let mut times = Vec::with_capacity(admitted.len());
+    for w in &admitted {
+        let events = store.events(w.id).await?;
+        let admission = events
+            .iter()
+            .rev()
+            .find(|e| e.to == State::Provisioning && !e.is_note());
+        times.extend(admission.map(|e| e.at));
+    }
+    let (Some(first), Some(last)) = (times.iter().min(), times.iter().max()) else {
+        anyhow::bail!("nothing was admitted");
+    };
+    let span = (*last - *first).as_seconds_f64();
+    Ok((n as f64 / span.max(0.001), wall))
+}

@@ -1,0 +1,220 @@
+//! What the benches share: an installation's roles as real processes, and an API client.
+// Each bench uses part of this module.
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::{Value, json};
+
+pub type Http = Client<HttpConnector, Full<Bytes>>;
+
+pub struct Api {
+    pub http: Http,
+    pub base: String,
+    pub token: String,
+}
+
+impl Api {
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(u16, Value)> {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("authorization", format!("Bearer {}", self.token));
+        let payload = match body {
+            Some(b) => {
+                request = request.header("content-type", "application/json");
+                Bytes::from(b.to_string())
+            }
+            None => Bytes::new(),
+        };
+        let response = self.http.request(request.body(Full::new(payload))?).await?;
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await?.to_bytes();
+        Ok((
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        ))
+    }
+
+    pub async fn create(&self, name: &str) -> anyhow::Result<String> {
+        let body = json!({ "kind": "notebook", "name": name, "gpu_class": "cpu-1c-2g", "image": "jupyterlab" });
+        let (status, answer) = self.send(Method::POST, "/v1/workloads", Some(body)).await?;
+        anyhow::ensure!(status == 202, "create answered {status}: {answer}");
+        Ok(answer["id"].as_str().unwrap_or_default().to_owned())
+    }
+}
+
+/// Roles of one installation (the api in dev mode) as real processes of the release binary.
+pub struct Stack {
+    /// Kept until the processes using it are gone.
+    _dir: tempfile::TempDir,
+    pub base: String,
+    /// EINSORA_* settings every role got.
+    pub env: Vec<(String, String)>,
+    children: Vec<Child>,
+    api_out: Option<std::process::ChildStdout>,
+}
+
+impl Stack {
+    /// Migrates, issues certificates, then starts `roles` (the api first) with `extra` settings.
+    pub fn start(
+        database: Option<&str>,
+        roles: &[&str],
+        extra: &[(&str, &str)],
+    ) -> anyhow::Result<Stack> {
+        let dir = tempfile::tempdir()?;
+        let http_addr = free_addr()?;
+        let mut env: Vec<(String, String)> = vec![
+            ("EINSORA_DATA_DIR".into(), dir.path().display().to_string()),
+            ("EINSORA_API_ADDR".into(), free_addr()?),
+            ("EINSORA_CONTROLLER_ADDR".into(), free_addr()?),
+            ("EINSORA_METERING_ADDR".into(), free_addr()?),
+            ("EINSORA_HTTP_ADDR".into(), http_addr.clone()),
+            ("EINSORA_AUTH_MODE".into(), "dev".into()),
+            ("EINSORA_LOG".into(), "warn".into()),
+        ];
+        if let Some(url) = database {
+            env.push(("EINSORA_DATABASE_URL".into(), url.into()));
+        }
+        env.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let run = |args: &[&str]| {
+            let mut cmd = einsora(args, &env);
+            cmd.stdin(Stdio::null());
+            cmd
+        };
+        for args in [&["migrate"][..], &["pki", "init"]] {
+            anyhow::ensure!(
+                run(args).stderr(Stdio::null()).status()?.success(),
+                "{args:?} failed"
+            );
+        }
+        let mut children = Vec::new();
+        let mut api_out = None;
+        for role in roles {
+            let mut child = run(&[role])
+                .stdout(if *role == "api" {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stderr(Stdio::null())
+                .spawn()?;
+            if *role == "api" {
+                api_out = child.stdout.take();
+            }
+            children.push(child);
+        }
+        Ok(Stack {
+            _dir: dir,
+            base: format!("http://{http_addr}"),
+            env,
+            children,
+            api_out,
+        })
+    }
+
+    /// Logs in as dev@acme (its password is on the api's standard output) and makes a token.
+    pub async fn token(&mut self, http: &Http) -> anyhow::Result<String> {
+        use std::io::BufRead;
+        let stdout = self
+            .api_out
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no api output"))?;
+        // Read all of it, always: the api must never write to a closed pipe.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line.contains("email dev@acme ") {
+                    let _ = tx.send(line.split_whitespace().last().map(str::to_owned));
+                }
+            }
+        });
+        let password = rx.recv_timeout(Duration::from_secs(30)).ok().flatten();
+        let password = password.ok_or_else(|| anyhow::anyhow!("no dev password"))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let login = loop {
+            let body = json!({ "email": "dev@acme", "password": password }).to_string();
+            let request = Request::post(format!("{}/v1/sessions", self.base))
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(body)))?;
+            match http.request(request).await {
+                Ok(r) if r.status() == 200 => break r,
+                _ if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                other => anyhow::bail!("login failed: {other:?}"),
+            }
+        };
+        let cookie = login
+            .headers()
+            .get("set-cookie")
+            .and_then(|c| c.to_str().ok())
+            .and_then(|c| c.split(';').next())
+            .unwrap_or_default()
+            .to_owned();
+        let session: Value =
+            serde_json::from_slice(&login.into_body().collect().await?.to_bytes())?;
+        let request = Request::post(format!("{}/v1/tokens", self.base))
+            .header("content-type", "application/json")
+            .header("cookie", cookie)
+            .header(
+                "x-csrf-token",
+                session["csrf_token"].as_str().unwrap_or_default(),
+            )
+            .body(Full::new(Bytes::from(
+                json!({ "name": "load" }).to_string(),
+            )))?;
+        let made: Value = serde_json::from_slice(
+            &http
+                .request(request)
+                .await?
+                .into_body()
+                .collect()
+                .await?
+                .to_bytes(),
+        )?;
+        Ok(made["token"].as_str().unwrap_or_default().to_owned())
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn free_addr() -> anyhow::Result<String> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .to_string())
+}
+
+/// The release binary with these settings.
+pub fn einsora(args: &[&str], env: &[(String, String)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_einsora"));
+    cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
+    cmd
+}
