@@ -20,7 +20,7 @@ const BUSY_RECHECK: Duration = Duration::from_millis(500);
 pub async fn lead(
     cfg: &Config,
     store: Arc<dyn Store>,
-    backend: Arc<dyn Backend>,
+    backend: impl FnOnce() -> Arc<dyn Backend>,
     shutdown: &Shutdown,
 ) -> anyhow::Result<()> {
     let name = lease::name(&cfg.region);
@@ -39,7 +39,7 @@ pub async fn lead(
     );
     let mut reconciler = Reconciler {
         store: Arc::clone(&store),
-        backend,
+        backend: backend(),
         catalog: Arc::clone(&cfg.catalog),
         region: cfg.region.clone(),
         timers: cfg.timers,

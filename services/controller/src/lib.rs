@@ -40,12 +40,12 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         Routes::default(),
         server_stop.clone(),
     ));
-    let backend: Arc<dyn Backend> = match cfg.backend {
-        BackendKind::Fake => Arc::new(fake::FakeBackend::new(cfg.fake.clone())),
-        BackendKind::Agent | BackendKind::Kubernetes => {
-            anyhow::bail!("{BACKEND}: only `fake` is available in this version")
-        }
-    };
+    if cfg.backend != BackendKind::Fake {
+        anyhow::bail!("{BACKEND}: only `fake` is available in this version");
+    }
+    // The runtime is read once this controller leads, so a standby never acts on a stale view.
+    let fake = cfg.fake.clone();
+    let backend = move || -> Arc<dyn Backend> { fake::FakeBackend::start(fake) };
     let led = lead::lead(&cfg, store, backend, &shutdown).await;
     server_stop.trigger();
     server.await.context("controller server")??;

@@ -1,6 +1,7 @@
 //! The fake backend's settings: capacity per class, the delay before ready, injected faults.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use einsora_core::catalog::Catalog;
@@ -12,6 +13,9 @@ pub const CAPACITY: &str = "EINSORA_FAKE_CAPACITY";
 pub const READY_DELAY: &str = "EINSORA_FAKE_READY_DELAY";
 /// `fault:name-prefix,…`: workloads whose name starts with the prefix meet the fault.
 pub const FAULTS: &str = "EINSORA_FAKE_FAULTS";
+/// Where the fake runtime keeps what it runs, so it outlives a controller restart
+/// (default `<data dir>/fake-runtime.json`).
+pub const STATE: &str = "EINSORA_FAKE_STATE";
 
 const DEFAULT_UNITS: u64 = 4;
 
@@ -20,6 +24,7 @@ pub struct FakeConfig {
     pub capacity: BTreeMap<String, u64>,
     pub ready_delay: Duration,
     pub faults: Vec<(Fault, String)>,
+    pub state_file: Option<PathBuf>,
 }
 
 /// What the fake runtime can be made to do to a workload, for tests.
@@ -56,6 +61,9 @@ impl FakeConfig {
             capacity,
             ready_delay: settings.duration(READY_DELAY, "1s")?,
             faults: settings.parse_with(FAULTS, "", parse_faults)?,
+            state_file: Some(
+                settings.path(STATE, &settings.data_dir()?.join("fake-runtime.json"))?,
+            ),
         })
     }
 
@@ -114,7 +122,11 @@ mod tests {
 
     fn settings(vars: &[(&str, &str)]) -> Result<FakeConfig, ConfigError> {
         FakeConfig::from_settings(
-            &Settings::from_map(vars.iter().copied()),
+            &Settings::from_map(
+                vars.iter()
+                    .copied()
+                    .chain([("EINSORA_DATA_DIR", "/tmp/einsora-test")]),
+            ),
             &Catalog::builtin(),
         )
     }

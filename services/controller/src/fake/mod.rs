@@ -3,9 +3,11 @@
 //! arrive, and tests.
 
 mod config;
+mod state;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -24,6 +26,7 @@ const FAILED: &str = "the fake runtime failed it (injected fault)";
 pub struct FakeBackend {
     cfg: FakeConfig,
     runtime: Mutex<HashMap<WorkloadId, Entry>>,
+    changed: AtomicBool,
 }
 
 /// What the fake runtime holds for one workload.
@@ -32,17 +35,43 @@ struct Entry {
     attempt: Attempt,
     running: bool,
     since: Instant,
-    fault: Option<Fault>,
+    name: String,
     /// A vanishing workload has been seen ready once.
     seen_ready: bool,
 }
 
 impl FakeBackend {
-    pub fn new(cfg: FakeConfig) -> Self {
-        FakeBackend {
+    /// The runtime as its state file (if any) left it; kept saved there from now on.
+    pub fn start(cfg: FakeConfig) -> Arc<Self> {
+        let now = Instant::now();
+        let saved = cfg
+            .state_file
+            .as_deref()
+            .map(state::load)
+            .unwrap_or_default();
+        let runtime = saved
+            .into_iter()
+            .map(|(id, s)| {
+                let entry = Entry {
+                    attempt: Attempt::new(s.attempt),
+                    running: s.running,
+                    since: now,
+                    name: s.name,
+                    seen_ready: s.seen_ready,
+                };
+                (id, entry)
+            })
+            .collect();
+        let path = cfg.state_file.clone();
+        let backend = Arc::new(FakeBackend {
             cfg,
-            runtime: Mutex::new(HashMap::new()),
+            runtime: Mutex::new(runtime),
+            changed: AtomicBool::new(false),
+        });
+        if let Some(path) = path {
+            state::keep_saved(&backend, path);
         }
+        backend
     }
 
     fn runtime(&self) -> std::sync::MutexGuard<'_, HashMap<WorkloadId, Entry>> {
@@ -50,6 +79,34 @@ impl FakeBackend {
         self.runtime
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn changed(&self) {
+        self.changed.store(true, Ordering::Release);
+    }
+
+    fn snapshot_if_changed(&self) -> Option<HashMap<uuid::Uuid, state::Saved>> {
+        if !self.changed.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        let snapshot = self
+            .runtime()
+            .iter()
+            .map(|(id, e)| {
+                let saved = state::Saved {
+                    attempt: e.attempt.get(),
+                    running: e.running,
+                    name: e.name.clone(),
+                    seen_ready: e.seen_ready,
+                };
+                (*id.as_uuid(), saved)
+            })
+            .collect();
+        Some(snapshot)
+    }
+
+    fn fault(&self, entry: &Entry) -> Option<Fault> {
+        self.cfg.fault_for(&entry.name)
     }
 }
 
@@ -78,10 +135,11 @@ impl Backend for FakeBackend {
                 attempt: spec.target.attempt,
                 running: true,
                 since: Instant::now(),
-                fault,
+                name: spec.name.clone(),
                 seen_ready: false,
             },
         );
+        self.changed();
         Ok(())
     }
 
@@ -92,11 +150,14 @@ impl Backend for FakeBackend {
         } else if let Some(entry) = runtime.get_mut(&target.workload) {
             entry.running = false;
         }
+        self.changed();
         Ok(())
     }
 
     async fn delete(&self, target: &Target) -> Result<(), BackendError> {
-        self.runtime().remove(&target.workload);
+        if self.runtime().remove(&target.workload).is_some() {
+            self.changed();
+        }
         Ok(())
     }
 
@@ -111,7 +172,8 @@ impl Backend for FakeBackend {
         if !entry.running {
             return Ok(Observation::Parked);
         }
-        if entry.fault == Some(Fault::Unreadable) {
+        let fault = self.fault(entry);
+        if fault == Some(Fault::Unreadable) {
             return Err(BackendError(format!(
                 "the fake runtime can't tell {}'s status (injected fault)",
                 target.workload
@@ -120,14 +182,16 @@ impl Backend for FakeBackend {
         if entry.since.elapsed() < self.cfg.ready_delay {
             return Ok(Observation::Starting);
         }
-        Ok(match entry.fault {
+        Ok(match fault {
             Some(Fault::Fail) => Observation::Failed(Reason::BackendFailure(FAILED)),
             Some(Fault::Vanish) if entry.seen_ready => {
                 runtime.remove(&target.workload);
+                self.changed();
                 Observation::Absent
             }
             Some(Fault::Vanish) => {
                 entry.seen_ready = true;
+                self.changed();
                 Observation::Ready
             }
             _ => Observation::Ready,

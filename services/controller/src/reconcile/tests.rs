@@ -42,6 +42,7 @@ fn user() -> Actor {
 
 async fn world(capacity: &[(&str, u64)], faults: &[(Fault, &str)], timers: Timers) -> World {
     let dir = tempfile::tempdir().unwrap();
+    let state_file = Some(dir.path().join("fake-runtime.json"));
     let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
     let (store, _) = einsora_store::migrate(&url).await.unwrap();
     let tenant = TenantId::new();
@@ -70,10 +71,11 @@ async fn world(capacity: &[(&str, u64)], faults: &[(Fault, &str)], timers: Timer
             .collect::<BTreeMap<_, _>>(),
         ready_delay: Duration::ZERO,
         faults: faults.iter().map(|(f, p)| (*f, (*p).to_owned())).collect(),
+        state_file,
     };
     let reconciler = Reconciler {
         store: Arc::clone(&store),
-        backend: Arc::new(FakeBackend::new(fake)),
+        backend: FakeBackend::start(fake),
         catalog: Arc::new(Catalog::builtin()),
         region: local(),
         timers,
@@ -340,4 +342,22 @@ async fn a_controller_that_lost_its_lease_commits_nothing() {
     assert!(matches!(err, StoreError::LeaseLost(_)), "{err}");
     assert_eq!(w.state(&nb).await, State::Pending);
     assert_eq!(w.timeline(&nb).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_restarted_controller_finds_the_runtime_as_it_was() {
+    let mut w = world(&[("cpu-1c-2g", 1)], &[], timers()).await;
+    let nb = w.create("nb", "cpu-1c-2g", 1).await;
+    w.pass().await;
+    assert_eq!(w.state(&nb).await, State::Running);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let fake = FakeConfig {
+        capacity: BTreeMap::from([("cpu-1c-2g".to_owned(), 1)]),
+        ready_delay: Duration::ZERO,
+        faults: vec![],
+        state_file: Some(w._dir.path().join("fake-runtime.json")),
+    };
+    w.reconciler.backend = FakeBackend::start(fake);
+    w.pass().await;
+    assert_eq!(w.state(&nb).await, State::Running, "it didn't vanish");
 }
