@@ -19,6 +19,8 @@ pub struct TempPostgres {
     bin: PathBuf,
     dir: PathBuf,
     port: u16,
+    /// What `pg_ctl start` is given, to start it again after `stop`.
+    options: String,
     /// The unprivileged user the server runs as when tests run as root (Postgres refuses root).
     run_as: Option<(u32, u32)>,
     next_db: AtomicU32,
@@ -62,6 +64,11 @@ impl TempPostgres {
             )
     }
 
+    /// A server of its own, for tests that stop and start it.
+    pub fn own() -> Result<Self> {
+        TempPostgres::start(None)
+    }
+
     /// A server of its own that also speaks TLS with this certificate and key (PEM), for tests
     /// of encrypted connections.
     pub fn with_tls(cert_pem: &str, key_pem: &str) -> Result<Self> {
@@ -79,10 +86,20 @@ impl TempPostgres {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
         }
         let data = dir.join("data");
+        let port = free_port()?;
+        let mut options = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off \
+             -c max_connections=200",
+            dir.display()
+        );
+        if tls.is_some() {
+            options.push_str(" -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key");
+        }
         let pg = TempPostgres {
             bin,
             dir,
-            port: free_port()?,
+            port,
+            options,
             run_as,
             next_db: AtomicU32::new(0),
         };
@@ -99,27 +116,35 @@ impl TempPostgres {
                 ])
                 .arg(&data),
         )?;
-        let mut options = format!(
-            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off \
-             -c max_connections=200",
-            pg.port,
-            pg.dir.display()
-        );
         if let Some((cert, key)) = tls {
             pg.write_private(&data.join("server.crt"), cert)?;
             pg.write_private(&data.join("server.key"), key)?;
-            options.push_str(" -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key");
         }
-        pg.run(
-            Command::new(pg.bin.join("pg_ctl"))
-                .args(["-w", "-t", "60", "-D"])
-                .arg(&data)
-                .args(["-o", &options, "-l"])
-                .arg(pg.dir.join("server.log"))
-                .arg("start"),
-        )?;
+        pg.start_again()?;
         pg.spawn_watchdog(&data)?;
         Ok(pg)
+    }
+
+    /// Stops the server at once (open connections are cut), keeping its data.
+    pub fn stop(&self) -> Result<()> {
+        self.run(
+            Command::new(self.bin.join("pg_ctl"))
+                .args(["-w", "-t", "60", "-m", "fast", "-D"])
+                .arg(self.dir.join("data"))
+                .arg("stop"),
+        )
+    }
+
+    /// Starts the server (again), on the same port with the same data.
+    pub fn start_again(&self) -> Result<()> {
+        self.run(
+            Command::new(self.bin.join("pg_ctl"))
+                .args(["-w", "-t", "60", "-D"])
+                .arg(self.dir.join("data"))
+                .args(["-o", &self.options, "-l"])
+                .arg(self.dir.join("server.log"))
+                .arg("start"),
+        )
     }
 
     /// Postgres refuses a key file others can read, and runs as `run_as`.
