@@ -10,6 +10,8 @@ use rustls::ServerConfig;
 use tokio::net::TcpListener;
 use tonic::service::Routes;
 use tonic::transport::Server;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 use crate::pki::{Pki, PkiError, Role, RoleIdentity, RoleKind};
 use crate::settings::{ConfigError, Settings};
@@ -108,4 +110,19 @@ pub async fn serve(
         .serve_with_incoming_shutdown(tls::incoming(listener, tls), shutdown.cancelled())
         .await?;
     Ok(())
+}
+
+/// Whether the server at `addr` (`host:port`) answers gRPC health SERVING to a client with
+/// `tls`: how a supervisor knows a role is ready.
+pub async fn is_serving(tls: &ClientTls, addr: &str) -> bool {
+    let Ok(channel) = tls.connect(addr).await else {
+        return false;
+    };
+    let request = HealthCheckRequest {
+        service: String::new(),
+    };
+    match HealthClient::new(channel).check(request).await {
+        Ok(answer) => answer.get_ref().status() == ServingStatus::Serving,
+        Err(_) => false,
+    }
 }

@@ -91,6 +91,12 @@ impl Settings {
         Self { vars }
     }
 
+    /// These settings with `name` set to `value` (what a supervisor hands its children).
+    pub fn with(mut self, name: &str, value: impl Into<OsString>) -> Self {
+        self.vars.insert(name.to_owned(), value.into());
+        self
+    }
+
     fn raw(&self, name: &str) -> Option<&OsStr> {
         self.vars
             .get(name)
@@ -156,6 +162,18 @@ impl Settings {
             .raw(name)
             .map_or_else(|| default.to_path_buf(), PathBuf::from);
         absolute(name, &path)
+    }
+
+    /// A path with no default; `None` when unset.
+    pub fn optional_path(&self, name: &str) -> Result<Option<PathBuf>, ConfigError> {
+        self.raw(name)
+            .map(|raw| absolute(name, Path::new(raw)))
+            .transpose()
+    }
+
+    /// Whether the operator set this variable (an empty one counts as unset).
+    pub fn is_set(&self, name: &str) -> bool {
+        self.raw(name).is_some()
     }
 
     /// One word from a fixed list, e.g. `("agent", Backend::Agent)`.

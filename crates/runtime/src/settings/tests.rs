@@ -186,6 +186,26 @@ fn paths_are_made_absolute() {
 }
 
 #[test]
+fn an_optional_path_is_none_when_unset_or_empty() {
+    assert_eq!(
+        settings(&[]).optional_path("EINSORA_LOG_FILE").unwrap(),
+        None
+    );
+    let empty = settings(&[("EINSORA_LOG_FILE", "")]);
+    assert_eq!(empty.optional_path("EINSORA_LOG_FILE").unwrap(), None);
+    assert!(!empty.is_set("EINSORA_LOG_FILE"));
+    let set = settings(&[("EINSORA_LOG_FILE", "logs/e.log")]);
+    let path = set.optional_path("EINSORA_LOG_FILE").unwrap().unwrap();
+    assert!(path.is_absolute() && path.ends_with("logs/e.log"));
+    assert!(set.is_set("EINSORA_LOG_FILE"));
+    let replaced = set.with("EINSORA_LOG_FILE", "/var/log/e.log");
+    assert_eq!(
+        replaced.optional_path("EINSORA_LOG_FILE").unwrap().unwrap(),
+        Path::new("/var/log/e.log")
+    );
+}
+
+#[test]
 fn data_dir_prefers_the_setting_then_home() {
     let s = settings(&[("EINSORA_DATA_DIR", "/srv/einsora"), ("HOME", "/home/ada")]);
     assert_eq!(s.data_dir().unwrap(), Path::new("/srv/einsora"));
