@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 
-use crate::{client, migrate, role, setup};
+use crate::{client, migrate, role, setup, up};
 
 /// Einsora turns the machines you own into a small GPU cloud. Every setting is an EINSORA_*
 /// environment variable with a Solo default (docs/operations.md).
@@ -38,6 +38,12 @@ pub enum Command {
     Gateway,
     /// Run a node agent on this machine.
     Agent,
+    /// Run Einsora on this machine: every role, supervised, on 127.0.0.1, with its data in
+    /// one owner-only directory; asks for the owner account on the first run.
+    Up,
+    /// Run the development all-in-one: like `up`, on a throwaway SQLite database (or
+    /// EINSORA_DATABASE_URL), with the fake backend and the seeded dev accounts.
+    Dev,
     /// Create the owner account, tenant and default quotas (migrating the database first);
     /// at least 12 characters of password, read from standard input.
     Setup {
@@ -71,6 +77,8 @@ impl Cli {
                 client::run(self.global, command, &http_addr.to_string())
             }
             Command::Migrate => migrate::run(&settings),
+            Command::Up => up::run(up::Profile::Solo),
+            Command::Dev => up::run(up::Profile::Dev),
             Command::Setup {
                 email,
                 reset_password,
@@ -85,31 +93,37 @@ impl Cli {
             }
             Command::Api => role::run(
                 &settings,
+                "api",
                 einsora_api::Config::from_settings,
                 einsora_api::run,
             ),
             Command::Controller => role::run(
                 &settings,
+                "controller",
                 einsora_controller::Config::from_settings,
                 einsora_controller::run,
             ),
             Command::Metering => role::run(
                 &settings,
+                "metering",
                 einsora_metering::Config::from_settings,
                 einsora_metering::run,
             ),
             Command::Access => role::run(
                 &settings,
+                "access",
                 einsora_access::Config::from_settings,
                 einsora_access::run,
             ),
             Command::Gateway => role::run(
                 &settings,
+                "gateway",
                 einsora_gateway::Config::from_settings,
                 einsora_gateway::run,
             ),
             Command::Agent => role::run(
                 &settings,
+                "agent",
                 einsora_agent::Config::from_settings,
                 einsora_agent::run,
             ),

@@ -5,6 +5,7 @@ mod commands;
 mod migrate;
 mod role;
 mod setup;
+mod up;
 
 use std::process::ExitCode;
 

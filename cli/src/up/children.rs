@@ -1,0 +1,117 @@
+//! The roles `einsora up` runs, each a child process of this same binary: how one is started,
+//! how the supervisor knows it is ready, and how it is stopped. Only a child that has not been
+//! reaped yet is ever signalled, so a PID the system has given to another process never is.
+
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use einsora_runtime::grpc::{self, InternalTls};
+use einsora_runtime::pki::Role;
+use rustix::process::{Pid, Signal, kill_process};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+
+use super::plan::Plan;
+
+/// Set in each child's environment to the supervisor's PID (see `role::follow_supervisor`).
+pub const SUPERVISOR_PID: &str = "EINSORA_SUPERVISOR_PID";
+
+const PROBE_EVERY: Duration = Duration::from_millis(20);
+
+/// A role `einsora up` spawns. The agent joins them with the node agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ChildRole {
+    Api,
+    Controller,
+    Metering,
+    Access,
+    Gateway,
+}
+
+impl ChildRole {
+    pub const ALL: [ChildRole; 5] = [
+        ChildRole::Api,
+        ChildRole::Controller,
+        ChildRole::Metering,
+        ChildRole::Access,
+        ChildRole::Gateway,
+    ];
+
+    /// Its subcommand, and the name its lines carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChildRole::Api => "api",
+            ChildRole::Controller => "controller",
+            ChildRole::Metering => "metering",
+            ChildRole::Access => "access",
+            ChildRole::Gateway => "gateway",
+        }
+    }
+
+    /// Starts the role with Solo's defaults in its environment (and everything this process
+    /// has), standard error piped to the supervisor, standard output shared (dev mode's
+    /// accounts), in its own process group so a Ctrl-C reaches the supervisor alone.
+    pub fn spawn(self, plan: &Plan, exe: &std::path::Path) -> std::io::Result<Child> {
+        Command::new(exe)
+            .arg(self.name())
+            .envs(plan.defaults.iter().map(|(k, v)| (k, v)))
+            .env(SUPERVISOR_PID, std::process::id().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            // The last resort if the supervisor unwinds without stopping it.
+            .kill_on_drop(true)
+            .spawn()
+    }
+
+    /// Completes once the role answers: gRPC health over mutual TLS for the gRPC roles (as the
+    /// role that calls each one, the only callers they admit), a TCP connection for the HTTP
+    /// ones (access has no gRPC server; the gateway dials the api on first use).
+    pub async fn ready(self, plan: &Plan, tls: &InternalTls) -> anyhow::Result<()> {
+        let (addr, client) = match self {
+            ChildRole::Api => (plan.api_addr, Some(tls.client(Role::Gateway, Role::Api)?)),
+            ChildRole::Controller => (
+                plan.controller_addr,
+                Some(tls.client(Role::Api, Role::Controller)?),
+            ),
+            ChildRole::Metering => (
+                plan.metering_addr,
+                Some(tls.client(Role::Api, Role::Metering)?),
+            ),
+            ChildRole::Access => (plan.access_addr, None),
+            ChildRole::Gateway => (plan.http_addr, None),
+        };
+        let addr = addr.to_string();
+        loop {
+            let answered = match &client {
+                Some(client) => grpc::is_serving(client, &addr).await,
+                None => TcpStream::connect(&addr).await.is_ok(),
+            };
+            if answered {
+                return Ok(());
+            }
+            tokio::time::sleep(PROBE_EVERY).await;
+        }
+    }
+
+    /// SIGTERM, then SIGKILL if the child still runs after `grace`; returns once it is reaped.
+    pub async fn stop(self, child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+        // `id()` is None once the child is reaped: its PID may belong to someone else by then.
+        if let Some(pid) = child.id().and_then(|id| Pid::from_raw(id.try_into().ok()?)) {
+            let _ = kill_process(pid, Signal::TERM);
+        }
+        match tokio::time::timeout(grace, child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                tracing::warn!(
+                    child = self.name(),
+                    ?grace,
+                    "did not stop in time; killing it"
+                );
+                let _ = child.start_kill();
+                child.wait().await.ok()
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! What a Solo installation runs with: the operator's `EINSORA_*` settings over Solo's defaults,
+//! every role's configuration validated before anything is written or bound, and its ports
+//! checked free.
+
+use std::ffi::OsString;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use einsora_api::setup::AuthMode;
+use einsora_runtime::settings::{DATA_DIR, Settings};
+use einsora_runtime::telemetry::LOG_FILE;
+
+use super::Profile;
+
+/// How long a child has to stop after SIGTERM before it gets SIGKILL.
+pub const STOP_GRACE: &str = "EINSORA_STOP_GRACE";
+
+#[derive(Debug)]
+pub struct Plan {
+    /// What every child sees: this process's settings with Solo's defaults filled in.
+    pub settings: Settings,
+    /// The defaults that were filled in, set in each child's environment.
+    pub defaults: Vec<(&'static str, OsString)>,
+    pub data_dir: PathBuf,
+    pub auth_mode: AuthMode,
+    pub http_addr: SocketAddr,
+    pub access_addr: SocketAddr,
+    pub api_addr: SocketAddr,
+    pub controller_addr: SocketAddr,
+    pub metering_addr: SocketAddr,
+    pub stop_grace: Duration,
+    /// Addresses the operator chose, with their settings, to check before starting.
+    ports: Vec<(&'static str, SocketAddr)>,
+}
+
+impl Plan {
+    /// `temp_dir` is `einsora dev`'s throwaway data directory, used unless EINSORA_DATA_DIR
+    /// names one.
+    pub fn new(profile: Profile, temp_dir: Option<&Path>) -> anyhow::Result<Plan> {
+        let operator = Settings::from_env();
+        let mut defaults: Vec<(&'static str, OsString)> = Vec::new();
+        let mut default = |name: &'static str, value: OsString| {
+            if !operator.is_set(name) {
+                defaults.push((name, value));
+            }
+        };
+        let data_dir = match temp_dir {
+            Some(dir) if !operator.is_set(DATA_DIR) => dir.to_path_buf(),
+            _ => operator.data_dir()?,
+        };
+        default(DATA_DIR, data_dir.clone().into());
+        default(LOG_FILE, data_dir.join("einsora.log").into());
+        // The agent backend becomes `up`'s default with the node agents.
+        default(einsora_controller::BACKEND, "fake".into());
+        if profile == Profile::Dev {
+            default(einsora_api::setup::AUTH_MODE, "dev".into());
+        }
+        for name in [
+            einsora_api::ADDR,
+            einsora_controller::ADDR,
+            einsora_metering::ADDR,
+        ] {
+            default(name, free_loopback_port()?.to_string().into());
+        }
+        let mut settings = defaults
+            .iter()
+            .fold(operator.clone(), |s, (name, value)| s.with(name, value));
+        let access = einsora_access::Config::from_settings(&settings)?;
+        // Links point at the access proxy's own port unless the operator says otherwise.
+        if !operator.is_set(einsora_access::URL) {
+            let url = format!("http://localhost:{}", access.addr.port());
+            settings = settings.with(einsora_access::URL, &url);
+            defaults.push((einsora_access::URL, url.into()));
+        }
+
+        let api = einsora_api::Config::from_settings(&settings)?;
+        let controller = einsora_controller::Config::from_settings(&settings)?;
+        let metering = einsora_metering::Config::from_settings(&settings)?;
+        let gateway = einsora_gateway::Config::from_settings(&settings)?;
+        let ports = [
+            (einsora_gateway::HTTP_ADDR, gateway.http_addr),
+            (einsora_access::ADDR, access.addr),
+            (einsora_api::ADDR, api.addr),
+            (einsora_controller::ADDR, controller.addr),
+            (einsora_metering::ADDR, metering.addr),
+        ]
+        .into_iter()
+        .filter(|(name, _)| !defaults.iter().any(|(d, _)| d == name))
+        .collect();
+        Ok(Plan {
+            stop_grace: settings.duration(STOP_GRACE, "10s")?,
+            auth_mode: api.auth_mode,
+            http_addr: gateway.http_addr,
+            access_addr: access.addr,
+            api_addr: api.addr,
+            controller_addr: controller.addr,
+            metering_addr: metering.addr,
+            data_dir,
+            defaults,
+            ports,
+            settings,
+        })
+    }
+
+    /// The data directory, created owner-only (0700), or made so if it exists.
+    pub fn create_data_dir(&self) -> anyhow::Result<()> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let dir = &self.data_dir;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+            .with_context(|| format!("{DATA_DIR}: can't make {} owner-only", dir.display()))
+    }
+
+    /// Fails on the first address something else already holds, naming its setting.
+    pub fn check_ports(&self) -> anyhow::Result<()> {
+        for &(setting, addr) in &self.ports {
+            match TcpListener::bind(addr) {
+                Ok(_) => {}
+                Err(err) if err.kind() == ErrorKind::AddrInUse => bail!(
+                    "port {} is already in use ({setting}={addr}): stop what holds it, or set \
+                     {setting} to a free address",
+                    addr.port()
+                ),
+                Err(err) => bail!("{setting}: can't listen on {addr}: {err}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// The dashboard's address as a browser on this machine reaches it.
+    pub fn dashboard_url(&self) -> String {
+        let mut addr = self.http_addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        format!("http://{addr}/")
+    }
+}
+
+/// A loopback port free right now, for a role only the other roles dial.
+fn free_loopback_port() -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free loopback port")?;
+    Ok(listener.local_addr()?)
+}
