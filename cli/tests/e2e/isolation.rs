@@ -8,7 +8,10 @@ use einsora_proto::schema::Schema;
 use serde_json::json;
 
 use crate::solo::{Engine, Solo};
-use crate::world::{Credential, call, objects, tenant, without_request_id};
+use crate::support::Einsora;
+use crate::world::{
+    Credential, call, catalog_with_a_second_region, objects, tenant, without_request_id,
+};
 
 #[test]
 fn another_tenants_objects_answer_exactly_like_unknown_ids_on_sqlite() {
@@ -21,7 +24,10 @@ fn another_tenants_objects_answer_exactly_like_unknown_ids_on_postgres() {
 }
 
 fn isolation(engine: Engine) {
-    let solo = Solo::start_on(engine, &[("EINSORA_AUTH_MODE", "dev")]);
+    let e = Einsora::new();
+    let catalog = catalog_with_a_second_region(&e);
+    let env = [("EINSORA_AUTH_MODE", "dev"), ("EINSORA_CATALOG", &catalog)];
+    let solo = Solo::launch(e, engine, &env);
     let mut a = tenant(&solo, "dev@acme");
     let b = tenant(&solo, "dev@globex");
     let objects = objects(&solo, &a);
@@ -104,10 +110,15 @@ fn isolation(engine: Engine) {
         .unwrap()
         .to_owned();
     let ticket = link.split("ticket=").nth(1).unwrap().to_owned();
-    assert!(link.starts_with(&format!(
-        "http://w-{}.localhost:8090/_einsora/open?ticket=",
-        objects.workload
-    )));
+    // `up` points links at the access proxy's own port (EINSORA_ACCESS_ADDR).
+    let access_port = solo.access.rsplit(':').next().unwrap();
+    assert!(
+        link.starts_with(&format!(
+            "http://w-{}.localhost:{access_port}/_einsora/open?ticket=",
+            objects.workload
+        )),
+        "{link}"
+    );
     a.secrets.push(ticket);
     assert_no_secret_logged(&solo, a.secrets.iter().chain(&b.secrets));
 }

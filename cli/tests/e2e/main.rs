@@ -8,4 +8,5 @@ mod roles;
 mod schemathesis;
 mod solo;
 mod support;
+mod up;
 mod world;

@@ -1,14 +1,18 @@
-//! The api and the gateway as real processes on a fresh data directory (the Solo shape until
-//! `einsora up` supervises them), with every log line they write captured for the secrets test,
-//! and a raw HTTP/1.1 client so tests control every byte they send.
+//! `einsora up` as a real process on a fresh data directory: every role, supervised, with every
+//! line it and its children write captured (terminal and einsora.log, for the secrets test), its
+//! children findable by role, and a raw HTTP/1.1 client so tests control every byte they send.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::Child;
+use std::process::{Child, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::{Einsora, free_addr, terminate};
+use crate::support::{Einsora, children_of, free_addr, stderr, terminate};
+
+/// The owner `Solo` makes before `einsora up` in local auth mode.
+pub const OWNER_EMAIL: &str = "owner@solo.test";
+pub const OWNER_PASSWORD: &str = "an owner's long password";
 
 /// Where a stack keeps its data.
 #[derive(Debug, Clone, Copy)]
@@ -21,9 +25,11 @@ pub enum Engine {
 pub struct Solo {
     pub e: Einsora,
     pub http: String,
+    /// EINSORA_ACCESS_ADDR of this stack.
+    pub access: String,
     /// EINSORA_DATABASE_URL of this stack.
     pub database: String,
-    children: Vec<Child>,
+    up: Option<Child>,
     logs: Arc<Mutex<String>>,
     stdout: Arc<Mutex<String>>,
 }
@@ -50,76 +56,114 @@ impl Answer {
 }
 
 impl Solo {
-    /// Starts the api (with `env`, e.g. EINSORA_AUTH_MODE=dev) and the gateway, and waits until
-    /// the gateway answers.
+    /// Starts `einsora up` (with `env`, e.g. EINSORA_AUTH_MODE=dev) and waits until it says
+    /// it is ready.
     pub fn start(env: &[(&str, &str)]) -> Solo {
         Solo::start_on(Engine::Sqlite, env)
     }
 
     pub fn start_on(engine: Engine, env: &[(&str, &str)]) -> Solo {
-        let e = Einsora::new();
+        Solo::launch(Einsora::new(), engine, env)
+    }
+
+    /// [`Solo::start_on`] on the data directory of `e`. Outside dev auth mode, the owner
+    /// ([`OWNER_EMAIL`]) is made first with `einsora setup`, as `up` without a terminal needs.
+    pub fn launch(e: Einsora, engine: Engine, env: &[(&str, &str)]) -> Solo {
         let database = match engine {
             Engine::Sqlite => format!("sqlite:{}", e.db().display()),
             Engine::Postgres => einsora_testkit::TempPostgres::shared()
                 .fresh_database()
                 .unwrap(),
         };
-        let db = [("EINSORA_DATABASE_URL", database.as_str())];
-        assert!(e.run(&["migrate"], &db).status.success());
-        assert!(e.run(&["pki", "init"], &[]).status.success());
-        let api = free_addr();
+        let dev = env.contains(&("EINSORA_AUTH_MODE", "dev"));
+        if !dev {
+            make_owner(&e, &database);
+        }
         let http = free_addr();
+        let access = free_addr();
         let mut common: Vec<(&str, &str)> = vec![
-            ("EINSORA_API_ADDR", &api),
             ("EINSORA_HTTP_ADDR", &http),
+            ("EINSORA_ACCESS_ADDR", &access),
             ("EINSORA_DATABASE_URL", &database),
+            ("EINSORA_CONTROLLER_INTERVAL", "200ms"),
         ];
         common.extend_from_slice(env);
+        let up = e.spawn(&["up"], &common);
+        Solo::watch(e, up, http, access, database)
+    }
+
+    /// Follows an `einsora up` (or `dev`) already spawned with piped output until it is ready.
+    pub fn watch(
+        e: Einsora,
+        mut up: Child,
+        http: String,
+        access: String,
+        database: String,
+    ) -> Solo {
         let logs = Arc::new(Mutex::new(String::new()));
         let stdout = Arc::new(Mutex::new(String::new()));
-        let mut children = Vec::new();
-        for role in ["api", "gateway"] {
-            let mut child = e.spawn(&[role], &common);
-            if let Some(err) = child.stderr.take() {
-                collect(err, &logs);
-            }
-            if let Some(out) = child.stdout.take() {
-                collect(out, &stdout);
-            }
-            children.push(child);
-        }
-        let solo = Solo {
+        collect(up.stderr.take().unwrap(), &logs);
+        collect(up.stdout.take().unwrap(), &stdout);
+        let mut solo = Solo {
             e,
             http,
+            access,
             database,
-            children,
+            up: Some(up),
             logs,
             stdout,
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while solo
-            .try_request("GET", "/v1/openapi.json", &[], None)
-            .map(|a| a.status)
-            != Some(200)
-        {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !solo.stdout().contains("Einsora is ready: ") {
+            if let Some(status) = solo.up.as_mut().unwrap().try_wait().unwrap() {
+                solo.up = None; // reaped: nothing for Drop to signal
+                panic!("up exited ({status}):\n{}", solo.logs());
+            }
             assert!(
                 Instant::now() < deadline,
-                "the gateway never answered:\n{}",
+                "up was never ready:\n{}",
                 solo.logs()
             );
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(50));
         }
         solo
     }
 
-    /// What the processes printed on standard output (dev mode's accounts).
+    /// What the processes printed on standard output (dev mode's accounts, the ready line).
     pub fn stdout(&self) -> String {
         self.stdout.lock().unwrap().clone()
     }
 
-    /// Everything the processes have logged so far.
+    /// Everything logged so far: the terminal's lines, then einsora.log.
     pub fn logs(&self) -> String {
-        self.logs.lock().unwrap().clone()
+        let file = std::fs::read_to_string(self.log_file()).unwrap_or_default();
+        format!("{}{file}", self.logs.lock().unwrap())
+    }
+
+    pub fn log_file(&self) -> std::path::PathBuf {
+        self.e.dir().join("einsora.log")
+    }
+
+    pub fn up_pid(&self) -> u32 {
+        self.up.as_ref().expect("up is running").id()
+    }
+
+    /// The running children of `up`, with their roles.
+    pub fn children(&self) -> Vec<(u32, String)> {
+        children_of(self.up_pid())
+    }
+
+    /// The PID of the running child of `role`.
+    pub fn child(&self, role: &str) -> Option<u32> {
+        self.children()
+            .into_iter()
+            .find(|(_, r)| r == role)
+            .map(|(pid, _)| pid)
+    }
+
+    /// SIGTERM to `up`, and its output once it has exited.
+    pub fn stop(&mut self) -> Output {
+        terminate(self.up.take().expect("up is running"))
     }
 
     pub fn request(
@@ -165,10 +209,26 @@ impl Solo {
 
 impl Drop for Solo {
     fn drop(&mut self) {
-        for child in self.children.drain(..).rev() {
-            terminate(child);
+        if let Some(up) = self.up.take() {
+            terminate(up);
         }
     }
+}
+
+fn make_owner(e: &Einsora, database: &str) {
+    let args = ["setup", "--email", OWNER_EMAIL, "--password-stdin"];
+    let mut setup = e
+        .command(&args, &[("EINSORA_DATABASE_URL", database)])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = setup.stdin.take().unwrap();
+    input.write_all(OWNER_PASSWORD.as_bytes()).unwrap();
+    drop(input);
+    let out = setup.wait_with_output().unwrap();
+    assert!(out.status.success(), "setup: {}", stderr(&out));
 }
 
 fn collect(from: impl Read + Send + 'static, into: &Arc<Mutex<String>>) {

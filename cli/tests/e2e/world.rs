@@ -1,4 +1,4 @@
-//! Two tenants on a running api and gateway (dev mode's acme and globex), each with a browser
+//! Two tenants on a running `einsora up` (dev mode's acme and globex), each with a browser
 //! session and an API token, and objects of tenant A to aim tenant B at.
 
 use std::time::Duration;
@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::cli_flow::dev_password;
 use crate::solo::{Answer, Solo};
+use crate::support::Einsora;
 
 /// One way to call the API as someone.
 #[derive(Clone, Debug)]
@@ -138,18 +139,38 @@ impl Objects {
     }
 }
 
+/// The region tenant A's running workload and machine are in: one this installation's
+/// controller (which reconciles the first region, `local`) leaves alone, as if another region's
+/// controller ran it there.
+const ELSEWHERE: &str = "lab";
+
+/// The built-in catalog with a second region, [`ELSEWHERE`], written into the data directory
+/// of `e`; its path, for EINSORA_CATALOG.
+pub fn catalog_with_a_second_region(e: &Einsora) -> String {
+    let builtin = concat!(env!("CARGO_MANIFEST_DIR"), "/../catalog/catalog.yaml");
+    let text = std::fs::read_to_string(builtin).unwrap();
+    let regions = "regions:\n  - local\n";
+    assert!(text.contains(regions), "the catalog's regions moved");
+    let text = text.replace(regions, &format!("{regions}  - {ELSEWHERE}\n"));
+    let path = e.dir().join("catalog.yaml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
 /// A workload (running on A's machine, so it can be opened), a token, a machine and an enrolment
-/// token of tenant A. The machine and the run are recorded straight in the store, as agents and
-/// the controller will.
+/// token of tenant A. Needs the catalog of [`catalog_with_a_second_region`]: the machine and
+/// the run are recorded straight in the store, in a region this installation's controller
+/// leaves alone, as agents and that region's controller will.
 pub fn objects(solo: &Solo, a: &Tenant) -> Objects {
     let created = call(
         solo,
         &a.session,
         "POST",
         "/v1/workloads",
-        Some(
-            json!({ "kind": "notebook", "name": "mine", "gpu_class": "cpu-1c-2g", "image": "jupyterlab" }),
-        ),
+        Some(json!({
+            "kind": "notebook", "name": "mine", "gpu_class": "cpu-1c-2g", "image": "jupyterlab",
+            "region": ELSEWHERE,
+        })),
     );
     assert_eq!(created.status, 202, "{}", created.body);
     let workload = created.json()["id"].as_str().unwrap().to_owned();
@@ -186,7 +207,7 @@ fn run_on_machine(solo: &Solo, owner: TenantId, machine: MachineId, workload: Wo
                 id: machine,
                 owner,
                 name: "studio".into(),
-                region: Region::new("local").unwrap(),
+                region: Region::new(ELSEWHERE).unwrap(),
                 os: "linux".into(),
                 arch: "x86_64".into(),
                 cpus: 2,
