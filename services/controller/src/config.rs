@@ -87,13 +87,6 @@ impl Config {
             ("kubernetes", BackendKind::Kubernetes),
         ];
         let backend = settings.choice(BACKEND, &backends, "agent")?;
-        if backend != BackendKind::Fake {
-            return Err(ConfigError::new(
-                BACKEND,
-                "only `fake` is available in this version (agent arrives with node agents, \
-                 kubernetes after them)",
-            ));
-        }
         let interval = positive(settings.duration(INTERVAL, "5s")?, INTERVAL)?;
         let default_lease = (interval * 3).max(MIN_DEFAULT_LEASE);
         let lease = positive(
@@ -108,7 +101,7 @@ impl Config {
                 PROVISIONING_TIMEOUT,
             )?,
         };
-        Ok(Config {
+        let cfg = Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8082")?,
             agent_addr: settings.socket_addr(AGENT_ADDR, "127.0.0.1:8443")?,
             database: DatabaseUrl::from_settings(settings)?,
@@ -118,7 +111,16 @@ impl Config {
             fake: FakeConfig::from_settings(settings, &catalog)?,
             tls: InternalTls::from_settings(settings)?,
             catalog: Arc::new(catalog),
-        })
+        };
+        // Checked last, so a malformed setting is reported as such whatever the backend.
+        if backend != BackendKind::Fake {
+            return Err(ConfigError::new(
+                BACKEND,
+                "only `fake` is available in this version (agent arrives with node agents, \
+                 kubernetes after them)",
+            ));
+        }
+        Ok(cfg)
     }
 }
 
