@@ -3,7 +3,11 @@
 mod attacks;
 mod bad_input;
 mod cli_flow;
+mod controllers;
+mod crash;
 mod isolation;
+mod lifecycle;
+mod replay;
 mod roles;
 mod schemathesis;
 mod solo;

@@ -1,0 +1,226 @@
+//! The offline checker of crash tests: replays every workload's timeline against the state
+//! machine. It finds illegal edges, duplicated steps, acknowledged actions missing from the
+//! timeline, and rows that differ from their last event.
+
+use einsora_core::lifecycle::{self, State};
+use einsora_store::{DatabaseUrl, WorkloadFilter};
+
+/// A user action the API acknowledged (202): the workload and the state it answered with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acknowledged {
+    pub workload: String,
+    pub state: State,
+    /// The start of the reason its timeline row has ("stop requested by", "created by").
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Default)]
+pub struct Findings {
+    pub workloads: usize,
+    pub events: usize,
+    pub illegal: Vec<String>,
+    pub duplicates: Vec<String>,
+    pub missing: Vec<String>,
+    pub rows_differ: Vec<String>,
+}
+
+impl Findings {
+    pub fn clean(&self) -> bool {
+        self.illegal.is_empty()
+            && self.duplicates.is_empty()
+            && self.missing.is_empty()
+            && self.rows_differ.is_empty()
+    }
+}
+
+pub async fn check(database: &str, acknowledged: &[Acknowledged]) -> Findings {
+    let url = DatabaseUrl::parse(database).unwrap();
+    let store = einsora_store::open(&url).await.unwrap();
+    let all = store
+        .workloads(&WorkloadFilter {
+            include_deleted: true,
+            ..WorkloadFilter::default()
+        })
+        .await
+        .unwrap();
+    let mut findings = Findings {
+        workloads: all.len(),
+        ..Findings::default()
+    };
+    for w in &all {
+        let events = store.events(w.id).await.unwrap();
+        findings.events += events.len();
+        let id = w.id.to_string();
+        let mut current: Option<State> = None;
+        let mut last_step = None;
+        for e in &events {
+            if e.is_note() {
+                if Some(e.to) != current {
+                    findings
+                        .illegal
+                        .push(format!("{id}: a note on {} while {current:?}", e.to));
+                }
+                continue;
+            }
+            let legal = match (current, e.from) {
+                (None, None) => e.to == State::INITIAL,
+                (Some(now), Some(from)) => {
+                    from == now && lifecycle::transition(from, e.to, true).is_ok()
+                }
+                _ => false,
+            };
+            if !legal {
+                findings
+                    .illegal
+                    .push(format!("{id}: {:?} → {} while {current:?}", e.from, e.to));
+            }
+            let step = (e.from, e.to, e.attempt, e.reason.clone());
+            if last_step.as_ref() == Some(&step) {
+                findings
+                    .duplicates
+                    .push(format!("{id}: {:?} → {} twice", e.from, e.to));
+            }
+            last_step = Some(step);
+            current = Some(e.to);
+        }
+        let last = events.iter().rev().find(|e| !e.is_note());
+        match last {
+            Some(e) if e.to == w.state && e.reason == w.reason && e.attempt == w.attempt => {}
+            _ => findings.rows_differ.push(format!(
+                "{id}: row {} ({:?}) vs last event {:?}",
+                w.state,
+                w.reason,
+                last.map(|e| (e.to, &e.reason))
+            )),
+        }
+        let expected: Vec<_> = acknowledged.iter().filter(|a| a.workload == id).collect();
+        let mut kinds: Vec<(State, &str)> = Vec::new();
+        for a in &expected {
+            if !kinds.contains(&(a.state, a.reason)) {
+                kinds.push((a.state, a.reason));
+            }
+        }
+        for (state, reason) in kinds {
+            let acked = expected
+                .iter()
+                .filter(|a| a.state == state && a.reason == reason)
+                .count();
+            let recorded = events
+                .iter()
+                .filter(|e| !e.is_note() && e.to == state && e.reason.starts_with(reason))
+                .count();
+            if recorded < acked {
+                findings.missing.push(format!(
+                    "{id}: {acked} acknowledged {reason:?} → {state}, {recorded} in its timeline"
+                ));
+            }
+        }
+    }
+    findings
+}
+
+/// Workloads not yet where the loop leaves them (pending, provisioning, stopping, deleting).
+pub async fn unsettled(database: &str) -> usize {
+    let url = DatabaseUrl::parse(database).unwrap();
+    let store = einsora_store::open(&url).await.unwrap();
+    let moving = [
+        State::Pending,
+        State::Provisioning,
+        State::Stopping,
+        State::Deleting,
+    ];
+    store
+        .workloads(&WorkloadFilter {
+            states: moving.to_vec(),
+            ..WorkloadFilter::default()
+        })
+        .await
+        .unwrap()
+        .len()
+}
+
+/// The checker itself finds each kind of damage, so a clean run means something.
+#[tokio::test]
+async fn the_checker_finds_illegal_edges_duplicates_missing_acknowledgements_and_stale_rows() {
+    use einsora_core::ids::{TenantId, WorkloadId};
+    use einsora_core::reasons::{Actor, Credential, Reason};
+    use einsora_store::{NewTenant, NewWorkload, QuotaClass};
+
+    let dir = tempfile::tempdir().unwrap();
+    let database = format!("sqlite:{}/einsora.db", dir.path().display());
+    let (store, _) = einsora_store::migrate(&DatabaseUrl::parse(&database).unwrap())
+        .await
+        .unwrap();
+    let tenant = TenantId::new();
+    let new_tenant = NewTenant {
+        id: tenant,
+        slug: "t".into(),
+        name: "T".into(),
+        trusted: false,
+    };
+    store.create_tenant(&new_tenant).await.unwrap();
+    store
+        .set_quota(tenant, &QuotaClass::Default, None)
+        .await
+        .unwrap();
+    let by = Reason::Created {
+        by: Actor {
+            subject: "me".into(),
+            credential: Credential::Dev,
+        },
+    };
+    let w = store
+        .create_workload(
+            &NewWorkload {
+                id: WorkloadId::new(),
+                tenant_id: tenant,
+                kind: einsora_core::kind::WorkloadKind::Notebook,
+                name: "w".into(),
+                gpu_class: "cpu-1c-2g".into(),
+                units: 1,
+                image: "jupyterlab".into(),
+                region: einsora_core::region::Region::new("local").unwrap(),
+                fallback: vec![],
+                fallback_after_s: None,
+                params: "{}".into(),
+            },
+            &by,
+        )
+        .await
+        .unwrap();
+    let id = w.id.to_string();
+    let stop = Acknowledged {
+        workload: id.clone(),
+        state: State::Stopping,
+        reason: "stop requested by",
+    };
+    assert!(
+        check(&database, &[]).await.clean(),
+        "a fresh workload is clean"
+    );
+    let missing = check(&database, &[stop]).await;
+    assert_eq!(missing.missing.len(), 1, "{missing:?}");
+    let key = format!("X'{}'", w.id.as_uuid().simple());
+    let insert = |from: &str, to: &str| {
+        format!(
+            "INSERT INTO workload_events (workload_id, tenant_id, from_state, to_state, reason, \
+             attempt, at) SELECT id, tenant_id, '{from}', '{to}', 'forged', 0, 0 \
+             FROM workloads WHERE id = {key};"
+        )
+    };
+    let sql = format!(
+        "{}{}",
+        insert("pending", "running"),
+        insert("pending", "running")
+    );
+    let status = std::process::Command::new("sqlite3")
+        .arg(dir.path().join("einsora.db"))
+        .arg(sql)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let damaged = check(&database, &[]).await;
+    assert!(!damaged.illegal.is_empty(), "{damaged:?}");
+    assert_eq!(damaged.duplicates.len(), 1, "{damaged:?}");
+    assert_eq!(damaged.rows_differ.len(), 1, "{damaged:?}");
+}
