@@ -22,7 +22,9 @@ use super::plan::Plan;
 /// How long the roles have, together, to answer for the first time.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Low enough that a role which stopped during a database outage (the controller gives up its
+/// lease) is back within seconds of the database's return.
+const MAX_BACKOFF: Duration = Duration::from_secs(4);
 /// A role that ran this long before exiting starts again from the first backoff.
 const STEADY: Duration = Duration::from_secs(60);
 

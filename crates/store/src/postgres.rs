@@ -37,7 +37,7 @@ const CHANNEL: &str = "einsora_changes";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a query waits for a connection before the store answers `Unavailable`: while
 /// Postgres is down the API says 503 within this, rather than hanging.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(1500);
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
 const MAX_CONNECTIONS: u32 = 32;
 
 #[derive(Debug)]

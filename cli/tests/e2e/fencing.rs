@@ -1,0 +1,96 @@
+//! Two controllers of one region on one Postgres: only the lease holder reconciles; a leader
+//! paused past its lease (SIGSTOP) is replaced and, resumed (SIGCONT), commits nothing and stops;
+//! a killed leader's standby leads within the lease and a retry.
+
+use std::time::{Duration, Instant};
+
+use crate::controllers::{Controller, eventually, lease_holder, stack};
+use crate::lifecycle::{create, state, timeline, wait_for};
+use crate::replay;
+use crate::solo::Engine;
+use crate::support::signal;
+use crate::world::tenant;
+
+const LEASE: Duration = Duration::from_secs(2);
+const RETRY: Duration = Duration::from_millis(100);
+/// Room for a loaded two-core machine on top of the lease and the retry.
+const SLACK: Duration = Duration::from_secs(10);
+
+fn settings(capacity: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("EINSORA_CONTROLLER_INTERVAL", "100ms".into()),
+        ("EINSORA_CONTROLLER_LEASE", "2s".into()),
+        ("EINSORA_FAKE_READY_DELAY", "0s".into()),
+        ("EINSORA_FAKE_CAPACITY", capacity.into()),
+    ]
+}
+
+fn start(solo: &crate::solo::Solo, catalog: &str, capacity: &str) -> Controller {
+    let env = settings(capacity);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Controller::start(solo, catalog, &env)
+}
+
+#[test]
+fn only_the_lease_holder_reconciles_and_a_deposed_leader_commits_nothing() {
+    let (solo, catalog) = stack(Engine::Postgres, None, &[]);
+    let db = solo.database.clone();
+    let owner = tenant(&solo, "dev@acme");
+    let who = &owner.session;
+    // Only the first and third controllers have GPUs: what the second queues, they would admit.
+    let with_gpus = "cpu-1c-2g=10,l40s-48gb=4";
+    let mut first = start(&solo, &catalog, with_gpus);
+    eventually(SLACK, "the first controller leads", || {
+        lease_holder(&db) == Some(first.pid())
+    });
+    let second = start(&solo, &catalog, "cpu-1c-2g=10,l40s-48gb=0");
+
+    let id = |made: (u16, serde_json::Value)| made.1["id"].as_str().unwrap().to_owned();
+    let early = id(create(&solo, who, "early", "cpu-1c-2g"));
+    wait_for(&solo, who, &early, "running");
+    assert_eq!(lease_holder(&db), Some(first.pid()));
+    eventually(SLACK, "the second stands by", || {
+        second.logs().contains("standing by")
+    });
+    assert!(!second.logs().contains("leading"), "{}", second.logs());
+
+    signal(first.pid(), "STOP");
+    let paused = Instant::now();
+    eventually(LEASE + RETRY + SLACK, "the standby takes over", || {
+        lease_holder(&db) == Some(second.pid())
+    });
+    eprintln!("takeover after a pause: {:?}", paused.elapsed());
+    let later = id(create(&solo, who, "later", "cpu-1c-2g"));
+    wait_for(&solo, who, &later, "running");
+    let gpu = id(create(&solo, who, "gpu", "l40s-48gb"));
+    wait_for(&solo, who, &gpu, "queued");
+    let queued = timeline(&solo, who, &gpu);
+
+    signal(first.pid(), "CONT");
+    let exit = first.exits_within(SLACK).expect("the deposed leader stops");
+    assert!(
+        !exit.success(),
+        "it stops as a failure, for its supervisor to restart it"
+    );
+    assert!(first.logs().contains("lost the lease"), "{}", first.logs());
+    assert_eq!(state(&solo, who, &gpu), "queued", "it admitted nothing");
+    assert_eq!(timeline(&solo, who, &gpu), queued, "it wrote nothing");
+
+    let third = start(&solo, &catalog, with_gpus);
+    eventually(SLACK, "the third stands by", || {
+        third.logs().contains("standing by")
+    });
+    second.kill();
+    let killed = Instant::now();
+    eventually(
+        LEASE + RETRY + SLACK,
+        "the standby leads after a kill",
+        || lease_holder(&db) == Some(third.pid()),
+    );
+    eprintln!("takeover after a kill: {:?}", killed.elapsed());
+    wait_for(&solo, who, &gpu, "running");
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let findings = rt.block_on(replay::check(&db, &[]));
+    assert!(findings.clean(), "{findings:#?}");
+}
