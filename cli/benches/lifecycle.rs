@@ -38,10 +38,10 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    println!("create → running (ms)");
+    println!("create → running (ms): the whole, then the API's create, then the controller");
     println!(
-        "{:<9} {:<11} {:>8} {:>8} {:>8}",
-        "engine", "mode", "p50", "p99", "max"
+        "{:<9} {:<11} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "engine", "mode", "p50", "p99", "api p50", "api p99", "ctl p50", "ctl p99"
     );
     for (engine, url) in [("sqlite", None), ("postgres", Some(pg.fresh_database()?))] {
         let capacity = format!("cpu-1c-2g={}", CREATES * 4);
@@ -62,20 +62,20 @@ fn main() -> anyhow::Result<()> {
                 token,
             });
             for concurrent in [false, true] {
-                let mut ms = create_to_running(&api, concurrent).await?;
-                ms.sort_by(f64::total_cmp);
-                let at = |q: f64| ms[((ms.len() as f64 * q).ceil() as usize).saturating_sub(1)];
+                let all = create_to_running(&api, concurrent).await?;
                 let mode = if concurrent {
                     "concurrent"
                 } else {
                     "sequential"
                 };
-                println!(
-                    "{engine:<9} {mode:<11} {:>8.1} {:>8.1} {:>8.1}",
-                    at(0.5),
-                    at(0.99),
-                    ms[ms.len() - 1]
-                );
+                let mut line = format!("{engine:<9} {mode:<11}");
+                for part in 0..3 {
+                    let mut ms: Vec<f64> = all.iter().map(|m| m[part]).collect();
+                    ms.sort_by(f64::total_cmp);
+                    let at = |q: f64| ms[((ms.len() as f64 * q).ceil() as usize).saturating_sub(1)];
+                    line.push_str(&format!(" {:>7.1} {:>7.1}", at(0.5), at(0.99)));
+                }
+                println!("{line}");
             }
             anyhow::Ok(())
         })?;
@@ -94,8 +94,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// Creates `CREATES` notebooks (one after another, or all at once) and returns each one's
-/// milliseconds from its request to its `running` row.
-async fn create_to_running(api: &Arc<Api>, concurrent: bool) -> anyhow::Result<Vec<f64>> {
+/// milliseconds from its request to its `running` row, and the two parts of that: to its
+/// `pending` row (the API's create), and from there to `running` (the controller).
+async fn create_to_running(api: &Arc<Api>, concurrent: bool) -> anyhow::Result<Vec<[f64; 3]>> {
     let run = uuid::Uuid::now_v7().simple().to_string();
     let mut started = Vec::with_capacity(CREATES);
     if concurrent {
@@ -121,27 +122,37 @@ async fn create_to_running(api: &Arc<Api>, concurrent: bool) -> anyhow::Result<V
     }
     let mut ms = Vec::with_capacity(CREATES);
     for (id, at) in &started {
-        let running = wait_running(api, id).await?;
-        ms.push((running - *at).as_seconds_f64() * 1000.0);
+        let (created, running) = wait_running(api, id).await?;
+        let millis = |d: time::Duration| d.as_seconds_f64() * 1000.0;
+        ms.push([
+            millis(running - *at),
+            millis(created - *at),
+            millis(running - created),
+        ]);
     }
     Ok(ms)
 }
 
-/// Waits for the workload's `running` row and returns when the server wrote it.
-async fn wait_running(api: &Api, id: &str) -> anyhow::Result<OffsetDateTime> {
+/// Waits for the workload's `running` row; returns when the server wrote its `pending` row (the
+/// create) and that one.
+async fn wait_running(api: &Api, id: &str) -> anyhow::Result<(OffsetDateTime, OffsetDateTime)> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let (status, events) = api
             .send(Method::GET, &format!("/v1/workloads/{id}/events"), None)
             .await?;
         anyhow::ensure!(status == 200, "events answered {status}: {events}");
-        let running = events["events"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|e| e["to_state"] == "running" && e["note"] != true);
-        if let Some(at) = running.and_then(|e| e["at"].as_str()) {
-            return Ok(OffsetDateTime::parse(at, &Rfc3339)?);
+        let row = |state: &str| {
+            events["events"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["to_state"] == state && e["note"] != true)
+                .and_then(|e| e["at"].as_str())
+                .map(|at| OffsetDateTime::parse(at, &Rfc3339))
+        };
+        if let (Some(created), Some(running)) = (row("pending"), row("running")) {
+            return Ok((created?, running?));
         }
         anyhow::ensure!(Instant::now() < deadline, "{id} never ran");
         tokio::time::sleep(Duration::from_millis(5)).await;

@@ -96,6 +96,14 @@ pub trait Store:
     /// read at, and appends the event, in one transaction.
     async fn transition(&self, change: &Transition<'_>) -> Result<Workload, StoreError>;
 
+    /// Several steps in one transaction, each validated and compare-and-swapped on its own (one
+    /// that lost a race doesn't stop the others): one lock and one commit for a whole pass.
+    /// The outer error is the transaction's; the inner ones each step's, as `transition` says.
+    async fn transitions(
+        &self,
+        changes: &[Transition<'_>],
+    ) -> Result<Vec<Result<Workload, StoreError>>, StoreError>;
+
     /// Starts a stopped or failed workload again (to `pending`), re-checking quota under the
     /// tenant's locked quota row.
     async fn start(&self, workload: &Workload, reason: &Reason) -> Result<Workload, StoreError>;

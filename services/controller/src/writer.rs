@@ -10,6 +10,29 @@ use einsora_core::reasons::Reason;
 use einsora_core::workload::Workload;
 use einsora_store::{Admission, Lease, Store, StoreError, Transition};
 
+use crate::reconcile::tolerate;
+
+/// One step a pass decided on.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub workload: Workload,
+    pub to: State,
+    pub reason: Reason,
+    /// Only with the move to provisioning.
+    pub admission: Option<Admission>,
+}
+
+impl Step {
+    pub fn to(workload: Workload, to: State, reason: Reason) -> Step {
+        Step {
+            workload,
+            to,
+            reason,
+            admission: None,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Fenced {
     store: Arc<dyn Store>,
@@ -26,45 +49,30 @@ impl Fenced {
         }
     }
 
-    pub async fn step(
-        &mut self,
-        w: &Workload,
-        to: State,
-        reason: &Reason,
-    ) -> Result<Workload, StoreError> {
-        self.write(w, to, reason, None).await
-    }
-
-    /// The move to provisioning, recording the placement and a new attempt.
-    pub async fn admit(
-        &mut self,
-        w: &Workload,
-        admission: &Admission,
-        reason: &Reason,
-    ) -> Result<Workload, StoreError> {
-        self.write(w, State::Provisioning, reason, Some(admission))
-            .await
-    }
-
-    async fn write(
-        &mut self,
-        w: &Workload,
-        to: State,
-        reason: &Reason,
-        admission: Option<&Admission>,
-    ) -> Result<Workload, StoreError> {
-        let next = self
-            .store
-            .transition(&Transition {
-                workload: w,
-                to,
-                reason,
-                admission,
+    /// Writes a pass's steps in one transaction. Each answers on its own: the workload as it
+    /// is now, or `None` where another writer moved it first (the next pass sees the new
+    /// state). A lost lease or an unavailable store fails the whole batch.
+    pub async fn apply(&mut self, steps: &[Step]) -> Result<Vec<Option<Workload>>, StoreError> {
+        let changes: Vec<Transition<'_>> = steps
+            .iter()
+            .map(|s| Transition {
+                workload: &s.workload,
+                to: s.to,
+                reason: &s.reason,
+                admission: s.admission.as_ref(),
                 fence: Some(&self.lease),
             })
-            .await?;
-        self.notes.end(w.id);
-        Ok(next)
+            .collect();
+        let results = self.store.transitions(&changes).await?;
+        let mut written = Vec::with_capacity(results.len());
+        for result in results {
+            let next = tolerate(result)?;
+            if let Some(w) = &next {
+                self.notes.end(w.id);
+            }
+            written.push(next);
+        }
+        Ok(written)
     }
 
     /// Notes `reason` once per episode: again only after the condition ended (`settled`) or the

@@ -183,69 +183,51 @@ impl crate::Store for ThisStore {
     }
 
     async fn transition(&self, change: &Transition<'_>) -> Result<Workload, StoreError> {
-        let w = change.workload;
-        // Two steps of the diagram have their own doors: admission records a placement and a
-        // new attempt, and going back to pending re-checks quota.
-        let refuse = |why: &str| Err(StoreError::InvalidInput(why.to_owned()));
-        match (change.to, change.admission) {
-            (State::Provisioning, None) => {
-                return refuse("moving to provisioning is an admission: it needs a placement");
-            }
-            (to, Some(_)) if to != State::Provisioning => {
-                return refuse("a placement is recorded only with the move to provisioning");
-            }
-            (State::Pending, _) => {
-                return refuse("a workload goes back to pending only through start");
-            }
-            _ => {}
-        }
-        lifecycle::transition(w.state, change.to, change.admission.is_some() || w.is_placed())?;
-        let reason = change.reason.text();
-        let mut next = w.clone();
-        if let Some(a) = change.admission {
-            next.placed_class = Some(a.placed_class.clone());
-            next.machine_id = a.machine_id;
-            next.driver = a.driver.clone();
-            next.attempt = w.attempt.next();
-        }
+        let next = check_step(change)?;
         // The clock is read once the writer is ours, so a wait can't stretch a lease.
         let mut conn = self.writer().await?;
         let now = now_ms();
-        // One statement: the compare-and-swap, the lease check, and (by trigger) the event.
-        let sql = match (change.admission, change.fence) {
-            (None, None) => plain_update!(),
-            (None, Some(_)) => concat!(plain_update!(), fenced!(7, 8, 9, 10)),
-            (Some(_), None) => admit_update!(),
-            (Some(_), Some(_)) => concat!(admit_update!(), fenced!(11, 12, 13, 14)),
-        };
-        let mut query = sqlx::query(sql)
-            .bind(change.to.as_str())
-            .bind(&reason)
-            .bind(now)
-            .bind(w.id.as_uuid())
-            .bind(w.version)
-            .bind(w.state.as_str());
-        if let Some(a) = change.admission {
-            query = query
-                .bind(&a.placed_class)
-                .bind(a.machine_id.map(|m| *m.as_uuid()))
-                .bind(&a.driver)
-                .bind(i64::from(next.attempt.get()));
-        }
-        if let Some(lease) = change.fence {
-            query = query.bind(&lease.name).bind(&lease.holder).bind(lease.epoch).bind(now);
-        }
-        if query.execute(&mut *conn).await?.rows_affected() == 0 {
-            drop(conn);
-            return Err(why_unchanged(self, w.id, change.fence).await);
-        }
+        let applied = apply_step(&mut conn, change, now).await?;
         drop(conn);
+        if !applied {
+            return Err(why_unchanged(self, change.workload.id, change.fence).await);
+        }
         self.committed();
-        next.state = change.to;
-        next.reason = reason;
-        next.version = w.version + 1;
-        next.updated_at = from_ms(now)?;
-        Ok(next)
+        stepped(next, change, now)
+    }
+
+    async fn transitions(
+        &self,
+        changes: &[Transition<'_>],
+    ) -> Result<Vec<Result<Workload, StoreError>>, StoreError> {
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let checked: Vec<_> = changes.iter().map(check_step).collect();
+        let mut conn = self.writer().await?;
+        let mut tx = begin_write(&mut conn).await?;
+        let now = now_ms();
+        let mut applied = Vec::with_capacity(changes.len());
+        for (change, next) in changes.iter().zip(&checked) {
+            applied.push(match next {
+                Ok(_) => apply_step(&mut tx, change, now).await?,
+                Err(_) => false,
+            });
+        }
+        tx.commit().await?;
+        drop(conn);
+        if applied.iter().any(|a| *a) {
+            self.committed();
+        }
+        let mut results = Vec::with_capacity(changes.len());
+        for ((change, next), applied) in changes.iter().zip(checked).zip(applied) {
+            results.push(match next {
+                Err(e) => Err(e),
+                Ok(next) if applied => stepped(next, change, now),
+                Ok(_) => Err(why_unchanged(self, change.workload.id, change.fence).await),
+            });
+        }
+        Ok(results)
     }
 
     async fn start(&self, w: &Workload, reason: &Reason) -> Result<Workload, StoreError> {
@@ -412,3 +394,76 @@ static CAPACITY_HELD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| 
         *crate::state_sql::HOLDS_CAPACITY
     )
 });
+
+/// Refuses a step the lifecycle (or its own door) doesn't allow, and says what the row becomes
+/// (all but the version and time, which `stepped` sets once it is written).
+fn check_step(change: &Transition<'_>) -> Result<Workload, StoreError> {
+    let w = change.workload;
+    // Two steps of the diagram have their own doors: admission records a placement and a
+    // new attempt, and going back to pending re-checks quota.
+    let refuse = |why: &str| Err(StoreError::InvalidInput(why.to_owned()));
+    match (change.to, change.admission) {
+        (State::Provisioning, None) => {
+            return refuse("moving to provisioning is an admission: it needs a placement");
+        }
+        (to, Some(_)) if to != State::Provisioning => {
+            return refuse("a placement is recorded only with the move to provisioning");
+        }
+        (State::Pending, _) => {
+            return refuse("a workload goes back to pending only through start");
+        }
+        _ => {}
+    }
+    lifecycle::transition(w.state, change.to, change.admission.is_some() || w.is_placed())?;
+    let mut next = w.clone();
+    if let Some(a) = change.admission {
+        next.placed_class = Some(a.placed_class.clone());
+        next.machine_id = a.machine_id;
+        next.driver = a.driver.clone();
+        next.attempt = w.attempt.next();
+    }
+    Ok(next)
+}
+
+/// One statement: the compare-and-swap, the lease check, and (by trigger) the event. Whether
+/// it changed the row.
+async fn apply_step(
+    conn: &mut <Db as sqlx::Database>::Connection,
+    change: &Transition<'_>,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let w = change.workload;
+    let sql = match (change.admission, change.fence) {
+        (None, None) => plain_update!(),
+        (None, Some(_)) => concat!(plain_update!(), fenced!(7, 8, 9, 10)),
+        (Some(_), None) => admit_update!(),
+        (Some(_), Some(_)) => concat!(admit_update!(), fenced!(11, 12, 13, 14)),
+    };
+    let mut query = sqlx::query(sql)
+        .bind(change.to.as_str())
+        .bind(change.reason.text())
+        .bind(now)
+        .bind(w.id.as_uuid())
+        .bind(w.version)
+        .bind(w.state.as_str());
+    if let Some(a) = change.admission {
+        query = query
+            .bind(&a.placed_class)
+            .bind(a.machine_id.map(|m| *m.as_uuid()))
+            .bind(&a.driver)
+            .bind(i64::from(w.attempt.next().get()));
+    }
+    if let Some(lease) = change.fence {
+        query = query.bind(&lease.name).bind(&lease.holder).bind(lease.epoch).bind(now);
+    }
+    Ok(query.execute(&mut *conn).await?.rows_affected() > 0)
+}
+
+/// The row as a written step left it.
+fn stepped(mut next: Workload, change: &Transition<'_>, now: i64) -> Result<Workload, StoreError> {
+    next.state = change.to;
+    next.reason = change.reason.text();
+    next.version = change.workload.version + 1;
+    next.updated_at = from_ms(now)?;
+    Ok(next)
+}

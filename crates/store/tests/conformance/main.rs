@@ -44,6 +44,7 @@ conformance! {
     transitions::provisioning_needs_admission_and_pending_needs_start,
     transitions::admission_records_placement_and_a_new_attempt,
     transitions::notes_change_no_state,
+    transitions::a_batch_applies_each_step_on_its_own,
     races::two_writers_exactly_one_wins,
     quota::concurrent_creates_stop_at_the_quota,
     quota::start_rechecks_quota,

@@ -177,3 +177,99 @@ pub async fn notes_change_no_state(db: TestDb) {
         .unwrap_err();
     assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
 }
+
+/// A batch is one transaction whose steps succeed or fail each on its own: a lost race or an
+/// illegal step refuses only that step; a lost lease refuses every fenced one.
+pub async fn a_batch_applies_each_step_on_its_own(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let good = create(store, t, "good").await;
+    let raced = create(store, t, "raced").await;
+    let illegal = create(store, t, "illegal").await;
+    // Another writer moves `raced` first: the batch holds a stale copy.
+    step(store, &raced, State::Queued).await;
+    let admission = admission();
+    let steps = [
+        Transition {
+            workload: &good,
+            to: State::Provisioning,
+            reason: &Reason::Ready,
+            admission: Some(&admission),
+            fence: None,
+        },
+        Transition {
+            workload: &raced,
+            to: State::Queued,
+            reason: &Reason::Ready,
+            admission: None,
+            fence: None,
+        },
+        Transition {
+            workload: &illegal,
+            to: State::Running,
+            reason: &Reason::Ready,
+            admission: None,
+            fence: None,
+        },
+    ];
+    let results = store.transitions(&steps).await.unwrap();
+    let admitted = results[0].as_ref().unwrap();
+    assert_eq!(
+        (admitted.state, admitted.attempt),
+        (State::Provisioning, Attempt::new(1))
+    );
+    assert_eq!(store.workload(good.id).await.unwrap().unwrap(), *admitted);
+    assert!(
+        matches!(
+            results[1],
+            Err(StoreError::Conflict {
+                current: State::Queued
+            })
+        ),
+        "{:?}",
+        results[1]
+    );
+    assert!(
+        matches!(results[2], Err(StoreError::InvalidTransition(_))),
+        "{:?}",
+        results[2]
+    );
+    assert_eq!(store.events(good.id).await.unwrap().len(), 2);
+    assert_eq!(
+        store.events(raced.id).await.unwrap().len(),
+        2,
+        "only the other writer's step"
+    );
+    assert_eq!(store.events(illegal.id).await.unwrap().len(), 1);
+    assert!(store.transitions(&[]).await.unwrap().is_empty());
+
+    let lease = store
+        .take_lease(
+            "controller:local",
+            "a",
+            std::time::Duration::from_millis(100),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let admitted = store.workload(good.id).await.unwrap().unwrap();
+    let fenced = [Transition {
+        workload: &admitted,
+        to: State::Running,
+        reason: &Reason::Ready,
+        admission: None,
+        fence: Some(&lease),
+    }];
+    let results = store.transitions(&fenced).await.unwrap();
+    assert!(
+        matches!(results[0], Err(StoreError::LeaseLost(_))),
+        "{:?}",
+        results[0]
+    );
+    assert_eq!(
+        store.events(good.id).await.unwrap().len(),
+        2,
+        "nothing written"
+    );
+}

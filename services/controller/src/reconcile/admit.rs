@@ -1,6 +1,7 @@
 //! Admit: pending and queued workloads, first come first, each placed and moved to
-//! provisioning in one transaction, then run; or queued with the reason. A workload that
-//! doesn't fit waits while later ones that do fit go ahead (backfill).
+//! provisioning, then run; or queued with the reason. A workload that doesn't fit waits while
+//! later ones that do fit go ahead (backfill). A pass's decisions are written in one
+//! transaction.
 
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::Reason;
@@ -8,6 +9,7 @@ use einsora_store::StoreError;
 
 use super::{Reconciler, tolerate};
 use crate::placement::{self, Decision, Free};
+use crate::writer::Step;
 
 impl Reconciler {
     pub(super) async fn admit(&mut self) -> Result<(), StoreError> {
@@ -29,28 +31,37 @@ impl Reconciler {
                 return Ok(());
             }
         };
+        for entry in &waiting {
+            self.writer.settled(entry.workload.id);
+        }
         let held = self.store.capacity_held(&self.region).await?;
         let mut free = Free::new(totals, &held);
+        let mut steps = Vec::new();
         for entry in waiting {
             let w = entry.workload;
             match placement::place(&w, &self.catalog, entry.tenant_trusted, &mut free) {
-                Decision::Admit { admission, reason } => {
-                    let Some(admitted) =
-                        tolerate(self.writer.admit(&w, &admission, &reason).await)?
-                    else {
-                        continue;
-                    };
-                    self.start(&admitted).await?;
-                }
+                Decision::Admit { admission, reason } => steps.push(Step {
+                    admission: Some(admission),
+                    ..Step::to(w, State::Provisioning, reason)
+                }),
                 Decision::Wait(reason) if w.state == State::Pending => {
-                    tolerate(self.writer.step(&w, State::Queued, &reason).await)?;
+                    steps.push(Step::to(w, State::Queued, reason));
                 }
                 Decision::Wait(_) => {}
-                Decision::Fail(reason) => {
-                    tolerate(self.writer.step(&w, State::Failed, &reason).await)?;
-                }
+                Decision::Fail(reason) => steps.push(Step::to(w, State::Failed, reason)),
             }
         }
+        let written = self.writer.apply(&steps).await?;
+        let mut failed = Vec::new();
+        for admitted in written.into_iter().flatten() {
+            if admitted.state != State::Provisioning {
+                continue;
+            }
+            if let Some((to, reason)) = self.start(&admitted).await? {
+                failed.push(Step::to(admitted, to, reason));
+            }
+        }
+        self.writer.apply(&failed).await?;
         Ok(())
     }
 }

@@ -15,8 +15,10 @@ use einsora_core::lifecycle::State;
 use einsora_core::region::Region;
 use einsora_store::{Store, StoreError, WorkloadFilter};
 
+use einsora_core::reasons::Reason;
+
 use crate::config::Timers;
-use crate::writer::Fenced;
+use crate::writer::{Fenced, Step};
 
 #[derive(Debug)]
 pub struct Reconciler {
@@ -58,18 +60,44 @@ impl Reconciler {
             })
             .await?;
         let mut seen = HashSet::with_capacity(active.len());
+        let mut steps = Vec::new();
         for w in active {
             seen.insert(w.id);
-            let busy = match w.state {
+            let look = match w.state {
                 State::Provisioning | State::Running => self.observe(&w).await,
                 State::Stopping => self.park(&w).await,
                 State::Deleting => self.remove(&w).await,
-                _ => Ok(false),
+                _ => Ok(Look::default()),
             };
-            outcome.busy |= tolerate(busy)?.unwrap_or(false);
+            let look = tolerate(look)?.unwrap_or_default();
+            outcome.busy |= look.busy;
+            if let Some((to, reason)) = look.step {
+                steps.push(Step::to(w, to, reason));
+            }
         }
+        // The pass's steps in one transaction: one lock and one commit, however many.
+        self.writer.apply(&steps).await?;
         self.writer.retain(|id| seen.contains(&id));
         Ok(outcome)
+    }
+}
+
+/// What looking at one workload decided.
+#[derive(Debug, Default)]
+pub(super) struct Look {
+    /// The step to write, if any.
+    pub step: Option<(State, Reason)>,
+    /// Still on its way somewhere: look again soon.
+    pub busy: bool,
+}
+
+impl Look {
+    fn busy(step: Option<(State, Reason)>) -> Look {
+        Look { step, busy: true }
+    }
+
+    fn done(step: Option<(State, Reason)>) -> Look {
+        Look { step, busy: false }
     }
 }
 

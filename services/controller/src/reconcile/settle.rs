@@ -7,50 +7,40 @@ use einsora_core::reasons::Reason;
 use einsora_core::workload::Workload;
 use einsora_store::StoreError;
 
-use super::{Reconciler, tolerate};
+use super::{Look, Reconciler, tolerate};
 
 impl Reconciler {
-    /// Returns whether it is still stopping.
-    pub(super) async fn park(&mut self, w: &Workload) -> Result<bool, StoreError> {
+    pub(super) async fn park(&mut self, w: &Workload) -> Result<Look, StoreError> {
         let target = Target::of(w);
         if let Err(e) = self.backend.park(&target).await {
             tracing::warn!(workload = %w.id, error = %e, "the runtime refused to stop it");
             tolerate(self.writer.note_once(w, &Reason::RetryingPark).await)?;
-            return Ok(true);
+            return Ok(Look::busy(None));
         }
-        match self.backend.observe(&target).await {
+        Ok(match self.backend.observe(&target).await {
             Ok(Observation::Parked | Observation::Absent | Observation::Failed(_)) => {
-                tolerate(
-                    self.writer
-                        .step(w, State::Stopped, &Reason::ResourcesReleased)
-                        .await,
-                )?;
-                Ok(false)
+                Look::done(Some((State::Stopped, Reason::ResourcesReleased)))
             }
             Ok(Observation::Unknown) => {
                 tolerate(self.writer.note_once(w, &Reason::MachineOffline).await)?;
-                Ok(true)
+                Look::busy(None)
             }
-            Ok(Observation::Ready | Observation::Starting) => Ok(true),
+            Ok(Observation::Ready | Observation::Starting) => Look::busy(None),
             Err(e) => {
                 tracing::warn!(workload = %w.id, error = %e, "couldn't read its status from the runtime");
                 tolerate(self.writer.note_once(w, &Reason::StatusUnreadable).await)?;
-                Ok(true)
+                Look::busy(None)
             }
-        }
+        })
     }
 
-    /// Returns whether it is still being removed.
-    pub(super) async fn remove(&mut self, w: &Workload) -> Result<bool, StoreError> {
+    pub(super) async fn remove(&mut self, w: &Workload) -> Result<Look, StoreError> {
         match self.backend.delete(&Target::of(w)).await {
-            Ok(()) => {
-                tolerate(self.writer.step(w, State::Deleted, &Reason::Gone).await)?;
-                Ok(false)
-            }
+            Ok(()) => Ok(Look::done(Some((State::Deleted, Reason::Gone)))),
             Err(e) => {
                 tracing::warn!(workload = %w.id, error = %e, "the runtime refused to remove it");
                 tolerate(self.writer.note_once(w, &Reason::RetryingRemove).await)?;
-                Ok(true)
+                Ok(Look::busy(None))
             }
         }
     }
