@@ -12,6 +12,9 @@ use einsora_store::{Admission, Lease, Store, StoreError, Transition};
 
 use crate::reconcile::tolerate;
 
+/// The most steps one transaction writes.
+const BATCH: usize = 256;
+
 /// One step a pass decided on.
 #[derive(Debug, Clone)]
 pub struct Step {
@@ -53,24 +56,27 @@ impl Fenced {
     /// is now, or `None` where another writer moved it first (the next pass sees the new
     /// state). A lost lease or an unavailable store fails the whole batch.
     pub async fn apply(&mut self, steps: &[Step]) -> Result<Vec<Option<Workload>>, StoreError> {
-        let changes: Vec<Transition<'_>> = steps
-            .iter()
-            .map(|s| Transition {
-                workload: &s.workload,
-                to: s.to,
-                reason: &s.reason,
-                admission: s.admission.as_ref(),
-                fence: Some(&self.lease),
-            })
-            .collect();
-        let results = self.store.transitions(&changes).await?;
-        let mut written = Vec::with_capacity(results.len());
-        for result in results {
-            let next = tolerate(result)?;
-            if let Some(w) = &next {
-                self.notes.end(w.id);
+        let mut written = Vec::with_capacity(steps.len());
+        // Bounded transactions, so a big pass never holds the write lock long enough to stall
+        // the API's writes.
+        for chunk in steps.chunks(BATCH) {
+            let changes: Vec<Transition<'_>> = chunk
+                .iter()
+                .map(|s| Transition {
+                    workload: &s.workload,
+                    to: s.to,
+                    reason: &s.reason,
+                    admission: s.admission.as_ref(),
+                    fence: Some(&self.lease),
+                })
+                .collect();
+            for result in self.store.transitions(&changes).await? {
+                let next = tolerate(result)?;
+                if let Some(w) = &next {
+                    self.notes.end(w.id);
+                }
+                written.push(next);
             }
-            written.push(next);
         }
         Ok(written)
     }
