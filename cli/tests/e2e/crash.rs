@@ -4,7 +4,7 @@
 //! of every timeline against the state machine finds nothing wrong.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use einsora_core::lifecycle::State;
@@ -21,7 +21,8 @@ const KILLS: usize = 20;
 
 const TIMERS: [(&str, &str); 5] = [
     ("EINSORA_CONTROLLER_INTERVAL", "100ms"),
-    ("EINSORA_CONTROLLER_LEASE", "1s"),
+    // Long enough that a leader on a loaded machine doesn't give it up by itself.
+    ("EINSORA_CONTROLLER_LEASE", "2s"),
     ("EINSORA_FAKE_READY_DELAY", "150ms"),
     ("EINSORA_FAKE_CAPACITY", "cpu-1c-2g=1000"),
     ("EINSORA_LOG", "warn"),
@@ -59,10 +60,12 @@ fn crash(engine: Engine) {
         | 1;
     eprintln!("crash test seed {seed}");
     let mut random = Random(seed);
-    let controller = Mutex::new(Some(Controller::start(&solo, &catalog, &TIMERS)));
+    let controller = Mutex::new(Controller::start(&solo, &catalog, &TIMERS));
     let done = AtomicUsize::new(0);
     let acknowledged = Mutex::new(Vec::new());
     let kills = AtomicUsize::new(0);
+    let settled = AtomicBool::new(false);
+    let rt = tokio::runtime::Runtime::new().unwrap();
     std::thread::scope(|s| {
         for client in 0..CLIENTS {
             let (solo, who) = (&solo, &owner.token);
@@ -70,26 +73,43 @@ fn crash(engine: Engine) {
             let mut random = Random(seed.wrapping_mul(client as u64 + 7) | 1);
             s.spawn(move || client_ops(solo, who, client, &mut random, done, kills, acknowledged));
         }
+        // The killer is also the supervisor: a controller that stopped by itself starts again.
         s.spawn(|| {
-            for _ in 0..KILLS {
-                let pid = controller.lock().unwrap().as_ref().unwrap().pid();
-                eventually(Duration::from_secs(60), "the new controller leads", || {
-                    lease_holder(&solo.database) == Some(pid)
-                });
+            while !settled.load(Ordering::SeqCst) {
+                let (pid, exited) = {
+                    let mut current = controller.lock().unwrap();
+                    (
+                        current.pid(),
+                        current.exits_within(Duration::ZERO).is_some(),
+                    )
+                };
+                if exited {
+                    *controller.lock().unwrap() = Controller::start(&solo, &catalog, &TIMERS);
+                    continue;
+                }
+                if kills.load(Ordering::SeqCst) == KILLS
+                    || lease_holder(&solo.database) != Some(pid)
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
                 std::thread::sleep(Duration::from_millis(random.below(400) as u64));
-                controller.lock().unwrap().take().unwrap().kill();
+                let mut current = controller.lock().unwrap();
+                std::mem::replace(&mut *current, Controller::start(&solo, &catalog, &TIMERS))
+                    .kill();
                 kills.fetch_add(1, Ordering::SeqCst);
-                *controller.lock().unwrap() = Some(Controller::start(&solo, &catalog, &TIMERS));
             }
         });
+        while done.load(Ordering::SeqCst) < OPERATIONS || kills.load(Ordering::SeqCst) < KILLS {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eventually(Duration::from_secs(120), "every workload settles", || {
+            rt.block_on(replay::unsettled(&solo.database)) == 0
+        });
+        settled.store(true, Ordering::SeqCst);
     });
-    assert_eq!(kills.load(Ordering::SeqCst), KILLS);
     let acknowledged = acknowledged.into_inner().unwrap();
     assert!(acknowledged.len() >= OPERATIONS);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    eventually(Duration::from_secs(120), "every workload settles", || {
-        rt.block_on(replay::unsettled(&solo.database)) == 0
-    });
     let findings = rt.block_on(replay::check(&solo.database, &acknowledged));
     eprintln!(
         "{} workloads, {} events, {} acknowledged operations, {KILLS} kills",
@@ -98,6 +118,13 @@ fn crash(engine: Engine) {
         acknowledged.len()
     );
     assert!(findings.clean(), "{findings:#?}");
+    // No faults were injected and the runtime outlives its controller: nothing failed, and
+    // nothing needed a note.
+    let failed_or_noted = crate::controllers::query(
+        &solo.database,
+        "SELECT count(*) FROM workload_events WHERE to_state = 'failed' OR from_state = to_state",
+    );
+    assert_eq!(failed_or_noted.trim(), "0");
 }
 
 /// Operations until the clients together have `OPERATIONS` acknowledged: create, or an action

@@ -1,6 +1,9 @@
 //! Two controllers of one region on one Postgres: only the lease holder reconciles; a leader
 //! paused past its lease (SIGSTOP) is replaced and, resumed (SIGCONT), commits nothing and stops;
-//! a killed leader's standby leads within the lease and a retry.
+//! a killed leader's standby leads within the lease and a retry. Which of the resumed leader's
+//! defences stops it first (its renewer seeing the lost lease, or a write refused by the fence)
+//! depends on timing; the fence itself is tested deterministically by the store's conformance
+//! suite (`stale_epoch_is_refused_after_takeover`, `a_batch_applies_each_step_on_its_own`).
 
 use std::time::{Duration, Instant};
 

@@ -27,10 +27,6 @@ fn a_twenty_second_store_outage_loses_nothing() {
     outage(Duration::from_secs(20));
 }
 
-fn now_ms() -> i64 {
-    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
-}
-
 fn outage(down: Duration) {
     let pg = TempPostgres::own().unwrap();
     let url = pg.fresh_database().unwrap();
@@ -56,7 +52,7 @@ fn outage(down: Duration) {
     }];
 
     pg.stop().unwrap();
-    let (stopped_ms, stopped) = (now_ms(), Instant::now());
+    let stopped = Instant::now();
     let mut answered = 0;
     while stopped.elapsed() < down {
         for (method, path, body) in [
@@ -91,7 +87,7 @@ fn outage(down: Duration) {
     }
 
     pg.start_again().unwrap();
-    let (back_ms, back) = (now_ms(), Instant::now());
+    let back = Instant::now();
     eventually(HEALTHY_WITHIN, "the API answers again", || {
         call(&solo, who, "GET", "/v1/workloads", None).status == 200
     });
@@ -120,17 +116,6 @@ fn outage(down: Duration) {
         timeline(&solo, who, &before).len(),
         3,
         "the running workload was left alone"
-    );
-    let during = crate::controllers::query(
-        &url,
-        &format!(
-            "SELECT count(*) FROM workload_events WHERE at >= {stopped_ms} AND at < {back_ms}"
-        ),
-    );
-    assert_eq!(
-        during.trim(),
-        "0",
-        "nothing was written while the database was down"
     );
     let rt = tokio::runtime::Runtime::new().unwrap();
     let findings = rt.block_on(replay::check(&url, &acknowledged));

@@ -250,8 +250,11 @@ impl Reason {
     }
 }
 
-/// Durations the way the seeds print them (`10m0s`, `45s`).
+/// Durations the way the seeds print them (`10m0s`, `45s`, `300ms`).
 fn go_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
     let secs = d.as_secs();
     let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
     match (h, m) {

@@ -108,7 +108,8 @@ pub trait Store:
     /// tenant's locked quota row.
     async fn start(&self, workload: &Workload, reason: &Reason) -> Result<Workload, StoreError>;
 
-    /// A timeline row that changes no state (from = to). Fails if the workload moved on.
+    /// A timeline row that changes no state (from = to). Fails if the workload moved on; adds
+    /// nothing when the timeline's latest row is the same note.
     async fn note(
         &self,
         workload: &Workload,

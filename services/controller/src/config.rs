@@ -93,6 +93,15 @@ impl Config {
             settings.duration(LEASE, &format!("{}ms", default_lease.as_millis()))?,
             LEASE,
         )?;
+        if lease < interval * 3 {
+            return Err(ConfigError::new(
+                LEASE,
+                format!(
+                    "must be at least three intervals ({}ms), so a leader renews it in time",
+                    (interval * 3).as_millis()
+                ),
+            ));
+        }
         let timers = Timers {
             interval,
             lease,
@@ -105,10 +114,10 @@ impl Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8082")?,
             agent_addr: settings.socket_addr(AGENT_ADDR, "127.0.0.1:8443")?,
             database: DatabaseUrl::from_settings(settings)?,
-            region,
             timers,
             backend,
-            fake: FakeConfig::from_settings(settings, &catalog)?,
+            fake: FakeConfig::from_settings(settings, &catalog, &region)?,
+            region,
             tls: InternalTls::from_settings(settings)?,
             catalog: Arc::new(catalog),
         };

@@ -4,11 +4,11 @@
 //! as a standby) once another holds it or renewing failed for two thirds of its time.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use einsora_runtime::shutdown::Shutdown;
 use einsora_store::{Lease, Store, StoreError};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::config::Timers;
 
@@ -54,7 +54,8 @@ pub async fn acquire(
     }
 }
 
-/// Keeps the lease renewed until `stop` fires; triggers `lost` if it can't.
+/// Keeps the lease renewed until `stop` fires; triggers `lost` once another holds it, or when
+/// it couldn't be renewed for two thirds of its time (a deadline, however the attempts went).
 pub fn keep(
     store: Arc<dyn Store>,
     lease: Lease,
@@ -63,32 +64,29 @@ pub fn keep(
     stop: Shutdown,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut renewed = Instant::now();
+        let mut give_up = Instant::now() + timers.give_up_after();
         loop {
+            let next = Instant::now() + timers.renew_every();
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = tokio::time::sleep(timers.renew_every()) => {}
+                () = tokio::time::sleep_until(next.min(give_up)) => {}
             }
-            let attempt = tokio::time::timeout(
-                timers.renew_every(),
-                store.renew_lease(&lease, timers.lease),
-            )
-            .await;
-            match attempt {
-                Ok(Ok(_)) => renewed = Instant::now(),
+            if Instant::now() >= give_up {
+                break;
+            }
+            let attempt = tokio::time::timeout_at(give_up, store.renew_lease(&lease, timers.lease));
+            match attempt.await {
+                Ok(Ok(_)) => give_up = Instant::now() + timers.give_up_after(),
                 Ok(Err(StoreError::LeaseLost(_))) => {
                     tracing::error!(lease = %lease.name, "another controller took the lease");
                     lost.trigger();
                     return;
                 }
                 Ok(Err(e)) => tracing::warn!(error = %e, "couldn't renew the lease"),
-                Err(_) => tracing::warn!("renewing the lease took too long"),
-            }
-            if renewed.elapsed() >= timers.give_up_after() {
-                tracing::error!(lease = %lease.name, "couldn't renew the lease in time");
-                lost.trigger();
-                return;
+                Err(_) => {}
             }
         }
+        tracing::error!(lease = %lease.name, "couldn't renew the lease in time");
+        lost.trigger();
     })
 }

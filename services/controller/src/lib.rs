@@ -40,9 +40,6 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         Routes::default(),
         server_stop.clone(),
     ));
-    if cfg.backend != BackendKind::Fake {
-        anyhow::bail!("{BACKEND}: only `fake` is available in this version");
-    }
     // The runtime is read once this controller leads, so a standby never acts on a stale view.
     let fake = cfg.fake.clone();
     let backend = move || -> Arc<dyn Backend> { fake::FakeBackend::start(fake) };

@@ -1,7 +1,7 @@
 //! The controller's only way to write: every transition and note carries the region lease, so
 //! a controller that lost it (paused past its lease, partitioned) commits nothing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use einsora_core::ids::WorkloadId;
@@ -9,8 +9,6 @@ use einsora_core::lifecycle::State;
 use einsora_core::reasons::Reason;
 use einsora_core::workload::Workload;
 use einsora_store::{Admission, Lease, Store, StoreError, Transition};
-
-use crate::reconcile::tolerate;
 
 /// The most steps one transaction writes.
 const BATCH: usize = 256;
@@ -52,13 +50,12 @@ impl Fenced {
         }
     }
 
-    /// Writes a pass's steps in one transaction. Each answers on its own: the workload as it
-    /// is now, or `None` where another writer moved it first (the next pass sees the new
-    /// state). A lost lease or an unavailable store fails the whole batch.
+    /// Writes a pass's steps, in transactions of up to `BATCH`. Each answers on its own: the
+    /// workload as it is now, or `None` where it wasn't written (another writer moved it
+    /// first: the next pass sees the new state). A lost lease or an unavailable store ends the
+    /// pass.
     pub async fn apply(&mut self, steps: &[Step]) -> Result<Vec<Option<Workload>>, StoreError> {
         let mut written = Vec::with_capacity(steps.len());
-        // Bounded transactions, so a big pass never holds the write lock long enough to stall
-        // the API's writes.
         for chunk in steps.chunks(BATCH) {
             let changes: Vec<Transition<'_>> = chunk
                 .iter()
@@ -70,30 +67,39 @@ impl Fenced {
                     fence: Some(&self.lease),
                 })
                 .collect();
-            for result in self.store.transitions(&changes).await? {
-                let next = tolerate(result)?;
-                if let Some(w) = &next {
-                    self.notes.end(w.id);
+            let results = self.store.transitions(&changes).await?;
+            for (step, result) in chunk.iter().zip(results) {
+                match result {
+                    Ok(w) => {
+                        self.notes.end(w.id);
+                        written.push(Some(w));
+                    }
+                    Err(e) => {
+                        unwritten(step.workload.id, e)?;
+                        written.push(None);
+                    }
                 }
-                written.push(next);
             }
         }
         Ok(written)
     }
 
     /// Notes `reason` once per episode: again only after the condition ended (`settled`) or the
-    /// workload moved on, never once per pass.
+    /// workload moved on, never once per pass. The store doesn't repeat the timeline's latest
+    /// note either, so a restarted controller doesn't note an ongoing condition again.
     pub async fn note_once(&mut self, w: &Workload, reason: &Reason) -> Result<(), StoreError> {
         let text = reason.text();
         if self.notes.already(w, &text) {
             return Ok(());
         }
-        self.store.note(w, reason, Some(&self.lease)).await?;
-        self.notes.begin(w, text);
+        match self.store.note(w, reason, Some(&self.lease)).await {
+            Ok(()) => self.notes.begin(w, text),
+            Err(e) => unwritten(w.id, e)?,
+        }
         Ok(())
     }
 
-    /// The condition a note was about is over: the next one is a new episode.
+    /// The conditions noted for it are over: the next one is a new episode.
     pub fn settled(&mut self, id: WorkloadId) {
         self.notes.end(id);
     }
@@ -104,19 +110,37 @@ impl Fenced {
     }
 }
 
-/// Open note episodes: the workload's version and the note's text.
+/// A write that didn't happen: another writer moving the workload first is expected (the next
+/// pass sees the new state); a step the store refused is a controller bug, logged, and the pass
+/// goes on; a lost lease or an unavailable store ends the pass.
+fn unwritten(id: WorkloadId, err: StoreError) -> Result<(), StoreError> {
+    match err {
+        StoreError::Conflict { .. } | StoreError::NotFound => Ok(()),
+        StoreError::LeaseLost(_) | StoreError::Unavailable(_) => Err(err),
+        other => {
+            tracing::error!(workload = %id, error = %other, "the store refused a controller write");
+            Ok(())
+        }
+    }
+}
+
+/// Open note episodes: the workload's version and the notes written at it.
 #[derive(Debug, Default)]
-struct Episodes(HashMap<WorkloadId, (i64, String)>);
+struct Episodes(HashMap<WorkloadId, (i64, BTreeSet<String>)>);
 
 impl Episodes {
     fn already(&self, w: &Workload, text: &str) -> bool {
         self.0
             .get(&w.id)
-            .is_some_and(|(version, noted)| *version == w.version && noted == text)
+            .is_some_and(|(version, noted)| *version == w.version && noted.contains(text))
     }
 
     fn begin(&mut self, w: &Workload, text: String) {
-        self.0.insert(w.id, (w.version, text));
+        let entry = self.0.entry(w.id).or_default();
+        if entry.0 != w.version {
+            *entry = (w.version, BTreeSet::new());
+        }
+        entry.1.insert(text);
     }
 
     fn end(&mut self, id: WorkloadId) {

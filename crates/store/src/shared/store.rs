@@ -20,11 +20,15 @@ macro_rules! admit_update {
 }
 
 /// A note (from = to): `$1` reason, `$2` now, for workload `$3` still at version `$4`.
+/// Not when the timeline's latest row is the same note: a restarted controller noting an
+/// ongoing condition again adds nothing.
 macro_rules! note_insert {
     () => {
         "INSERT INTO workload_events (workload_id, tenant_id, from_state, to_state, reason, \
          attempt, at) SELECT id, tenant_id, state, state, $1, attempt, $2 FROM workloads \
-         WHERE id = $3 AND version = $4"
+         WHERE id = $3 AND version = $4 AND NOT EXISTS (SELECT 1 FROM workload_events e \
+         WHERE e.workload_id = workloads.id AND e.from_state = e.to_state AND e.reason = $1 \
+         AND e.seq = (SELECT MAX(seq) FROM workload_events m WHERE m.workload_id = workloads.id))"
     };
 }
 
@@ -209,10 +213,25 @@ impl crate::Store for ThisStore {
         let now = now_ms();
         let mut applied = Vec::with_capacity(changes.len());
         for (change, next) in changes.iter().zip(&checked) {
-            applied.push(match next {
-                Ok(_) => apply_step(&mut tx, change, now).await?,
-                Err(_) => false,
-            });
+            if next.is_err() {
+                applied.push(false);
+                continue;
+            }
+            match apply_step(&mut tx, change, now).await {
+                Ok(done) => applied.push(done),
+                Err(StoreError::Unavailable(e)) => return Err(StoreError::Unavailable(e)),
+                // A step the database refused (a constraint) aborts the transaction (on
+                // Postgres): the others go one by one instead, so it can't hold them up.
+                Err(_) => {
+                    drop(tx);
+                    drop(conn);
+                    let mut results = Vec::with_capacity(changes.len());
+                    for change in changes {
+                        results.push(self.transition(change).await);
+                    }
+                    return Ok(results);
+                }
+            }
         }
         tx.commit().await?;
         drop(conn);
@@ -290,7 +309,12 @@ impl crate::Store for ThisStore {
         }
         if query.execute(&mut *conn).await?.rows_affected() == 0 {
             drop(conn);
-            return Err(why_unchanged(self, w.id, fence).await);
+            let err = why_unchanged(self, w.id, fence).await;
+            // Unchanged but still at this version, lease held: the note is the latest already.
+            if matches!(err, StoreError::Conflict { .. }) && still_at(self, w).await? {
+                return Ok(());
+            }
+            return Err(err);
         }
         Ok(())
     }
@@ -466,4 +490,13 @@ fn stepped(mut next: Workload, change: &Transition<'_>, now: i64) -> Result<Work
     next.version = change.workload.version + 1;
     next.updated_at = from_ms(now)?;
     Ok(next)
+}
+
+/// Whether the workload's row is still at the version `w` was read at.
+async fn still_at(store: &ThisStore, w: &Workload) -> Result<bool, StoreError> {
+    let version: Option<i64> = sqlx::query_scalar("SELECT version FROM workloads WHERE id = $1")
+        .bind(w.id.as_uuid())
+        .fetch_optional(store.reader())
+        .await?;
+    Ok(version == Some(w.version))
 }

@@ -154,6 +154,23 @@ pub async fn notes_change_no_state(db: TestDb) {
         note.reason,
         "its machine is offline; waiting for it to reconnect"
     );
+    store.note(&w, &Reason::MachineOffline, None).await.unwrap();
+    assert_eq!(
+        store.events(w.id).await.unwrap(),
+        events,
+        "the same note again adds nothing"
+    );
+    store
+        .note(&w, &Reason::StatusUnreadable, None)
+        .await
+        .unwrap();
+    store.note(&w, &Reason::MachineOffline, None).await.unwrap();
+    let events = store.events(w.id).await.unwrap();
+    assert_eq!(
+        events.len(),
+        4 + 2,
+        "a different note in between: both are kept"
+    );
     let moved = step(store, &w, State::Stopping).await;
     let err = store
         .note(&w, &Reason::MachineOffline, None)
@@ -272,4 +289,41 @@ pub async fn a_batch_applies_each_step_on_its_own(db: TestDb) {
         2,
         "nothing written"
     );
+}
+
+/// A step the database itself refuses (here an admission naming a machine it doesn't have)
+/// fails alone: the batch's other steps are still written.
+pub async fn a_step_the_database_refuses_fails_alone(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let first = create(store, t, "first").await;
+    let refused = create(store, t, "refused").await;
+    let last = create(store, t, "last").await;
+    let good = admission();
+    let nowhere = einsora_store::Admission {
+        machine_id: Some(einsora_core::ids::MachineId::new()),
+        ..admission()
+    };
+    let admit = |w, a| Transition {
+        workload: w,
+        to: State::Provisioning,
+        reason: &Reason::Ready,
+        admission: Some(a),
+        fence: None,
+    };
+    let steps = [
+        admit(&first, &good),
+        admit(&refused, &nowhere),
+        admit(&last, &good),
+    ];
+    let results = store.transitions(&steps).await.unwrap();
+    assert_eq!(results[0].as_ref().unwrap().state, State::Provisioning);
+    assert!(
+        matches!(results[1], Err(StoreError::InvalidInput(_))),
+        "{:?}",
+        results[1]
+    );
+    assert_eq!(results[2].as_ref().unwrap().state, State::Provisioning);
+    assert_eq!(store.workload(refused.id).await.unwrap().unwrap(), refused);
+    assert_eq!(store.events(refused.id).await.unwrap().len(), 1);
 }

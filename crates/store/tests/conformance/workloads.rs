@@ -1,4 +1,5 @@
 use einsora_core::lifecycle::State;
+use einsora_core::reasons::Reason;
 use einsora_store::{StoreError, WorkloadFilter};
 
 use crate::harness::{TestDb, create, local, new_workload, reason, step, tenant, workload_in};
@@ -69,4 +70,51 @@ pub async fn names_are_unique_among_live_workloads(db: TestDb) {
     let deleting = step(store, &first, State::Deleting).await;
     step(store, &deleting, State::Deleted).await;
     create(store, t, "same").await;
+}
+
+/// The admission queue: a region's pending and queued workloads in the order each last went to
+/// pending (created or started again), notes not moving them, with the tenant's trust.
+pub async fn the_queue_is_first_come_first_by_the_latest_step_into_pending(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let older = create(store, t, "older").await;
+    let younger = create(store, t, "younger").await;
+    let queued = step(store, &younger, State::Queued).await;
+    let order = |waiting: Vec<einsora_store::Waiting>| {
+        waiting
+            .into_iter()
+            .map(|e| e.workload.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        order(store.waiting(&local()).await.unwrap()),
+        [older.id, younger.id]
+    );
+    // The older one runs, stops and is started again: now it came last.
+    let mut w = older;
+    for to in [
+        State::Provisioning,
+        State::Running,
+        State::Stopping,
+        State::Stopped,
+        State::Pending,
+    ] {
+        w = step(store, &w, to).await;
+    }
+    store
+        .note(&queued, &Reason::MachineOffline, None)
+        .await
+        .unwrap();
+    let waiting = store.waiting(&local()).await.unwrap();
+    assert!(
+        waiting.iter().all(|e| e.tenant_trusted),
+        "the harness's tenants are trusted"
+    );
+    assert_eq!(
+        order(waiting),
+        [younger.id, w.id],
+        "a note doesn't move the younger one"
+    );
+    let elsewhere = einsora_core::region::Region::new("lab").unwrap();
+    assert!(store.waiting(&elsewhere).await.unwrap().is_empty());
 }

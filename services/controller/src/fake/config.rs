@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use einsora_core::catalog::Catalog;
+use einsora_core::region::Region;
 use einsora_runtime::settings::{ConfigError, Settings};
 
 /// `class=units,…`; default: `DEFAULT_UNITS` of every class in the catalog.
@@ -13,8 +14,8 @@ pub const CAPACITY: &str = "EINSORA_FAKE_CAPACITY";
 pub const READY_DELAY: &str = "EINSORA_FAKE_READY_DELAY";
 /// `fault:name-prefix,…`: workloads whose name starts with the prefix meet the fault.
 pub const FAULTS: &str = "EINSORA_FAKE_FAULTS";
-/// Where the fake runtime keeps what it runs, so it outlives a controller restart
-/// (default `<data dir>/fake-runtime.json`).
+/// Where the fake runtime journals what it runs, so it outlives a controller restart
+/// (default `<data dir>/fake-runtime-<region>.jsonl`).
 pub const STATE: &str = "EINSORA_FAKE_STATE";
 
 const DEFAULT_UNITS: u64 = 4;
@@ -48,7 +49,11 @@ const FAULT_NAMES: [(&str, Fault); 4] = [
 ];
 
 impl FakeConfig {
-    pub fn from_settings(settings: &Settings, catalog: &Catalog) -> Result<Self, ConfigError> {
+    pub fn from_settings(
+        settings: &Settings,
+        catalog: &Catalog,
+        region: &Region,
+    ) -> Result<Self, ConfigError> {
         let default_capacity = catalog
             .classes()
             .iter()
@@ -62,7 +67,12 @@ impl FakeConfig {
             ready_delay: settings.duration(READY_DELAY, "1s")?,
             faults: settings.parse_with(FAULTS, "", parse_faults)?,
             state_file: Some(
-                settings.path(STATE, &settings.data_dir()?.join("fake-runtime.json"))?,
+                settings.path(
+                    STATE,
+                    &settings
+                        .data_dir()?
+                        .join(format!("fake-runtime-{region}.jsonl")),
+                )?,
             ),
         })
     }
@@ -128,6 +138,7 @@ mod tests {
                     .chain([("EINSORA_DATA_DIR", "/tmp/einsora-test")]),
             ),
             &Catalog::builtin(),
+            &Region::new("local").unwrap(),
         )
     }
 

@@ -1,23 +1,22 @@
 //! The fake backend: an in-memory runtime with units per class, a delay before ready, and
-//! faults injected by workload name. Used by `einsora dev`, `einsora up` until node agents
-//! arrive, and tests.
+//! faults injected by workload name; what it runs is journaled, so it outlives its controller.
+//! Used by `einsora dev`, `einsora up` until node agents arrive, and tests.
 
 mod config;
 mod state;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
-use einsora_core::attempt::Attempt;
 use einsora_core::backend::{Backend, BackendError, Observation, Spec, Target};
 use einsora_core::ids::WorkloadId;
 use einsora_core::kind::WorkloadKind;
 use einsora_core::reasons::Reason;
 
-pub use config::{CAPACITY, FAULTS, FakeConfig, Fault, READY_DELAY};
+pub use config::{CAPACITY, FAULTS, FakeConfig, Fault, READY_DELAY, STATE};
+use state::{Journal, Saved};
 
 /// The failure sentence of the fake runtime's own vocabulary.
 const FAILED: &str = "the fake runtime failed it (injected fault)";
@@ -25,88 +24,65 @@ const FAILED: &str = "the fake runtime failed it (injected fault)";
 #[derive(Debug)]
 pub struct FakeBackend {
     cfg: FakeConfig,
-    runtime: Mutex<HashMap<WorkloadId, Entry>>,
-    changed: AtomicBool,
+    runtime: Mutex<Runtime>,
+}
+
+#[derive(Debug)]
+struct Runtime {
+    entries: HashMap<WorkloadId, Entry>,
+    journal: Option<Journal>,
 }
 
 /// What the fake runtime holds for one workload.
 #[derive(Debug, Clone)]
 struct Entry {
-    attempt: Attempt,
-    running: bool,
+    saved: Saved,
+    /// When it was run (or, after a restart, found again).
     since: Instant,
-    name: String,
-    /// A vanishing workload has been seen ready once.
-    seen_ready: bool,
+}
+
+impl Runtime {
+    fn put(&mut self, id: WorkloadId, entry: Entry) {
+        if let Some(journal) = &mut self.journal {
+            journal.record(id, Some(&entry.saved));
+        }
+        self.entries.insert(id, entry);
+    }
+
+    fn remove(&mut self, id: WorkloadId) {
+        if self.entries.remove(&id).is_some()
+            && let Some(journal) = &mut self.journal
+        {
+            journal.record(id, None);
+        }
+    }
 }
 
 impl FakeBackend {
-    /// The runtime as its state file (if any) left it; kept saved there from now on.
-    pub fn start(cfg: FakeConfig) -> Arc<Self> {
+    /// The runtime as its journal (if any) left it.
+    pub fn start(cfg: FakeConfig) -> std::sync::Arc<Self> {
         let now = Instant::now();
-        let saved = cfg
-            .state_file
-            .as_deref()
-            .map(state::load)
-            .unwrap_or_default();
-        let runtime = saved
+        let (journal, saved) = match cfg.state_file.as_deref().map(Journal::open) {
+            Some(Ok((journal, saved))) => (Some(journal), saved),
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "can't use the fake runtime's journal; it starts empty and unsaved");
+                (None, HashMap::new())
+            }
+            None => (None, HashMap::new()),
+        };
+        let entries = saved
             .into_iter()
-            .map(|(id, s)| {
-                let entry = Entry {
-                    attempt: Attempt::new(s.attempt),
-                    running: s.running,
-                    since: now,
-                    name: s.name,
-                    seen_ready: s.seen_ready,
-                };
-                (id, entry)
-            })
+            .map(|(id, saved)| (id, Entry { saved, since: now }))
             .collect();
-        let path = cfg.state_file.clone();
-        let backend = Arc::new(FakeBackend {
+        std::sync::Arc::new(FakeBackend {
             cfg,
-            runtime: Mutex::new(runtime),
-            changed: AtomicBool::new(false),
-        });
-        if let Some(path) = path {
-            state::keep_saved(&backend, path);
-        }
-        backend
+            runtime: Mutex::new(Runtime { entries, journal }),
+        })
     }
 
-    fn runtime(&self) -> std::sync::MutexGuard<'_, HashMap<WorkloadId, Entry>> {
+    fn runtime(&self) -> MutexGuard<'_, Runtime> {
         // A panic while holding the map can't leave an entry half-written: keep going.
-        self.runtime
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn changed(&self) {
-        self.changed.store(true, Ordering::Release);
-    }
-
-    fn snapshot_if_changed(&self) -> Option<HashMap<uuid::Uuid, state::Saved>> {
-        if !self.changed.swap(false, Ordering::AcqRel) {
-            return None;
-        }
-        let snapshot = self
-            .runtime()
-            .iter()
-            .map(|(id, e)| {
-                let saved = state::Saved {
-                    attempt: e.attempt.get(),
-                    running: e.running,
-                    name: e.name.clone(),
-                    seen_ready: e.seen_ready,
-                };
-                (*id.as_uuid(), saved)
-            })
-            .collect();
-        Some(snapshot)
-    }
-
-    fn fault(&self, entry: &Entry) -> Option<Fault> {
-        self.cfg.fault_for(&entry.name)
+        self.runtime.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -117,62 +93,65 @@ impl Backend for FakeBackend {
     }
 
     async fn run(&self, spec: &Spec) -> Result<(), BackendError> {
-        let fault = self.cfg.fault_for(&spec.name);
-        if fault == Some(Fault::Refuse) {
+        if self.cfg.fault_for(&spec.name) == Some(Fault::Refuse) {
             return Err(BackendError(format!(
                 "the fake runtime refuses {} (injected fault)",
                 spec.target.workload
             )));
         }
+        let attempt = spec.target.attempt.get();
         let mut runtime = self.runtime();
-        let current = runtime.get(&spec.target.workload);
-        if current.is_some_and(|e| e.running && e.attempt == spec.target.attempt) {
+        let current = runtime.entries.get(&spec.target.workload);
+        if current.is_some_and(|e| e.saved.running && e.saved.attempt == attempt) {
             return Ok(());
         }
-        runtime.insert(
-            spec.target.workload,
-            Entry {
-                attempt: spec.target.attempt,
-                running: true,
-                since: Instant::now(),
-                name: spec.name.clone(),
-                seen_ready: false,
-            },
-        );
-        self.changed();
+        let saved = Saved {
+            attempt,
+            running: true,
+            name: spec.name.clone(),
+            seen_ready: false,
+        };
+        let entry = Entry {
+            saved,
+            since: Instant::now(),
+        };
+        runtime.put(spec.target.workload, entry);
         Ok(())
     }
 
     async fn park(&self, target: &Target) -> Result<(), BackendError> {
         let mut runtime = self.runtime();
         if target.kind == WorkloadKind::Endpoint {
-            runtime.remove(&target.workload);
-        } else if let Some(entry) = runtime.get_mut(&target.workload) {
-            entry.running = false;
+            runtime.remove(target.workload);
+            return Ok(());
         }
-        self.changed();
+        if let Some(entry) = runtime.entries.get(&target.workload)
+            && entry.saved.running
+        {
+            let mut parked = entry.clone();
+            parked.saved.running = false;
+            runtime.put(target.workload, parked);
+        }
         Ok(())
     }
 
     async fn delete(&self, target: &Target) -> Result<(), BackendError> {
-        if self.runtime().remove(&target.workload).is_some() {
-            self.changed();
-        }
+        self.runtime().remove(target.workload);
         Ok(())
     }
 
     async fn observe(&self, target: &Target) -> Result<Observation, BackendError> {
         let mut runtime = self.runtime();
-        let Some(entry) = runtime.get_mut(&target.workload) else {
+        let Some(entry) = runtime.entries.get(&target.workload).cloned() else {
             return Ok(Observation::Absent);
         };
-        if entry.attempt != target.attempt {
+        if entry.saved.attempt != target.attempt.get() {
             return Ok(Observation::Absent);
         }
-        if !entry.running {
+        if !entry.saved.running {
             return Ok(Observation::Parked);
         }
-        let fault = self.fault(entry);
+        let fault = self.cfg.fault_for(&entry.saved.name);
         if fault == Some(Fault::Unreadable) {
             return Err(BackendError(format!(
                 "the fake runtime can't tell {}'s status (injected fault)",
@@ -184,14 +163,14 @@ impl Backend for FakeBackend {
         }
         Ok(match fault {
             Some(Fault::Fail) => Observation::Failed(Reason::BackendFailure(FAILED)),
-            Some(Fault::Vanish) if entry.seen_ready => {
-                runtime.remove(&target.workload);
-                self.changed();
+            Some(Fault::Vanish) if entry.saved.seen_ready => {
+                runtime.remove(target.workload);
                 Observation::Absent
             }
             Some(Fault::Vanish) => {
-                entry.seen_ready = true;
-                self.changed();
+                let mut seen = entry;
+                seen.saved.seen_ready = true;
+                runtime.put(target.workload, seen);
                 Observation::Ready
             }
             _ => Observation::Ready,

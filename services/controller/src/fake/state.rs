@@ -1,22 +1,17 @@
-//! The fake runtime outlives its controller, as a real runtime does: its entries are kept in a
-//! file (written at most every `FLUSH_EVERY`, atomically), read when a controller starts leading.
-//! A crash loses at most the last moments, which the reconcile loop repairs (run again, or a
-//! workload that vanished).
+//! The fake runtime outlives its controller, as a real runtime does: every change is appended
+//! to a journal (one JSON line, no fsync: a killed process's writes are still in the page
+//! cache), which a controller replays and compacts when it starts leading.
 
 use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use einsora_core::ids::WorkloadId;
 use serde::{Deserialize, Serialize};
 
-use super::FakeBackend;
-
-const FLUSH_EVERY: Duration = Duration::from_millis(100);
-
-/// One workload as the file keeps it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One workload as the journal keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Saved {
     pub attempt: u32,
     pub running: bool,
@@ -24,47 +19,67 @@ pub(super) struct Saved {
     pub seen_ready: bool,
 }
 
-pub(super) fn load(path: &Path) -> HashMap<WorkloadId, Saved> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return HashMap::new(),
-        Err(e) => {
-            tracing::warn!(path = %path.display(), error = %e, "can't read the fake runtime's state; starting empty");
-            return HashMap::new();
-        }
-    };
-    let saved: HashMap<uuid::Uuid, Saved> = serde_json::from_str(&text).unwrap_or_else(|e| {
-        tracing::warn!(path = %path.display(), error = %e, "the fake runtime's state is unreadable; starting empty");
-        HashMap::new()
-    });
-    saved
-        .into_iter()
-        .map(|(id, s)| (WorkloadId::from_uuid(id), s))
-        .collect()
+/// A journal line: the workload's entry now, or `None` once it is gone.
+#[derive(Debug, Serialize, Deserialize)]
+struct Line {
+    id: uuid::Uuid,
+    entry: Option<Saved>,
 }
 
-/// Writes the runtime to `path` whenever it changed, until the backend is dropped.
-pub(super) fn keep_saved(backend: &Arc<FakeBackend>, path: PathBuf) {
-    let weak: Weak<FakeBackend> = Arc::downgrade(backend);
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(FLUSH_EVERY).await;
-            let Some(backend) = weak.upgrade() else {
-                return;
-            };
-            let Some(snapshot) = backend.snapshot_if_changed() else {
-                continue;
-            };
-            drop(backend);
-            if let Err(e) = save(&path, &snapshot) {
-                tracing::warn!(path = %path.display(), error = %e, "can't save the fake runtime's state");
+#[derive(Debug)]
+pub(super) struct Journal {
+    path: PathBuf,
+    file: File,
+}
+
+impl Journal {
+    /// Replays the journal at `path` (if any), then rewrites it as one line per entry.
+    pub fn open(path: &Path) -> std::io::Result<(Journal, HashMap<WorkloadId, Saved>)> {
+        let mut entries = HashMap::new();
+        match File::open(path) {
+            Ok(file) => {
+                for line in BufReader::new(file).lines() {
+                    // A line cut short by a crash is the last one: skip it.
+                    let Ok(line) = serde_json::from_str::<Line>(&line?) else {
+                        continue;
+                    };
+                    let id = WorkloadId::from_uuid(line.id);
+                    match line.entry {
+                        Some(saved) => entries.insert(id, saved),
+                        None => entries.remove(&id),
+                    };
+                }
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
         }
-    });
+        let tmp = path.with_extension("tmp");
+        let mut compact = File::create(&tmp)?;
+        for (id, saved) in &entries {
+            compact.write_all(&line(*id, Some(saved)))?;
+        }
+        std::fs::rename(&tmp, path)?;
+        let file = OpenOptions::new().append(true).open(path)?;
+        let journal = Journal {
+            path: path.to_owned(),
+            file,
+        };
+        Ok((journal, entries))
+    }
+
+    pub fn record(&mut self, id: WorkloadId, entry: Option<&Saved>) {
+        if let Err(e) = self.file.write_all(&line(id, entry)) {
+            tracing::warn!(path = %self.path.display(), error = %e, "can't record the fake runtime's state");
+        }
+    }
 }
 
-fn save(path: &Path, snapshot: &HashMap<uuid::Uuid, Saved>) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, serde_json::to_vec(snapshot)?)?;
-    std::fs::rename(&tmp, path)
+fn line(id: WorkloadId, entry: Option<&Saved>) -> Vec<u8> {
+    let line = Line {
+        id: *id.as_uuid(),
+        entry: entry.cloned(),
+    };
+    let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
 }

@@ -3,32 +3,33 @@
 //! later ones that do fit go ahead (backfill). A pass's decisions are written in one
 //! transaction.
 
+use einsora_core::ids::WorkloadId;
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::Reason;
 use einsora_store::StoreError;
 
-use super::{Reconciler, tolerate};
+use super::Reconciler;
 use crate::placement::{self, Decision, Free};
 use crate::writer::Step;
 
 impl Reconciler {
-    pub(super) async fn admit(&mut self) -> Result<(), StoreError> {
+    /// Returns the workloads it looked at.
+    pub(super) async fn admit(&mut self) -> Result<Vec<WorkloadId>, StoreError> {
         let waiting = self.store.waiting(&self.region).await?;
+        let ids = waiting.iter().map(|e| e.workload.id).collect();
         if waiting.is_empty() {
-            return Ok(());
+            return Ok(ids);
         }
         let totals = match self.backend.capacity().await {
             Ok(totals) => totals,
             Err(e) => {
                 tracing::warn!(error = %e, region = %self.region, "couldn't read the runtime's capacity");
                 for entry in &waiting {
-                    tolerate(
-                        self.writer
-                            .note_once(&entry.workload, &Reason::CapacityUnreadable)
-                            .await,
-                    )?;
+                    self.writer
+                        .note_once(&entry.workload, &Reason::CapacityUnreadable)
+                        .await?;
                 }
-                return Ok(());
+                return Ok(ids);
             }
         };
         for entry in &waiting {
@@ -57,11 +58,11 @@ impl Reconciler {
             if admitted.state != State::Provisioning {
                 continue;
             }
-            if let Some((to, reason)) = self.start(&admitted).await? {
+            if let Some((to, reason)) = self.run_admitted(&admitted).await?.step {
                 failed.push(Step::to(admitted, to, reason));
             }
         }
         self.writer.apply(&failed).await?;
-        Ok(())
+        Ok(ids)
     }
 }

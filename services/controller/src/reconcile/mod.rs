@@ -50,7 +50,7 @@ impl Reconciler {
     /// stops or retries); a workload another writer moved meanwhile is left for the next pass.
     pub async fn pass(&mut self) -> Result<Outcome, StoreError> {
         let mut outcome = Outcome::default();
-        self.admit().await?;
+        let waiting = self.admit().await?;
         let active = self
             .store
             .workloads(&WorkloadFilter {
@@ -59,7 +59,7 @@ impl Reconciler {
                 ..WorkloadFilter::default()
             })
             .await?;
-        let mut seen = HashSet::with_capacity(active.len());
+        let mut seen: HashSet<_> = waiting.into_iter().collect();
         let mut steps = Vec::new();
         for w in active {
             seen.insert(w.id);
@@ -69,7 +69,7 @@ impl Reconciler {
                 State::Deleting => self.remove(&w).await,
                 _ => Ok(Look::default()),
             };
-            let look = tolerate(look)?.unwrap_or_default();
+            let look = look?;
             outcome.busy |= look.busy;
             if let Some((to, reason)) = look.step {
                 steps.push(Step::to(w, to, reason));
@@ -98,18 +98,6 @@ impl Look {
 
     fn done(step: Option<(State, Reason)>) -> Look {
         Look { step, busy: false }
-    }
-}
-
-/// A write that lost a race to another writer (the API stopped or deleted the workload
-/// meanwhile) is not an error: the next pass sees the new state.
-pub(crate) fn tolerate<T>(result: Result<T, StoreError>) -> Result<Option<T>, StoreError> {
-    match result {
-        Ok(v) => Ok(Some(v)),
-        Err(
-            StoreError::Conflict { .. } | StoreError::NotFound | StoreError::InvalidTransition(_),
-        ) => Ok(None),
-        Err(e) => Err(e),
     }
 }
 

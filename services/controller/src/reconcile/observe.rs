@@ -11,7 +11,7 @@ use einsora_core::workload::Workload;
 use einsora_store::StoreError;
 use time::OffsetDateTime;
 
-use super::{Look, Reconciler, tolerate};
+use super::{Look, Reconciler};
 use crate::placement;
 
 impl Reconciler {
@@ -20,77 +20,73 @@ impl Reconciler {
             Ok(observation) => observation,
             Err(e) => {
                 tracing::warn!(workload = %w.id, error = %e, "couldn't read its status from the runtime");
-                tolerate(self.writer.note_once(w, &Reason::StatusUnreadable).await)?;
-                let timed_out = self.timed_out(w).await;
-                return Ok(Look::busy(timed_out));
+                self.writer.note_once(w, &Reason::StatusUnreadable).await?;
+                return self.unless_timed_out(w).await;
             }
         };
-        Ok(match (w.state, observation) {
+        match (w.state, observation) {
             (_, Observation::Unknown) => {
-                tolerate(self.writer.note_once(w, &Reason::MachineOffline).await)?;
-                Look::busy(None)
+                self.writer.note_once(w, &Reason::MachineOffline).await?;
+                Ok(Look::busy(None))
             }
-            (_, Observation::Failed(reason)) => Look::done(Some(self.fail(w, reason).await)),
+            (_, Observation::Failed(reason)) => self.fail(w, reason).await,
             (State::Provisioning, Observation::Ready) => {
-                Look::done(Some((State::Running, Reason::Ready)))
+                Ok(Look::done(Some((State::Running, Reason::Ready))))
             }
             (State::Provisioning, Observation::Starting) => {
                 self.writer.settled(w.id);
-                Look::busy(self.timed_out(w).await)
+                self.unless_timed_out(w).await
             }
             (State::Provisioning, Observation::Absent | Observation::Parked) => {
-                match self.timed_out(w).await {
-                    Some(failed) => Look::busy(Some(failed)),
-                    None => Look::busy(self.start(w).await?),
+                let look = self.unless_timed_out(w).await?;
+                if look.step.is_some() {
+                    return Ok(look);
                 }
+                self.run_admitted(w).await
             }
-            (_, Observation::Absent) => Look::done(Some(self.fail(w, Reason::Vanished).await)),
-            (_, Observation::Parked) => {
-                let exited = Reason::Reported(StatusCode::Exited);
-                Look::done(Some(self.fail(w, exited).await))
-            }
+            (_, Observation::Absent) => self.fail(w, Reason::Vanished).await,
+            (_, Observation::Parked) => self.fail(w, Reason::Reported(StatusCode::Exited)).await,
             (_, Observation::Ready | Observation::Starting) => {
                 self.writer.settled(w.id);
-                Look::default()
+                Ok(Look::done(None))
             }
-        })
+        }
     }
 
     /// Runs an admitted workload; a refusal becomes one note per episode, and observe runs it
-    /// again next pass. One whose class or image left the catalog can't run: the step to
-    /// failed.
-    pub(super) async fn start(
-        &mut self,
-        w: &Workload,
-    ) -> Result<Option<(State, Reason)>, StoreError> {
+    /// again next pass. One whose class or image left the catalog can't run: it fails.
+    pub(super) async fn run_admitted(&mut self, w: &Workload) -> Result<Look, StoreError> {
         let spec = match placement::spec(w, &self.catalog) {
             Ok(spec) => spec,
-            Err(reason) => return Ok(Some(self.fail(w, reason).await)),
+            Err(reason) => return self.fail(w, reason).await,
         };
         match self.backend.run(&spec).await {
             Ok(()) => self.writer.settled(w.id),
             Err(e) => {
                 tracing::warn!(workload = %w.id, error = %e, "the runtime refused to run it");
-                tolerate(self.writer.note_once(w, &Reason::RetryingRun).await)?;
+                self.writer.note_once(w, &Reason::RetryingRun).await?;
             }
         }
-        Ok(None)
+        Ok(Look::busy(None))
     }
 
-    /// The failure of a workload still provisioning after the timeout, released.
-    async fn timed_out(&mut self, w: &Workload) -> Option<(State, Reason)> {
+    /// Still waiting, unless it has been provisioning for longer than the timeout: then it fails.
+    async fn unless_timed_out(&mut self, w: &Workload) -> Result<Look, StoreError> {
         let after = self.timers.provisioning_timeout;
         if w.state != State::Provisioning || OffsetDateTime::now_utc() - w.updated_at < after {
-            return None;
+            return Ok(Look::busy(None));
         }
-        Some(self.fail(w, Reason::ProvisioningTimedOut { after }).await)
+        self.fail(w, Reason::ProvisioningTimedOut { after }).await
     }
 
-    /// Releases what the runtime holds of it (keeping its data); the step to failed.
-    async fn fail(&mut self, w: &Workload, reason: Reason) -> (State, Reason) {
+    /// The step to failed, once the runtime has released it (keeping its data): until then
+    /// its devices are still taken, so it keeps holding them in the store too.
+    async fn fail(&mut self, w: &Workload, reason: Reason) -> Result<Look, StoreError> {
         if let Err(e) = self.backend.park(&Target::of(w)).await {
-            tracing::warn!(workload = %w.id, error = %e, "couldn't release it on the runtime");
+            tracing::warn!(workload = %w.id, error = %e, "the runtime refused to release it");
+            self.writer.note_once(w, &Reason::RetryingPark).await?;
+            return Ok(Look::busy(None));
         }
-        (State::Failed, reason)
+        Ok(Look::done(Some((State::Failed, reason))))
     }
 }

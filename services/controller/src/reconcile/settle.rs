@@ -7,14 +7,14 @@ use einsora_core::reasons::Reason;
 use einsora_core::workload::Workload;
 use einsora_store::StoreError;
 
-use super::{Look, Reconciler, tolerate};
+use super::{Look, Reconciler};
 
 impl Reconciler {
     pub(super) async fn park(&mut self, w: &Workload) -> Result<Look, StoreError> {
         let target = Target::of(w);
         if let Err(e) = self.backend.park(&target).await {
             tracing::warn!(workload = %w.id, error = %e, "the runtime refused to stop it");
-            tolerate(self.writer.note_once(w, &Reason::RetryingPark).await)?;
+            self.writer.note_once(w, &Reason::RetryingPark).await?;
             return Ok(Look::busy(None));
         }
         Ok(match self.backend.observe(&target).await {
@@ -22,26 +22,38 @@ impl Reconciler {
                 Look::done(Some((State::Stopped, Reason::ResourcesReleased)))
             }
             Ok(Observation::Unknown) => {
-                tolerate(self.writer.note_once(w, &Reason::MachineOffline).await)?;
+                self.writer.note_once(w, &Reason::MachineOffline).await?;
                 Look::busy(None)
             }
             Ok(Observation::Ready | Observation::Starting) => Look::busy(None),
             Err(e) => {
                 tracing::warn!(workload = %w.id, error = %e, "couldn't read its status from the runtime");
-                tolerate(self.writer.note_once(w, &Reason::StatusUnreadable).await)?;
+                self.writer.note_once(w, &Reason::StatusUnreadable).await?;
                 Look::busy(None)
             }
         })
     }
 
+    /// Deleted once the runtime shows nothing of it any more.
     pub(super) async fn remove(&mut self, w: &Workload) -> Result<Look, StoreError> {
-        match self.backend.delete(&Target::of(w)).await {
-            Ok(()) => Ok(Look::done(Some((State::Deleted, Reason::Gone)))),
-            Err(e) => {
-                tracing::warn!(workload = %w.id, error = %e, "the runtime refused to remove it");
-                tolerate(self.writer.note_once(w, &Reason::RetryingRemove).await)?;
-                Ok(Look::busy(None))
-            }
+        let target = Target::of(w);
+        if let Err(e) = self.backend.delete(&target).await {
+            tracing::warn!(workload = %w.id, error = %e, "the runtime refused to remove it");
+            self.writer.note_once(w, &Reason::RetryingRemove).await?;
+            return Ok(Look::busy(None));
         }
+        Ok(match self.backend.observe(&target).await {
+            Ok(Observation::Absent) => Look::done(Some((State::Deleted, Reason::Gone))),
+            Ok(Observation::Unknown) => {
+                self.writer.note_once(w, &Reason::MachineOffline).await?;
+                Look::busy(None)
+            }
+            Ok(_) => Look::busy(None),
+            Err(e) => {
+                tracing::warn!(workload = %w.id, error = %e, "couldn't read its status from the runtime");
+                self.writer.note_once(w, &Reason::StatusUnreadable).await?;
+                Look::busy(None)
+            }
+        })
     }
 }

@@ -42,7 +42,7 @@ fn user() -> Actor {
 
 async fn world(capacity: &[(&str, u64)], faults: &[(Fault, &str)], timers: Timers) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let state_file = Some(dir.path().join("fake-runtime.json"));
+    let state_file = Some(dir.path().join("fake-runtime.jsonl"));
     let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
     let (store, _) = einsora_store::migrate(&url).await.unwrap();
     let tenant = TenantId::new();
@@ -255,22 +255,20 @@ async fn full_capacity_queues_then_admits_first_come_first_with_backfill() {
 
 #[tokio::test]
 async fn a_refused_run_is_noted_once_per_episode_and_times_out() {
-    let mut t = timers();
-    t.provisioning_timeout = Duration::from_millis(300);
-    let mut w = world(&[("cpu-1c-2g", 2)], &[(Fault::Refuse, "bad-")], t).await;
+    let mut w = world(&[("cpu-1c-2g", 2)], &[(Fault::Refuse, "bad-")], timers()).await;
     let bad = w.create("bad-1", "cpu-1c-2g", 1).await;
     for _ in 0..4 {
         w.pass().await;
     }
     assert_eq!(w.state(&bad).await, State::Provisioning);
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    w.reconciler.timers.provisioning_timeout = Duration::from_millis(1);
     w.pass().await;
     assert_eq!(
         w.timeline(&bad).await[1..],
         [
             "provisioning: admitted: 1 × cpu-1c-2g".to_owned(),
             "note: couldn't start it on the runtime; retrying. The operator's log has the details under this workload's ID.".to_owned(),
-            "failed: it didn't become ready within 0s".to_owned(),
+            "failed: it didn't become ready within 1ms".to_owned(),
         ]
     );
 }
@@ -350,12 +348,11 @@ async fn a_restarted_controller_finds_the_runtime_as_it_was() {
     let nb = w.create("nb", "cpu-1c-2g", 1).await;
     w.pass().await;
     assert_eq!(w.state(&nb).await, State::Running);
-    tokio::time::sleep(Duration::from_millis(400)).await;
     let fake = FakeConfig {
         capacity: BTreeMap::from([("cpu-1c-2g".to_owned(), 1)]),
         ready_delay: Duration::ZERO,
         faults: vec![],
-        state_file: Some(w._dir.path().join("fake-runtime.json")),
+        state_file: Some(w._dir.path().join("fake-runtime.jsonl")),
     };
     w.reconciler.backend = FakeBackend::start(fake);
     w.pass().await;
