@@ -23,6 +23,7 @@ use crate::{
 include!("rows.rs");
 include!("tx.rs");
 include!("store.rs");
+include!("batch.rs");
 include!("controller.rs");
 include!("accounts.rs");
 include!("enrolment.rs");

@@ -208,41 +208,42 @@ impl crate::Store for ThisStore {
             return Ok(Vec::new());
         }
         let checked: Vec<_> = changes.iter().map(check_step).collect();
+        let mut ids = std::collections::HashSet::with_capacity(changes.len());
+        if !changes.iter().all(|c| ids.insert(c.workload.id)) {
+            // A workload twice in one batch: its steps must see each other, one by one.
+            return Ok(self.one_by_one(changes).await);
+        }
+        let eligible = (0..changes.len()).filter(|i| checked[*i].is_ok());
         let mut conn = self.writer().await?;
         let mut tx = begin_write(&mut conn).await?;
         let now = now_ms();
-        let mut applied = Vec::with_capacity(changes.len());
-        for (change, next) in changes.iter().zip(&checked) {
-            if next.is_err() {
-                applied.push(false);
-                continue;
-            }
-            match apply_step(&mut tx, change, now).await {
-                Ok(done) => applied.push(done),
+        let mut changed = std::collections::HashSet::with_capacity(changes.len());
+        for group in groups(changes, eligible) {
+            match apply_group(&mut tx, &group.members, group.admissions, group.fence, now).await {
+                Ok(ids) => changed.extend(ids),
                 Err(StoreError::Unavailable(e)) => return Err(StoreError::Unavailable(e)),
-                // A step the database refused (a constraint) aborts the transaction (on
-                // Postgres): the others go one by one instead, so it can't hold them up.
+                // A step the database refused (a constraint) fails its whole statement and
+                // aborts the transaction (on Postgres): the steps go one by one instead, so it
+                // can't hold the others up.
                 Err(_) => {
                     drop(tx);
                     drop(conn);
-                    let mut results = Vec::with_capacity(changes.len());
-                    for change in changes {
-                        results.push(self.transition(change).await);
-                    }
-                    return Ok(results);
+                    return Ok(self.one_by_one(changes).await);
                 }
             }
         }
         tx.commit().await?;
         drop(conn);
-        if applied.iter().any(|a| *a) {
+        if !changed.is_empty() {
             self.committed();
         }
         let mut results = Vec::with_capacity(changes.len());
-        for ((change, next), applied) in changes.iter().zip(checked).zip(applied) {
+        for (change, next) in changes.iter().zip(checked) {
             results.push(match next {
                 Err(e) => Err(e),
-                Ok(next) if applied => stepped(next, change, now),
+                Ok(next) if changed.contains(change.workload.id.as_uuid()) => {
+                    stepped(next, change, now)
+                }
                 Ok(_) => Err(why_unchanged(self, change.workload.id, change.fence).await),
             });
         }
@@ -490,6 +491,16 @@ fn stepped(mut next: Workload, change: &Transition<'_>, now: i64) -> Result<Work
     next.version = change.workload.version + 1;
     next.updated_at = from_ms(now)?;
     Ok(next)
+}
+
+impl ThisStore {
+    async fn one_by_one(&self, changes: &[Transition<'_>]) -> Vec<Result<Workload, StoreError>> {
+        let mut results = Vec::with_capacity(changes.len());
+        for change in changes {
+            results.push(crate::Store::transition(self, change).await);
+        }
+        results
+    }
 }
 
 /// Whether the workload's row is still at the version `w` was read at.
