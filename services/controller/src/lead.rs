@@ -49,10 +49,12 @@ pub async fn lead(
     // A clean stop lets the pass in flight finish; a lost lease cancels it (its writes would be
     // refused anyway).
     while !shutdown.is_triggered() && !lost.is_triggered() {
+        let started = std::time::Instant::now();
         let pass = tokio::select! {
             () = lost.cancelled() => break,
             pass = reconciler.pass() => pass,
         };
+        tracing::debug!(took = ?started.elapsed(), "reconcile pass");
         let wait = match pass {
             Ok(outcome) if outcome.busy => cfg.timers.interval.min(BUSY_RECHECK),
             Ok(_) => cfg.timers.interval,

@@ -99,10 +99,11 @@ impl crate::Store for ThisStore {
         let fallback = serde_json::to_string(&new.fallback)
             .map_err(|e| StoreError::InvalidInput(format!("fallback list: {e}")))?;
         let reason = reason.text();
-        let now = now_ms();
         let mut conn = self.writer().await?;
         let mut tx = begin_write(&mut conn).await?;
         check_quota(&mut tx, new.tenant_id, &new.gpu_class, new.units).await?;
+        // Read once the quota row is ours: a timeline's times follow the order of commits.
+        let now = now_ms();
         sqlx::query(
             "INSERT INTO workloads (id, tenant_id, kind, name, gpu_class, units, image, region, \
              fallback, fallback_after_s, params, state, reason, version, created_at, updated_at) \
@@ -253,10 +254,10 @@ impl crate::Store for ThisStore {
     async fn start(&self, w: &Workload, reason: &Reason) -> Result<Workload, StoreError> {
         lifecycle::transition(w.state, State::Pending, w.is_placed())?;
         let reason = reason.text();
-        let now = now_ms();
         let mut conn = self.writer().await?;
         let mut tx = begin_write(&mut conn).await?;
         check_quota(&mut tx, w.tenant_id, &w.gpu_class, w.units).await?;
+        let now = now_ms();
         let update = sqlx::query(
             "UPDATE workloads SET state = $1, reason = $2, version = version + 1, updated_at = $3 \
              WHERE id = $4 AND version = $5 AND state = $6",
