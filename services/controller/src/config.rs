@@ -48,7 +48,8 @@ pub struct Config {
     pub tls: InternalTls,
 }
 
-/// Every timer of the controller, so tests can scale them all down.
+/// The controller's timers, settable so tests can scale them down. (The 0.5 s recheck while
+/// something is starting or stopping is a cap on the interval, not a timer of its own.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timers {
     /// A pass runs at least this often (and at once when the store signals a change).
