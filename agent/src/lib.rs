@@ -1,6 +1,8 @@
 //! The node agent: runs workloads on one machine through drivers, reports inventory and
 //! status, and keeps the controller's Sync stream open over mutual TLS.
 
+pub mod drivers;
+
 use std::path::PathBuf;
 
 use einsora_runtime::settings::{ConfigError, Settings};

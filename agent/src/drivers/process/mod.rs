@@ -1,0 +1,190 @@
+//! The process supervisor the native drivers build on: each workload runs as its own process
+//! group with its output in a log file; the group leader's PID and start time are recorded, so
+//! an agent that restarts adopts the workload again, and a PID the kernel reused for another
+//! process is never taken for it; stopping ends the whole group, gracefully first.
+
+mod proc_table;
+mod record;
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use record::Record;
+use rustix::process::{Pid, Signal, kill_process_group};
+
+/// How often a stopping group is looked at.
+const STOP_POLL: Duration = Duration::from_millis(20);
+/// How long a group has to vanish after SIGKILL.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("{0:?} is not a workload ID the supervisor accepts")]
+    BadId(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("can't start {program}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("process group {0} is still there after SIGKILL")]
+    Unkillable(u32),
+}
+
+impl ProcessError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        ProcessError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// What to run for a workload.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The whole environment: nothing of the agent's leaks in.
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    /// Where its standard output and error go (appended, owner-only).
+    pub log: PathBuf,
+}
+
+/// A workload's process group, running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Running {
+    pub pid: u32,
+    pub group: u32,
+}
+
+#[derive(Debug)]
+pub struct Supervisor {
+    dir: PathBuf,
+}
+
+impl Supervisor {
+    /// Keeps its records in `dir` (created owner-only if missing).
+    pub fn new(dir: &Path) -> Result<Self, ProcessError> {
+        std::fs::create_dir_all(dir).map_err(|e| ProcessError::io(dir, e))?;
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .map_err(|e| ProcessError::io(dir, e))?;
+        Ok(Supervisor {
+            dir: dir.to_owned(),
+        })
+    }
+
+    /// The workload's process group if it still runs: its recorded leader is alive with the
+    /// recorded start time. A record that no longer matches (the process ended, or its PID now
+    /// belongs to another) is dropped.
+    pub fn find(&self, id: &str) -> Result<Option<Running>, ProcessError> {
+        let path = record::path(&self.dir, id)?;
+        let Some(rec) = record::read(&path)? else {
+            return Ok(None);
+        };
+        match proc_table::info(rec.pid) {
+            Some(now) if now.started == rec.started && now.group == rec.group => {
+                Ok(Some(Running {
+                    pid: rec.pid,
+                    group: rec.group,
+                }))
+            }
+            _ => {
+                record::remove(&path)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Starts the workload as a new process group, or adopts the one already running.
+    pub fn start(&self, id: &str, launch: &Launch) -> Result<Running, ProcessError> {
+        if let Some(running) = self.find(id)? {
+            return Ok(running);
+        }
+        let path = record::path(&self.dir, id)?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&launch.log)
+            .map_err(|e| ProcessError::io(&launch.log, e))?;
+        let err_log = log
+            .try_clone()
+            .map_err(|e| ProcessError::io(&launch.log, e))?;
+        let mut child = Command::new(&launch.program)
+            .args(&launch.args)
+            .env_clear()
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&launch.cwd)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err_log)
+            .process_group(0)
+            .spawn()
+            .map_err(|source| ProcessError::Spawn {
+                program: launch.program.display().to_string(),
+                source,
+            })?;
+        let pid = child.id();
+        // Reaped when it ends, so it never lingers as a zombie of this agent.
+        std::thread::spawn(move || child.wait());
+        let started = proc_table::info(pid).map_or(0, |i| i.started);
+        record::write(
+            &path,
+            &Record {
+                pid,
+                started,
+                group: pid,
+            },
+        )?;
+        Ok(Running { pid, group: pid })
+    }
+
+    /// Ends the workload's whole process group: SIGTERM, then SIGKILL to whatever is left after
+    /// `grace`. A workload not running (or whose PID another process now has) is left alone.
+    pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), ProcessError> {
+        let path = record::path(&self.dir, id)?;
+        let Some(running) = self.find(id)? else {
+            return Ok(());
+        };
+        signal_group(running.group, Signal::TERM);
+        if !gone_within(running.group, grace).await {
+            signal_group(running.group, Signal::KILL);
+            if !gone_within(running.group, KILL_WAIT).await {
+                return Err(ProcessError::Unkillable(running.group));
+            }
+        }
+        record::remove(&path)
+    }
+}
+
+fn signal_group(group: u32, signal: Signal) {
+    let pid = i32::try_from(group).ok().and_then(Pid::from_raw);
+    if let Some(pid) = pid
+        && let Err(e) = kill_process_group(pid, signal)
+    {
+        tracing::debug!(group, error = %e, "signalling the process group");
+    }
+}
+
+async fn gone_within(group: u32, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if proc_table::group_members(group).is_empty() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(STOP_POLL).await;
+    }
+}

@@ -1,0 +1,156 @@
+//! The process supervisor on its own, with real processes: a workload started by an agent that
+//! is then killed with SIGKILL is adopted by the next agent; a PID the kernel gave to another
+//! process is never adopted (nor signalled); stopping ends the whole group.
+//!
+//! The "agent" that gets killed is this test binary run again as a child process
+//! (`agent_that_starts_a_workload_and_waits`, ignored unless asked for).
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use einsora_agent::drivers::process::{Launch, Supervisor};
+
+const STATE: &str = "EINSORA_TEST_SUPERVISOR_STATE";
+const ID: &str = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+
+/// Two sleeping processes in one group, as a workload with a child of its own would be.
+fn launch(dir: &Path) -> Launch {
+    Launch {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), "sleep 300 & sleep 300 & wait".into()],
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        cwd: dir.to_owned(),
+        log: dir.join("workload.log"),
+    }
+}
+
+/// Fields of /proc/<pid>/stat after the command name, for a live (not zombie) process.
+fn stat(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<String> = text
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    (fields.first().map(String::as_str) != Some("Z")).then_some(fields)
+}
+
+fn alive(pid: u32) -> bool {
+    stat(pid).is_some()
+}
+
+fn members(group: u32) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| stat(*pid).is_some_and(|f| f.get(2) == Some(&group.to_string())))
+        .count()
+}
+
+#[test]
+#[ignore = "run as a child process by the tests below"]
+fn agent_that_starts_a_workload_and_waits() {
+    let Some(dir) = std::env::var_os(STATE) else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let supervisor = Supervisor::new(&dir.join("processes")).unwrap();
+    let running = supervisor.start(ID, &launch(dir)).unwrap();
+    println!("started {}", running.pid);
+    std::thread::sleep(Duration::from_secs(300));
+}
+
+#[tokio::test]
+async fn a_killed_agents_workload_is_adopted_and_stop_ends_its_whole_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "agent_that_starts_a_workload_and_waits",
+            "--nocapture",
+        ])
+        .env(STATE, dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(agent.stdout.take().unwrap()).lines();
+    let started = loop {
+        let line = lines.next().expect("the agent said nothing").unwrap();
+        if let Some(pid) = line.strip_prefix("started ") {
+            break pid.parse::<u32>().unwrap();
+        }
+    };
+    // SIGKILL the agent: its workload lives on in its own process group.
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    assert!(alive(started), "the workload outlived its agent");
+
+    let supervisor = Supervisor::new(&dir.path().join("processes")).unwrap();
+    let adopted = supervisor
+        .find(ID)
+        .unwrap()
+        .expect("the next agent adopts it");
+    assert_eq!(adopted.pid, started);
+    let again = supervisor.start(ID, &launch(dir.path())).unwrap();
+    assert_eq!(
+        again, adopted,
+        "starting it again adopts it rather than running a second one"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while members(adopted.group) < 3 {
+        assert!(Instant::now() < deadline, "the shell and its two sleeps");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    supervisor.stop(ID, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(members(adopted.group), 0, "stop ends the whole group");
+    assert_eq!(supervisor.find(ID).unwrap(), None);
+    supervisor.stop(ID, Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_pid_another_process_now_has_is_never_adopted_or_signalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let supervisor = Supervisor::new(&dir.path().join("processes")).unwrap();
+    let running = supervisor.start(ID, &launch(dir.path())).unwrap();
+    // Another process, not the workload: as if the kernel had reused the recorded PID for it.
+    let mut stranger = Command::new("sleep").arg("300").spawn().unwrap();
+    let record = dir.path().join("processes").join(format!("{ID}.json"));
+    let text = std::fs::read_to_string(&record).unwrap();
+    let forged = text.replace(
+        &format!("\"pid\":{}", running.pid),
+        &format!("\"pid\":{}", stranger.id()),
+    );
+    assert_ne!(forged, text);
+    std::fs::write(&record, forged).unwrap();
+
+    assert_eq!(
+        supervisor.find(ID).unwrap(),
+        None,
+        "its start time differs: not adopted"
+    );
+    supervisor
+        .stop(ID, Duration::from_millis(200))
+        .await
+        .unwrap();
+    assert!(alive(stranger.id()), "a stranger is never signalled");
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
+    // The real workload, no longer recorded, is ended here by its group.
+    let group = rustix::process::Pid::from_raw(i32::try_from(running.group).unwrap()).unwrap();
+    rustix::process::kill_process_group(group, rustix::process::Signal::KILL).unwrap();
+}
+
+#[test]
+fn ids_that_could_escape_the_state_directory_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let supervisor = Supervisor::new(dir.path()).unwrap();
+    for id in ["../x", "a/b", "", "x.json", &"a".repeat(65)] {
+        assert!(supervisor.find(id).is_err(), "{id:?}");
+    }
+}
