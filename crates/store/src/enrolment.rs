@@ -54,6 +54,16 @@ pub trait EnrolmentStore: Send + Sync {
         tenant: TenantId,
     ) -> Result<Vec<EnrolmentTokenRecord>, StoreError>;
 
+    /// Redeems a token that is unused, unrevoked and unexpired, once: of concurrent redemptions
+    /// exactly one wins. In the same transaction it registers the machine the token enrols —
+    /// its tenant's, in its region, known by the given ID and labelled by its host name — and
+    /// records its first certificate. `None` if the token can't be redeemed (unknown, used,
+    /// revoked or expired alike).
+    async fn redeem_enrolment_token(
+        &self,
+        redemption: &Redemption,
+    ) -> Result<Option<EnrolledMachine>, StoreError>;
+
     /// Revokes the tenant's token if it is unused (again, or once used: no change, so a used
     /// token comes back with `revoked_at` unset); `None` if the tenant has no such token.
     async fn revoke_enrolment_token(
@@ -61,4 +71,33 @@ pub trait EnrolmentStore: Send + Sync {
         tenant: TenantId,
         id: EnrolmentTokenId,
     ) -> Result<Option<EnrolmentTokenRecord>, StoreError>;
+}
+
+/// A token presented to enrol a machine, with what the machine becomes.
+#[derive(Debug, Clone)]
+pub struct Redemption {
+    pub token_hash: SecretHash,
+    pub machine_id: MachineId,
+    /// The host name its agent reported: a label only.
+    pub label: String,
+    pub certificate: MachineCertificate,
+}
+
+/// A certificate issued to a machine, as the store records it (never the key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineCertificate {
+    /// Hex, as in the certificate.
+    pub serial: String,
+    /// SHA-256 of the certificate's DER.
+    pub fingerprint: [u8; 32],
+    pub not_before: OffsetDateTime,
+    pub not_after: OffsetDateTime,
+}
+
+/// The machine a redeemed token enrolled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnrolledMachine {
+    pub machine_id: MachineId,
+    pub owner: TenantId,
+    pub region: Region,
 }

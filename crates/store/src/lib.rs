@@ -36,7 +36,10 @@ pub use accounts::{
 pub use changes::ChangeSignal;
 pub use controller::{ControllerStore, Waiting};
 pub use database_url::{DatabaseUrl, SETTING as DATABASE_URL_SETTING};
-pub use enrolment::{EnrolmentStore, EnrolmentTokenRecord, NewEnrolmentToken};
+pub use enrolment::{
+    EnrolledMachine, EnrolmentStore, EnrolmentTokenRecord, MachineCertificate, NewEnrolmentToken,
+    Redemption,
+};
 pub use error::StoreError;
 pub use inventory::{
     InventoryStore, MachineRecord, MachineRegistration, UsageCursor, UsagePage, UsageRecord,

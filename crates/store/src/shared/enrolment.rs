@@ -6,7 +6,7 @@ mod enrolment_sql {
 
     use einsora_core::ids::{EnrolmentTokenId, UserId};
 
-    use crate::enrolment::{EnrolmentTokenRecord, NewEnrolmentToken};
+    use crate::enrolment::{EnrolledMachine, EnrolmentTokenRecord, NewEnrolmentToken, Redemption};
     use crate::time_ms::to_ms;
 
     const COLUMNS: &str = "id, tenant_id, name, region, prefix, created_by, created_at, \
@@ -92,6 +92,68 @@ mod enrolment_sql {
                 .fetch_all(self.reader())
                 .await?;
             rows.iter().map(token_from_row).collect()
+        }
+
+        async fn redeem_enrolment_token(
+            &self,
+            r: &Redemption,
+        ) -> Result<Option<EnrolledMachine>, StoreError> {
+            let mut conn = self.writer().await?;
+            let mut tx = begin_write(&mut conn).await?;
+            let now = now_ms();
+            // The redemption is the first write, conditional on the token being unused: of
+            // concurrent redemptions exactly one changes the row (on Postgres the others wait
+            // for its lock, then see it used).
+            let token: Option<(Uuid, Uuid, String)> = sqlx::query_as(
+                "UPDATE enrolment_tokens SET used_at = $1 WHERE token_hash = $2 \
+                 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $1 \
+                 RETURNING id, tenant_id, region",
+            )
+            .bind(now)
+            .bind(&r.token_hash[..])
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((token_id, tenant, region)) = token else {
+                return Ok(None);
+            };
+            let label: String = r.label.chars().filter(|c| !c.is_control()).take(64).collect();
+            sqlx::query(
+                "INSERT INTO machines (id, owner_id, name, region, os, arch, cpus, memory_bytes, \
+                 created_at) VALUES ($1, $2, $3, $4, 'unknown', 'unknown', 0, 0, $5)",
+            )
+            .bind(r.machine_id.as_uuid())
+            .bind(tenant)
+            .bind(if label.trim().is_empty() { "machine".to_owned() } else { label })
+            .bind(&region)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("UPDATE enrolment_tokens SET machine_id = $1 WHERE id = $2")
+                .bind(r.machine_id.as_uuid())
+                .bind(token_id)
+                .execute(&mut *tx)
+                .await?;
+            let cert = &r.certificate;
+            sqlx::query(
+                "INSERT INTO machine_certificates (serial, machine_id, fingerprint, not_before, \
+                 not_after, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            )
+            .bind(&cert.serial)
+            .bind(r.machine_id.as_uuid())
+            .bind(&cert.fingerprint[..])
+            .bind(to_ms(cert.not_before))
+            .bind(to_ms(cert.not_after))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            drop(conn);
+            self.committed();
+            Ok(Some(EnrolledMachine {
+                machine_id: r.machine_id,
+                owner: TenantId::from_uuid(tenant),
+                region: Region::new(&region).map_err(|_| StoreError::corrupt("region", &region))?,
+            }))
         }
 
         async fn revoke_enrolment_token(

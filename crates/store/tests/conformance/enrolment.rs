@@ -135,3 +135,90 @@ pub async fn a_used_enrolment_token_is_not_revoked(db: TestDb) {
     let revoked = store.revoke_enrolment_token(t, unused.id).await.unwrap();
     assert!(revoked.unwrap().revoked_at.is_some());
 }
+
+fn redemption(hash: u8, label: &str) -> einsora_store::Redemption {
+    einsora_store::Redemption {
+        token_hash: [hash; 32],
+        machine_id: einsora_core::ids::MachineId::new(),
+        label: label.into(),
+        certificate: einsora_store::MachineCertificate {
+            serial: uuid::Uuid::now_v7().simple().to_string(),
+            fingerprint: *uuid::Uuid::now_v7()
+                .as_bytes()
+                .repeat(2)
+                .first_chunk()
+                .unwrap(),
+            not_before: OffsetDateTime::from_unix_timestamp(1_700_000_000).unwrap(),
+            not_after: OffsetDateTime::from_unix_timestamp(4_000_000_000).unwrap(),
+        },
+    }
+}
+
+/// 100 redemptions of one token at once, from two stores (as two controllers would): exactly
+/// one machine is enrolled, owned by the token's tenant in its region, and the token records it.
+pub async fn a_token_enrols_exactly_one_machine_however_many_redeem_it(db: TestDb) {
+    let store = &*db.store;
+    let other = db.another().await;
+    let t = tenant(store, None).await;
+    let you = user(store, t, "you@x.test").await;
+    let made = store
+        .create_enrolment_token(&token(t, you, "lab-box", 7))
+        .await
+        .unwrap();
+    let attempts: Vec<_> = (0..100)
+        .map(|i| redemption(7, &format!("host-{i}")))
+        .collect();
+    let results = futures::future::join_all(attempts.iter().enumerate().map(|(i, r)| {
+        let store: &dyn Store = if i % 2 == 0 { store } else { &*other };
+        store.redeem_enrolment_token(r)
+    }))
+    .await;
+    let enrolled: Vec<_> = results.into_iter().filter_map(Result::unwrap).collect();
+    assert_eq!(enrolled.len(), 1, "exactly one redemption wins");
+    let machine = &enrolled[0];
+    assert_eq!((machine.owner, machine.region.as_str()), (t, "local"));
+    let machines = store.machines_of(t).await.unwrap();
+    assert_eq!(machines.len(), 1);
+    assert_eq!(machines[0].machine.id, machine.machine_id);
+    let used = &store.enrolment_tokens(t).await.unwrap()[0];
+    assert_eq!(
+        (used.id, used.machine_id),
+        (made.id, Some(machine.machine_id))
+    );
+    assert!(used.used_at.is_some());
+    assert!(
+        store
+            .revoke_enrolment_token(t, made.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .revoked_at
+            .is_none()
+    );
+}
+
+/// Revoked, expired and unknown tokens enrol nothing, and say nothing about why.
+pub async fn revoked_expired_and_unknown_tokens_enrol_nothing(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let you = user(store, t, "you@x.test").await;
+    let revoked = store
+        .create_enrolment_token(&token(t, you, "revoked", 1))
+        .await
+        .unwrap();
+    store.revoke_enrolment_token(t, revoked.id).await.unwrap();
+    let expired = NewEnrolmentToken {
+        expires_at: OffsetDateTime::from_unix_timestamp(1_600_000_000).unwrap(),
+        ..token(t, you, "expired", 2)
+    };
+    store.create_enrolment_token(&expired).await.unwrap();
+    for hash in [1, 2, 3] {
+        let r = redemption(hash, "host");
+        assert_eq!(
+            store.redeem_enrolment_token(&r).await.unwrap(),
+            None,
+            "token {hash}"
+        );
+    }
+    assert!(store.machines_of(t).await.unwrap().is_empty());
+}

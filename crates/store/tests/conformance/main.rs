@@ -67,6 +67,8 @@ conformance! {
     enrolment::enrolment_tokens_are_created_listed_and_revoked,
     enrolment::enrolment_tokens_are_scoped_by_tenant,
     enrolment::a_used_enrolment_token_is_not_revoked,
+    enrolment::a_token_enrols_exactly_one_machine_however_many_redeem_it,
+    enrolment::revoked_expired_and_unknown_tokens_enrol_nothing,
     inventory::workload_reads_are_scoped_by_tenant,
     inventory::machines_are_read_by_their_owner_only,
     inventory::machines_count_the_tenants_workloads_holding_them,
