@@ -2,6 +2,7 @@
 //! status, and keeps the controller's Sync stream open over mutual TLS.
 
 pub mod drivers;
+pub mod inventory;
 
 use std::path::PathBuf;
 

@@ -15,6 +15,22 @@ pub struct Device {
     pub memory_bytes: u64,
 }
 
+/// What a machine's agent reports about it: its resources, and its hostname as a label. Never
+/// its identity, owner or region, which come from its certificate and its registration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inventory {
+    /// A label only: renaming the machine changes nothing else.
+    pub hostname: String,
+    /// `linux` or `macos`, as Rust spells them.
+    pub os: String,
+    /// `x86_64` or `aarch64`, as Rust spells them.
+    pub arch: String,
+    /// CPUs the agent may use.
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    pub devices: Vec<Device>,
+}
+
 /// A machine as the store knows it. Its owner and region come from its registration (the
 /// enrolment token), never from its agent.
 #[derive(Debug, Clone, PartialEq, Eq)]

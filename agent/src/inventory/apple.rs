@@ -1,0 +1,133 @@
+//! A Mac, as `sysctl` describes it. On Apple Silicon the GPU is one device sharing the Mac's
+//! unified memory; which class it is (the largest Apple class that memory holds) is the
+//! catalog's decision (`Catalog::class_for_apple_memory`), not the agent's.
+
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::machine::Device;
+
+use super::error::InventoryError;
+
+pub(crate) const SYSCTL: &str = "/usr/sbin/sysctl";
+/// Asked without `-n`, so each answer names its key and order doesn't matter.
+pub(crate) const KEYS: [&str; 4] = [
+    "hw.memsize",
+    "machdep.cpu.brand_string",
+    "hw.ncpu",
+    "kern.hostname",
+];
+/// The Apple GPU's device ID: a Mac has exactly one.
+pub const APPLE_GPU_ID: &str = "apple-gpu-0";
+
+/// What `sysctl` says about a Mac.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MacHardware {
+    /// Unified memory, shared by the CPU and the GPU.
+    pub memory_bytes: u64,
+    /// `Apple M2 Max`, or an Intel model on an Intel Mac.
+    pub chip: String,
+    pub cpus: u32,
+    pub hostname: String,
+}
+
+impl MacHardware {
+    /// The Apple GPU, on Apple Silicon; `None` on an Intel Mac. (An agent built for x86_64
+    /// running under Rosetta sees a `VirtualApple` chip, and so no GPU: ship it for arm64.)
+    pub fn apple_gpu(&self) -> Option<Device> {
+        self.chip.starts_with("Apple ").then(|| Device {
+            vendor: AcceleratorKind::Apple,
+            model: self.chip.clone(),
+            uuid: APPLE_GPU_ID.to_owned(),
+            memory_bytes: self.memory_bytes,
+        })
+    }
+}
+
+/// Parses the answer to `sysctl hw.memsize machdep.cpu.brand_string hw.ncpu kern.hostname`:
+/// one `key: value` line each. Other keys are ignored; a missing one is an error naming it.
+pub fn parse_sysctl(output: &str) -> Result<MacHardware, InventoryError> {
+    let (mut memory_bytes, mut chip, mut cpus, mut hostname) = (None, None, None, None);
+    for (index, line) in output.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |problem: &str| InventoryError::bad_line("sysctl", index, line, problem);
+        let Some((key, value)) = line.split_once(':') else {
+            return Err(bad("expected `key: value`"));
+        };
+        let value = value.trim();
+        match key.trim() {
+            "hw.memsize" => {
+                let bytes = value.parse::<u64>().ok().filter(|&b| b > 0);
+                memory_bytes = Some(bytes.ok_or_else(|| bad("the memory is not a number"))?);
+            }
+            "hw.ncpu" => {
+                let count = value.parse::<u32>().ok().filter(|&n| n > 0);
+                cpus = Some(count.ok_or_else(|| bad("the CPU count is not a number"))?);
+            }
+            "machdep.cpu.brand_string" if !value.is_empty() => chip = Some(value.to_owned()),
+            "kern.hostname" if !value.is_empty() => hostname = Some(value.to_owned()),
+            _ => {}
+        }
+    }
+    let missing = |what| InventoryError::Missing {
+        origin: "sysctl",
+        what,
+    };
+    Ok(MacHardware {
+        memory_bytes: memory_bytes.ok_or_else(|| missing("hw.memsize"))?,
+        chip: chip.ok_or_else(|| missing("machdep.cpu.brand_string"))?,
+        cpus: cpus.ok_or_else(|| missing("hw.ncpu"))?,
+        hostname: hostname.ok_or_else(|| missing("kern.hostname"))?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAC: &str = "hw.memsize: 17179869184\nmachdep.cpu.brand_string: Apple M2\n\
+                       hw.ncpu: 8\nkern.hostname: air.local\n";
+
+    #[test]
+    fn keys_may_come_in_any_order_and_unknown_ones_are_ignored() {
+        let shuffled: Vec<&str> = MAC.lines().rev().collect();
+        let text = format!("{}\nhw.optional.arm64: 1\n", shuffled.join("\n"));
+        assert_eq!(parse_sysctl(&text).unwrap(), parse_sysctl(MAC).unwrap());
+    }
+
+    #[test]
+    fn a_missing_key_is_named() {
+        for key in KEYS {
+            let text: String = MAC
+                .lines()
+                .filter(|l| !l.starts_with(key))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let err = parse_sysctl(&text).unwrap_err().to_string();
+            assert_eq!(err, format!("sysctl does not say {key}"));
+        }
+    }
+
+    #[test]
+    fn bad_values_name_the_line() {
+        for (bad, problem) in [
+            ("hw.memsize: lots", "line 1: the memory is not a number"),
+            ("hw.memsize: 0", "line 1: the memory is not a number"),
+            ("hw.ncpu: -4", "line 1: the CPU count is not a number"),
+            ("garbage", "line 1: expected `key: value`"),
+        ] {
+            let err = parse_sysctl(&format!("{bad}\n{MAC}"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(&format!("sysctl, {problem}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_intel_mac_has_no_apple_gpu() {
+        let intel = MAC.replace("Apple M2", "Intel(R) Core(TM) i9-9980HK CPU @ 2.40GHz");
+        assert_eq!(parse_sysctl(&intel).unwrap().apple_gpu(), None);
+        let rosetta = MAC.replace("Apple M2", "VirtualApple @ 2.50GHz processor");
+        assert_eq!(parse_sysctl(&rosetta).unwrap().apple_gpu(), None);
+    }
+}
