@@ -82,6 +82,7 @@ impl InternalTls {
         for role in SERVICE_ROLES {
             pki.role_cert(role)?;
         }
+        pki.agents_ca()?;
         Ok(&self.dir)
     }
 }

@@ -12,6 +12,12 @@ use crate::StoreError;
 /// A SHA-256 digest of a secret.
 pub type SecretHash = [u8; 32];
 
+/// The hash a secret (a token, a ticket, a session ID) is stored and looked up by.
+pub fn secret_hash(secret: &str) -> SecretHash {
+    use sha2::Digest;
+    sha2::Sha256::digest(secret.as_bytes()).into()
+}
+
 #[derive(Debug, Clone)]
 pub struct NewUser {
     pub id: UserId,

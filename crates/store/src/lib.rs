@@ -31,7 +31,7 @@ use einsora_core::workload::Workload;
 
 pub use accounts::{
     AccountStore, ApiTokenRecord, NewApiToken, NewSession, NewTicket, NewUser, PasswordLogin,
-    RedeemedTicket, SecretHash, SessionRecord, User,
+    RedeemedTicket, SecretHash, SessionRecord, User, secret_hash,
 };
 pub use changes::ChangeSignal;
 pub use controller::{ControllerStore, Waiting};

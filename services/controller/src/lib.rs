@@ -2,6 +2,7 @@
 //! backend, for one region under its lease; hosts the agents' Sync (with node agents).
 
 mod config;
+pub mod enrol;
 pub mod fake;
 mod lead;
 mod lease;

@@ -55,6 +55,37 @@ impl Pki {
         &self.ca
     }
 
+    /// The agents CA kept in the directory (`agents-ca.pem`, `agents-ca.key`), created if there
+    /// is none: machine certificates come from it, never from the installation CA.
+    pub fn agents_ca(&self) -> Result<Ca, PkiError> {
+        let _lock = lock(&self.dir)?;
+        let (cert_path, key_path) = agents_ca_paths(&self.dir);
+        match (read_optional(&cert_path)?, read_optional(&key_path)?) {
+            (Some(cert_pem), Some(key_pem)) => Ca::from_pem(&cert_pem, &key_pem),
+            (None, None) => {
+                let ca = Ca::generate(super::AGENTS_CA_NAME)?;
+                write_private(&key_path, &ca.key_pem())?;
+                write_private(&cert_path, ca.cert_pem())?;
+                Ok(ca)
+            }
+            (Some(_), None) => Err(half_a_ca(key_path)),
+            (None, Some(_)) => Err(half_a_ca(cert_path)),
+        }
+    }
+
+    /// The agents CA, for the controller: read only, never created (`einsora pki init` makes
+    /// it), and without the installation CA's key.
+    pub fn load_agents_ca(dir: &Path) -> Result<Ca, PkiError> {
+        let (cert_path, key_path) = agents_ca_paths(dir);
+        let read = |path: PathBuf| {
+            read_optional(&path)?.ok_or(PkiError::Files {
+                path,
+                problem: "is missing: run `einsora pki init`",
+            })
+        };
+        Ca::from_pem(&read(cert_path)?, &read(key_path)?)
+    }
+
     /// The certificate kept for `role`, issuing (and keeping) a new one when there is none, or
     /// when the kept one is near expiry, from another CA, or does not match its key.
     pub fn role_cert(&self, role: Role) -> Result<IssuedCert, PkiError> {
@@ -123,6 +154,10 @@ impl RoleIdentity {
             },
         })
     }
+}
+
+fn agents_ca_paths(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join("agents-ca.pem"), dir.join("agents-ca.key"))
 }
 
 fn role_paths(dir: &Path, role: Role) -> (PathBuf, PathBuf) {

@@ -1,6 +1,7 @@
 //! The installation's own PKI: a CA, certificates that name a [`Role`], and a directory that
 //! keeps them.
 
+mod agents;
 mod ca;
 mod dir;
 mod role;
@@ -10,6 +11,7 @@ use std::path::PathBuf;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+pub use agents::{AGENTS_CA_NAME, AgentCertificate};
 pub use ca::{Ca, IssuedCert, Validity};
 pub use dir::{Pki, RoleIdentity};
 pub use role::{IdentityError, Role, RoleKind, role_of};
@@ -20,6 +22,8 @@ pub enum PkiError {
     Rcgen(#[from] rcgen::Error),
     #[error("the CA certificate {0}")]
     BadCa(&'static str),
+    #[error("the certificate request {0}")]
+    Csr(&'static str),
     #[error("no PEM certificate found")]
     NoCertificate,
     #[error("{path:?}: {source}")]

@@ -2,7 +2,6 @@
 //! tickets): random from the OS, and stored only as their SHA-256.
 
 use einsora_store::SecretHash;
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 pub const TOKEN_PREFIX: &str = "tsk_";
@@ -17,9 +16,7 @@ const SECRET_BYTES: usize = 32;
 
 const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-pub fn sha256(secret: &str) -> SecretHash {
-    Sha256::digest(secret.as_bytes()).into()
-}
+pub use einsora_store::secret_hash as sha256;
 
 /// Compares two hashes in constant time.
 pub fn same_hash(a: &SecretHash, b: &SecretHash) -> bool {
