@@ -7,6 +7,8 @@ use einsora_runtime::pki::{Ca, IssuedCert, Role, RoleKind, Validity};
 use einsora_runtime::shutdown::Shutdown;
 use einsora_runtime::tls::{self, ClientTls};
 use rustls::ServerConfig;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use time::OffsetDateTime;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -228,7 +230,7 @@ async fn a_client_without_a_certificate_is_refused_by_mutual_tls() {
 async fn server_only_tls_serves_a_client_without_a_certificate() {
     let ca = Ca::generate("test installation").unwrap();
     let own = issue(&ca, Role::Controller);
-    let server = serve(tls::server_config_no_client_auth(&own).unwrap()).await;
+    let server = serve(tls::server_config_for_enrolment(ca.cert_pem(), &own).unwrap()).await;
     let anonymous = ClientTls::new(ca.cert_pem(), None, Role::Controller).unwrap();
     assert_eq!(
         check(&anonymous, &server.addr).await,
@@ -240,6 +242,35 @@ async fn server_only_tls_serves_a_client_without_a_certificate() {
     let other = Ca::generate("another installation").unwrap();
     let stranger = ClientTls::new(other.cert_pem(), None, Role::Controller).unwrap();
     let err = check(&stranger, &server.addr).await.unwrap_err();
+    assert!(err.starts_with("connect:"), "{err}");
+}
+
+#[tokio::test]
+async fn an_enrolling_agent_trusts_only_the_ca_its_pin_names() {
+    use sha2::{Digest, Sha256};
+    let ca = Ca::generate("test installation").unwrap();
+    let own = issue(&ca, Role::Controller);
+    let server = serve(tls::server_config_for_enrolment(ca.cert_pem(), &own).unwrap()).await;
+    let ca_der = CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap();
+    let pin: [u8; 32] = Sha256::digest(&ca_der).into();
+    let pinned = ClientTls::pinned(pin, Role::Controller).unwrap();
+    assert_eq!(
+        check(&pinned, &server.addr).await,
+        Ok(ServingStatus::Serving)
+    );
+
+    let wrong = ClientTls::pinned([7; 32], Role::Controller).unwrap();
+    let err = check(&wrong, &server.addr).await.unwrap_err();
+    assert!(err.starts_with("connect:"), "{err}");
+    let not_a_controller = ClientTls::pinned(pin, Role::Api).unwrap();
+    let err = check(&not_a_controller, &server.addr).await.unwrap_err();
+    assert!(err.starts_with("connect:"), "{err}");
+    // A server of another installation, presenting its own CA, doesn't match the pin.
+    let other = Ca::generate("another installation").unwrap();
+    let impostor = issue(&other, Role::Controller);
+    let impostor =
+        serve(tls::server_config_for_enrolment(other.cert_pem(), &impostor).unwrap()).await;
+    let err = check(&pinned, &impostor.addr).await.unwrap_err();
     assert!(err.starts_with("connect:"), "{err}");
 }
 

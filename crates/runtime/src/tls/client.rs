@@ -61,6 +61,27 @@ impl ClientTls {
         })
     }
 
+    /// A client without a certificate that trusts the CA whose certificate's SHA-256 is
+    /// `pin` (an agent enrolling, which knows only that) and expects `server_role`.
+    pub fn pinned(pin: [u8; 32], server_role: Role) -> Result<Self, TlsError> {
+        let verifier = super::pinned::PinnedVerifier {
+            pin,
+            expected: server_role,
+        };
+        let mut config = ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        config.alpn_protocols = vec![ALPN_H2.to_vec()];
+        let server_name =
+            ServerName::try_from(server_role.name()).expect("role names are DNS names");
+        Ok(Self {
+            config: Arc::new(config),
+            server_name,
+        })
+    }
+
     /// Connects to `addr` (`host:port`) now: an unreachable or untrusted server is an error
     /// here. A server refusing this client's certificate shows at the first call instead, since
     /// TLS 1.3 sends that refusal after the client has finished its handshake.

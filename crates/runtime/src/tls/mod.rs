@@ -5,6 +5,7 @@
 //! Always the ring provider, passed explicitly: no process-wide default is read or installed.
 
 mod client;
+mod pinned;
 mod server;
 
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use rustls::{CertificateError, OtherError, RootCertStore};
 use crate::pki::{IssuedCert, PkiError, cert_der_from_pem};
 
 pub use client::ClientTls;
-pub use server::{incoming, peer_role, server_config, server_config_no_client_auth};
+pub use server::{incoming, peer_role, server_config, server_config_for_enrolment};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

@@ -43,9 +43,15 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
-/// Server-authenticated TLS only, for a caller that has no certificate yet (an agent enrolling).
-pub fn server_config_no_client_auth(own: &IssuedCert) -> Result<Arc<ServerConfig>, TlsError> {
-    let (certs, key) = chain_and_key(own)?;
+/// Server-authenticated TLS only, for a caller that has no certificate yet (an agent
+/// enrolling). The CA's certificate follows the server's own, so an agent that knows only its
+/// fingerprint can pin it (`ClientTls::pinned`).
+pub fn server_config_for_enrolment(
+    ca_pem: &str,
+    own: &IssuedCert,
+) -> Result<Arc<ServerConfig>, TlsError> {
+    let (mut certs, key) = chain_and_key(own)?;
+    certs.push(crate::pki::cert_der_from_pem(ca_pem)?);
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
