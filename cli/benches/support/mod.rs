@@ -80,6 +80,7 @@ impl Stack {
             ("EINSORA_API_ADDR".into(), free_addr()?),
             ("EINSORA_CONTROLLER_ADDR".into(), free_addr()?),
             ("EINSORA_METERING_ADDR".into(), free_addr()?),
+            ("EINSORA_AGENT_ADDR".into(), free_addr()?),
             ("EINSORA_HTTP_ADDR".into(), http_addr.clone()),
             ("EINSORA_AUTH_MODE".into(), "dev".into()),
             ("EINSORA_LOG".into(), "warn".into()),

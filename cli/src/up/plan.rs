@@ -58,10 +58,13 @@ impl Plan {
         if profile == Profile::Dev {
             default(einsora_api::setup::AUTH_MODE, "dev".into());
         }
+        // Internal ports, and the agents' port (a Lab that enrols other machines sets
+        // EINSORA_AGENT_ADDR to a routable address).
         for name in [
             einsora_api::ADDR,
             einsora_controller::ADDR,
             einsora_metering::ADDR,
+            einsora_controller::AGENT_ADDR,
         ] {
             default(name, free_loopback_port()?.to_string().into());
         }
@@ -86,6 +89,7 @@ impl Plan {
             (einsora_api::ADDR, api.addr),
             (einsora_controller::ADDR, controller.addr),
             (einsora_metering::ADDR, metering.addr),
+            (einsora_controller::AGENT_ADDR, controller.agent_addr),
         ]
         .into_iter()
         .filter(|(name, _)| !defaults.iter().any(|(d, _)| d == name))

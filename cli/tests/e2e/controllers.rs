@@ -42,8 +42,9 @@ pub struct Controller {
 impl Controller {
     /// A controller of [`REGION`] on the stack's database and certificates, with `env`.
     pub fn start(solo: &Solo, catalog: &str, env: &[(&str, &str)]) -> Controller {
-        let addr = free_addr();
+        let (addr, agents) = (free_addr(), free_addr());
         let mut all: Vec<(&str, &str)> = vec![
+            ("EINSORA_AGENT_ADDR", &agents),
             ("EINSORA_DATABASE_URL", &solo.database),
             ("EINSORA_CATALOG", catalog),
             ("EINSORA_REGION", REGION),

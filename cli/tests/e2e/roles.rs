@@ -69,9 +69,14 @@ async fn grpc_roles_serve_health_over_mutual_tls_and_stop_on_sigterm() {
         let (e, agent) = installed();
         let addr = free_addr();
         // Node agents (the controller's default backend) arrive later: the fake runs here.
+        let agents = free_addr();
         let child = e.spawn(
             &[role],
-            &[(setting, &addr), ("EINSORA_CLUSTER_BACKEND", "fake")],
+            &[
+                (setting, &addr),
+                ("EINSORA_CLUSTER_BACKEND", "fake"),
+                ("EINSORA_AGENT_ADDR", &agents),
+            ],
         );
         let deadline = Instant::now() + Duration::from_secs(20);
         let status = loop {

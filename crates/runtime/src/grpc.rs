@@ -13,7 +13,7 @@ use tonic::transport::Server;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
-use crate::pki::{Pki, PkiError, Role, RoleIdentity, RoleKind};
+use crate::pki::{Ca, Pki, PkiError, Role, RoleIdentity, RoleKind};
 use crate::settings::{ConfigError, Settings};
 use crate::shutdown::Shutdown;
 use crate::tls::{self, ClientTls, TlsError};
@@ -67,6 +67,19 @@ impl InternalTls {
     ) -> Result<Arc<ServerConfig>, ServeError> {
         let id = RoleIdentity::load(&self.dir, role)?;
         Ok(tls::server_config(&id.ca_pem, &id.cert, allowed)?)
+    }
+
+    /// Server-authenticated TLS for the agents' enrolment, presenting the installation CA after
+    /// the server's own certificate; and the CA's PEM, which enrolled agents are given.
+    pub fn enrolment_server(&self, role: Role) -> Result<(Arc<ServerConfig>, String), ServeError> {
+        let id = RoleIdentity::load(&self.dir, role)?;
+        let config = tls::server_config_for_enrolment(&id.ca_pem, &id.cert)?;
+        Ok((config, id.ca_pem))
+    }
+
+    /// The agents CA, which signs machine certificates (ADR 0006); never the installation CA.
+    pub fn agents_ca(&self) -> Result<Ca, ServeError> {
+        Ok(Pki::load_agents_ca(&self.dir)?)
     }
 
     /// A client of `own` role that dials servers of `server` role.

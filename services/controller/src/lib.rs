@@ -1,6 +1,7 @@
 //! The controller role: admission, placement, reconciling the store with the runtime through a
 //! backend, for one region under its lease; hosts the agents' Sync (with node agents).
 
+mod agent_port;
 mod config;
 pub mod enrol;
 pub mod fake;
@@ -34,6 +35,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         addr = %cfg.addr, region = %cfg.region, backend = ?cfg.backend, database = %cfg.database,
         "controller serving"
     );
+    let agent_port = agent_port::AgentPort::bind(&cfg, Arc::clone(&store)).await?;
     let server_stop = Shutdown::new();
     let server = tokio::spawn(grpc::serve(
         listener,
@@ -41,11 +43,13 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         Routes::default(),
         server_stop.clone(),
     ));
+    let agents = tokio::spawn(agent_port.serve(server_stop.clone()));
     // The runtime is read once this controller leads, so a standby never acts on a stale view.
     let fake = cfg.fake.clone();
     let backend = move || -> Arc<dyn Backend> { fake::FakeBackend::start(fake) };
     let led = lead::lead(&cfg, store, backend, &shutdown).await;
     server_stop.trigger();
     server.await.context("controller server")??;
+    agents.await.context("agents' port")??;
     led
 }
