@@ -3,6 +3,7 @@
 
 pub mod drivers;
 pub mod inventory;
+pub mod join;
 
 use std::path::PathBuf;
 

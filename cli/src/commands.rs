@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 
-use crate::{client, migrate, role, setup, up};
+use crate::{client, join, migrate, role, setup, up};
 
 /// Einsora turns the machines you own into a small GPU cloud. Every setting is an EINSORA_*
 /// environment variable with a Solo default (docs/operations.md).
@@ -36,8 +36,11 @@ pub enum Command {
     Access,
     /// Run the gateway role: the public HTTP edge.
     Gateway,
-    /// Run a node agent on this machine.
-    Agent,
+    /// Run a node agent on this machine, or join it to a controller first (`agent join`).
+    Agent {
+        #[command(subcommand)]
+        command: Option<AgentCommand>,
+    },
     /// Run Einsora on this machine: every role, supervised, on 127.0.0.1, with its data in
     /// one owner-only directory; asks for the owner account on the first run.
     Up,
@@ -59,6 +62,20 @@ pub enum Command {
     },
     #[command(flatten)]
     Client(client::ClientCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Enrol this machine with a one-time enrolment token; its identity is kept in
+    /// EINSORA_AGENT_STATE_DIR.
+    Join {
+        /// The enrolment token, as created (it ends with the controller's CA fingerprint).
+        #[arg(long)]
+        token: String,
+        /// The controller's agents' port: `https://host:port`.
+        #[arg(long)]
+        controller: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -121,7 +138,10 @@ impl Cli {
                 einsora_gateway::Config::from_settings,
                 einsora_gateway::run,
             ),
-            Command::Agent => role::run(
+            Command::Agent {
+                command: Some(AgentCommand::Join { token, controller }),
+            } => join::run(&settings, token, controller),
+            Command::Agent { command: None } => role::run(
                 &settings,
                 "agent",
                 einsora_agent::Config::from_settings,

@@ -2,6 +2,7 @@
 
 mod client;
 mod commands;
+mod join;
 mod migrate;
 mod role;
 mod setup;

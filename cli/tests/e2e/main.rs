@@ -5,6 +5,7 @@ mod bad_input;
 mod cli_flow;
 mod controllers;
 mod crash;
+mod enrolment;
 mod fencing;
 mod isolation;
 mod lifecycle;

@@ -77,6 +77,16 @@ impl InternalTls {
         Ok((config, id.ca_pem))
     }
 
+    /// The SHA-256 of the installation CA's certificate, which enrolment tokens carry.
+    pub fn ca_fingerprint(&self) -> Result<[u8; 32], ServeError> {
+        let ca_pem =
+            std::fs::read_to_string(self.dir.join("ca.pem")).map_err(|source| PkiError::Io {
+                path: self.dir.join("ca.pem"),
+                source,
+            })?;
+        Ok(crate::pki::fingerprint(&ca_pem)?)
+    }
+
     /// The agents CA, which signs machine certificates (ADR 0006); never the installation CA.
     pub fn agents_ca(&self) -> Result<Ca, ServeError> {
         Ok(Pki::load_agents_ca(&self.dir)?)

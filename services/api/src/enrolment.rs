@@ -35,14 +35,22 @@ pub struct EnrolmentApi {
     store: Arc<dyn Store>,
     auth: Arc<Auth>,
     catalog: Arc<Catalog>,
+    /// The installation CA's SHA-256, as hex: every token carries it.
+    ca_pin: String,
 }
 
 impl EnrolmentApi {
-    pub fn new(store: Arc<dyn Store>, auth: Arc<Auth>, catalog: Arc<Catalog>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        auth: Arc<Auth>,
+        catalog: Arc<Catalog>,
+        ca_fingerprint: [u8; 32],
+    ) -> Self {
         EnrolmentApi {
             store,
             auth,
             catalog,
+            ca_pin: ca_fingerprint.iter().map(|b| format!("{b:02x}")).collect(),
         }
     }
 
@@ -95,7 +103,10 @@ impl EnrolmentTokenService for EnrolmentApi {
         let requested =
             optional_time("expires_at", req.expires_at.as_ref()).map_err(status::invalid)?;
         let expires_at = expiry(OffsetDateTime::now_utc(), requested)?;
-        let token = secrets::new_enrolment_token().map_err(status::internal)?;
+        // The secret, then the CA's fingerprint, so the joining agent can pin the controller
+        // with nothing but the token (as kubeadm's discovery hash).
+        let secret = secrets::new_enrolment_token().map_err(status::internal)?;
+        let token = format!("{secret}.{}", self.ca_pin);
         let new = NewEnrolmentToken {
             id: EnrolmentTokenId::new(),
             tenant_id: caller.tenant,

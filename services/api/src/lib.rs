@@ -101,6 +101,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         Arc::clone(&store),
         Arc::clone(&auth),
         Arc::clone(&cfg.catalog),
+        cfg.tls.ca_fingerprint()?,
     );
     routes = routes
         .add_service(WorkloadServiceServer::new(workloads))

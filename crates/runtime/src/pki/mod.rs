@@ -38,6 +38,12 @@ pub enum PkiError {
     },
 }
 
+/// The SHA-256 of the first certificate in a PEM text (of its DER): what a joining agent pins.
+pub fn fingerprint(cert_pem: &str) -> Result<[u8; 32], PkiError> {
+    use sha2::Digest;
+    Ok(sha2::Sha256::digest(cert_der_from_pem(cert_pem)?).into())
+}
+
 /// The first certificate in a PEM text.
 pub(crate) fn cert_der_from_pem(pem: &str) -> Result<CertificateDer<'static>, PkiError> {
     CertificateDer::from_pem_slice(pem.as_bytes()).map_err(|_| PkiError::NoCertificate)

@@ -55,9 +55,17 @@ async fn a_session_creates_a_token_whose_secret_is_shown_once() {
     let before = OffsetDateTime::now_utc();
     let created = env.enrol(acme.browser(create("lab-box-3"))).await.unwrap();
     let secret = created.token;
+    let (secret_part, pin) = secret
+        .split_once('.')
+        .expect("the secret, then the CA's pin");
     assert!(
-        secret.starts_with("enr_") && secret.len() == 4 + 32,
+        secret_part.starts_with("enr_") && secret_part.len() == 4 + 32,
         "≥128 bits"
+    );
+    assert_eq!(
+        pin,
+        "ab".repeat(32),
+        "the installation CA's SHA-256, for the agent to pin"
     );
     let shown = created.enrolment_token.unwrap();
     assert_eq!(shown.prefix, secret[..8]);

@@ -62,6 +62,9 @@ pub struct Who {
     pub session: (String, String),
 }
 
+/// What the tests' enrolment tokens say the installation CA hashes to.
+pub const CA_FINGERPRINT: [u8; 32] = [0xab; 32];
+
 pub async fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
@@ -74,7 +77,7 @@ pub async fn env() -> Env {
         catalog: CatalogApi::new(&catalog, Arc::clone(&auth)),
         usage: UsageApi::new(Arc::clone(&store), Arc::clone(&auth)),
         access: AccessApi::new(Arc::clone(&store), Arc::clone(&auth), AccessUrl::default()),
-        enrolment: EnrolmentApi::new(Arc::clone(&store), auth, catalog),
+        enrolment: EnrolmentApi::new(Arc::clone(&store), auth, catalog, CA_FINGERPRINT),
         store,
         dir,
     }

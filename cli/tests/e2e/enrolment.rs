@@ -1,0 +1,106 @@
+//! A machine joins with `einsora agent join`: a one-time token (which carries the controller's
+//! CA fingerprint) and the controller's agents' port; it then is one of the owner's machines.
+
+use std::os::unix::fs::PermissionsExt;
+
+use serde_json::json;
+
+use crate::lifecycle::Owner;
+use crate::solo::Solo;
+use crate::support::{free_addr, stderr};
+use crate::world::call;
+
+fn token(solo: &Solo, owner: &Owner, name: &str) -> String {
+    let made = call(
+        solo,
+        &owner.session,
+        "POST",
+        "/v1/enrolment-tokens",
+        Some(json!({ "name": name })),
+    );
+    assert_eq!(made.status, 200, "{}", made.body);
+    made.json()["token"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_machine_joins_once_with_a_token_that_pins_the_controller() {
+    let agents = free_addr();
+    let solo = Solo::start(&[("EINSORA_AGENT_ADDR", agents.as_str())]);
+    let owner = Owner::of(&solo);
+    let controller = format!("https://{agents}");
+    let join = |token: &str, state: &std::path::Path| {
+        let state = state.to_str().unwrap();
+        solo.e.run(
+            &[
+                "agent",
+                "join",
+                "--token",
+                token,
+                "--controller",
+                &controller,
+            ],
+            &[("EINSORA_AGENT_STATE_DIR", state)],
+        )
+    };
+
+    let first = token(&solo, &owner, "lab-box");
+    let state = solo.e.dir().join("agent-a");
+    let out = join(&first, &state);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let machine_id = std::fs::read_to_string(state.join("machine-id")).unwrap();
+    assert!(
+        said.contains(&format!("joined as machine {machine_id} in region local")),
+        "{said}"
+    );
+    for (file, mode) in [("agent.key", 0o600), ("machine-id", 0o600)] {
+        let meta = std::fs::metadata(state.join(file)).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, mode, "{file}");
+    }
+    let machines = call(&solo, &owner.session, "GET", "/v1/machines", None).json();
+    let listed: Vec<_> = machines["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(listed, [machine_id.clone()], "{machines}");
+
+    // The token is spent: another machine can't use it.
+    let out = join(&first, &solo.e.dir().join("agent-b"));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("the enrolment token is not valid"),
+        "{}",
+        stderr(&out)
+    );
+    // This machine already is one.
+    let second = token(&solo, &owner, "again");
+    let out = join(&second, &state);
+    assert!(
+        stderr(&out).contains(&format!("already joined as {machine_id}")),
+        "{}",
+        stderr(&out)
+    );
+
+    // A token whose pin names another CA never reaches this controller: the handshake fails
+    // first, and the token stays good.
+    let (secret, _) = second.rsplit_once('.').unwrap();
+    let forged = format!("{secret}.{}", "00".repeat(32));
+    let out = join(&forged, &solo.e.dir().join("agent-c"));
+    assert!(
+        stderr(&out).contains("can't reach the controller"),
+        "{}",
+        stderr(&out)
+    );
+    let out = join(&second, &solo.e.dir().join("agent-c"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let machines = call(&solo, &owner.session, "GET", "/v1/machines", None).json();
+    assert_eq!(machines["machines"].as_array().unwrap().len(), 2);
+
+    let logs = solo.logs();
+    for secret in [&first, &second] {
+        let (secret, _) = secret.rsplit_once('.').unwrap();
+        assert!(!logs.contains(secret), "a token's secret reached a log");
+    }
+}
