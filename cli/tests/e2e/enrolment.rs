@@ -64,7 +64,7 @@ fn a_machine_joins_once_with_a_token_that_pins_the_controller() {
         .iter()
         .map(|m| m["id"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(listed, [machine_id.clone()], "{machines}");
+    assert_eq!(listed, std::slice::from_ref(&machine_id), "{machines}");
 
     // The token is spent: another machine can't use it.
     let out = join(&first, &solo.e.dir().join("agent-b"));
