@@ -69,11 +69,12 @@ impl InternalTls {
         Ok(tls::server_config(&id.ca_pem, &id.cert, allowed)?)
     }
 
-    /// Server-authenticated TLS for the agents' enrolment, presenting the installation CA after
-    /// the server's own certificate; and the CA's PEM, which enrolled agents are given.
-    pub fn enrolment_server(&self, role: Role) -> Result<(Arc<ServerConfig>, String), ServeError> {
+    /// TLS for the agents' port (`tls::server_config_for_agents`), and the installation CA's
+    /// PEM, which enrolled agents are given.
+    pub fn agents_server(&self, role: Role) -> Result<(Arc<ServerConfig>, String), ServeError> {
         let id = RoleIdentity::load(&self.dir, role)?;
-        let config = tls::server_config_for_enrolment(&id.ca_pem, &id.cert)?;
+        let agents_ca = Pki::load_agents_ca(&self.dir)?;
+        let config = tls::server_config_for_agents(&id.ca_pem, &id.cert, agents_ca.cert_pem())?;
         Ok((config, id.ca_pem))
     }
 

@@ -226,11 +226,18 @@ async fn a_client_without_a_certificate_is_refused_by_mutual_tls() {
     assert!(server.seen.lock().unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn server_only_tls_serves_a_client_without_a_certificate() {
+/// An agents' port: the installation CA (`ca`) for the server, the agents CA for machines.
+async fn agents_port() -> (Ca, Ca, Running) {
     let ca = Ca::generate("test installation").unwrap();
+    let agents = Ca::generate("test agents").unwrap();
     let own = issue(&ca, Role::Controller);
-    let server = serve(tls::server_config_for_enrolment(ca.cert_pem(), &own).unwrap()).await;
+    let config = tls::server_config_for_agents(ca.cert_pem(), &own, agents.cert_pem()).unwrap();
+    (ca, agents, serve(config).await)
+}
+
+#[tokio::test]
+async fn the_agents_port_serves_an_enrolling_agent_without_a_certificate() {
+    let (ca, _agents, server) = agents_port().await;
     let anonymous = ClientTls::new(ca.cert_pem(), None, Role::Controller).unwrap();
     assert_eq!(
         check(&anonymous, &server.addr).await,
@@ -245,12 +252,69 @@ async fn server_only_tls_serves_a_client_without_a_certificate() {
     assert!(err.starts_with("connect:"), "{err}");
 }
 
+/// The agents' port admits only machine certificates of the agents CA: a service certificate,
+/// an agent certificate from the installation CA, or one from a foreign CA are refused.
+#[tokio::test]
+async fn the_agents_port_admits_only_machine_certificates_of_the_agents_ca() {
+    let (ca, agents, server) = agents_port().await;
+    let machine = agent();
+    let enrolled = ClientTls::new(
+        ca.cert_pem(),
+        Some(&issue(&agents, machine)),
+        Role::Controller,
+    )
+    .unwrap();
+    assert_eq!(
+        check(&enrolled, &server.addr).await,
+        Ok(ServingStatus::Serving)
+    );
+    assert_eq!(*server.seen.lock().unwrap(), vec![Some(machine)]);
+
+    let service = issue(&ca, Role::Api);
+    let as_service = ClientTls::new(ca.cert_pem(), Some(&service), Role::Controller).unwrap();
+    assert_refused(check(&as_service, &server.addr).await, "UnknownCA");
+    let agent_of_the_installation_ca = issue(&ca, agent());
+    let wrong_ca = ClientTls::new(
+        ca.cert_pem(),
+        Some(&agent_of_the_installation_ca),
+        Role::Controller,
+    )
+    .unwrap();
+    assert_refused(check(&wrong_ca, &server.addr).await, "UnknownCA");
+    let agents_service = issue(&agents, Role::Api);
+    let not_an_agent =
+        ClientTls::new(ca.cert_pem(), Some(&agents_service), Role::Controller).unwrap();
+    assert_refused(
+        check(&not_an_agent, &server.addr).await,
+        "CertificateUnknown",
+    );
+    assert_eq!(
+        server.seen.lock().unwrap().len(),
+        1,
+        "no refused peer reached the handler"
+    );
+}
+
+#[tokio::test]
+async fn a_machine_certificate_is_refused_by_a_service_port() {
+    let (ca, server) = controller(&[RoleKind::Api, RoleKind::Agent]).await;
+    let agents = Ca::generate("test agents").unwrap();
+    let machine = ClientTls::new(
+        ca.cert_pem(),
+        Some(&issue(&agents, agent())),
+        Role::Controller,
+    )
+    .unwrap();
+    assert_refused(check(&machine, &server.addr).await, "UnknownCA");
+}
+
 #[tokio::test]
 async fn an_enrolling_agent_trusts_only_the_ca_its_pin_names() {
     use sha2::{Digest, Sha256};
     let ca = Ca::generate("test installation").unwrap();
     let own = issue(&ca, Role::Controller);
-    let server = serve(tls::server_config_for_enrolment(ca.cert_pem(), &own).unwrap()).await;
+    let server =
+        serve(tls::server_config_for_agents(ca.cert_pem(), &own, ca.cert_pem()).unwrap()).await;
     let ca_der = CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap();
     let pin: [u8; 32] = Sha256::digest(&ca_der).into();
     let pinned = ClientTls::pinned(pin, Role::Controller).unwrap();
@@ -268,8 +332,10 @@ async fn an_enrolling_agent_trusts_only_the_ca_its_pin_names() {
     // A server of another installation, presenting its own CA, doesn't match the pin.
     let other = Ca::generate("another installation").unwrap();
     let impostor = issue(&other, Role::Controller);
-    let impostor =
-        serve(tls::server_config_for_enrolment(other.cert_pem(), &impostor).unwrap()).await;
+    let impostor = serve(
+        tls::server_config_for_agents(other.cert_pem(), &impostor, other.cert_pem()).unwrap(),
+    )
+    .await;
     let err = check(&pinned, &impostor.addr).await.unwrap_err();
     assert!(err.starts_with("connect:"), "{err}");
 }

@@ -30,7 +30,7 @@ pub struct AgentPort {
 impl AgentPort {
     pub async fn bind(cfg: &Config, store: Arc<dyn Store>) -> anyhow::Result<AgentPort> {
         let agents_ca = cfg.tls.agents_ca()?;
-        let (tls, ca_pem) = cfg.tls.enrolment_server(Role::Controller)?;
+        let (tls, ca_pem) = cfg.tls.agents_server(Role::Controller)?;
         let listener = grpc::bind(AGENT_ADDR, cfg.agent_addr).await?;
         let enrolment = Enrolment {
             store,

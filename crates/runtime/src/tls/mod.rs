@@ -18,7 +18,7 @@ use rustls::{CertificateError, OtherError, RootCertStore};
 use crate::pki::{IssuedCert, PkiError, cert_der_from_pem};
 
 pub use client::ClientTls;
-pub use server::{incoming, peer_role, server_config, server_config_for_enrolment};
+pub use server::{incoming, peer_role, server_config, server_config_for_agents};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

@@ -43,18 +43,28 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
-/// Server-authenticated TLS only, for a caller that has no certificate yet (an agent
-/// enrolling). The CA's certificate follows the server's own, so an agent that knows only its
-/// fingerprint can pin it (`ClientTls::pinned`).
-pub fn server_config_for_enrolment(
+/// The agents' port. The server presents its certificate and then the installation CA's, so an
+/// agent enrolling, which knows only the CA's fingerprint, can pin it (`ClientTls::pinned`). A
+/// client certificate is optional (an enrolling agent has none yet; the Sync handler requires
+/// one) and, when presented, must chain to the agents CA, never the installation CA, and name
+/// an agent (ADR 0006).
+pub fn server_config_for_agents(
     ca_pem: &str,
     own: &IssuedCert,
+    agents_ca_pem: &str,
 ) -> Result<Arc<ServerConfig>, TlsError> {
+    let chain = WebPkiClientVerifier::builder_with_provider(roots(agents_ca_pem)?, provider())
+        .allow_unauthenticated()
+        .build()?;
+    let verifier = RoleVerifier {
+        chain,
+        allowed: vec![RoleKind::Agent],
+    };
     let (mut certs, key) = chain_and_key(own)?;
     certs.push(crate::pki::cert_der_from_pem(ca_pem)?);
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_no_client_auth()
+        .with_client_cert_verifier(Arc::new(verifier))
         .with_single_cert(certs, key)?;
     config.alpn_protocols = vec![ALPN_H2.to_vec()];
     Ok(Arc::new(config))
