@@ -1,7 +1,8 @@
 //! `einsora agent join`: enrols this machine with a one-time token. The token ends with the
 //! installation CA's SHA-256, so the agent pins the controller with nothing else; it sends a
 //! CSR for a key that never leaves this machine, and keeps what it gets in its state directory
-//! (owner-only): `machine-id`, `agent.pem` (its certificate), `agent.key`, `ca.pem`, `region`.
+//! (owner-only): `machine-id`, `agent.pem` (its certificate), `agent.key`, `ca.pem`, `region`,
+//! `controller` (the agents' port it joined through).
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -98,7 +99,7 @@ pub async fn join(request: &Join) -> Result<Joined, JoinError> {
     if fingerprint(&answer.ca_certificate_pem).ok() != Some(pin) {
         return Err(JoinError::WrongCa);
     }
-    save(&request.state_dir, &answer, &key.serialize_pem())?;
+    save(&request.state_dir, &answer, &key.serialize_pem(), addr)?;
     Ok(Joined {
         machine_id: answer.machine_id,
         region: answer.region,
@@ -127,6 +128,7 @@ fn save(
     dir: &Path,
     answer: &einsora_proto::agent::v1::EnrollResponse,
     key_pem: &str,
+    controller: &str,
 ) -> Result<(), JoinError> {
     let io = |path: &Path| {
         let path = path.to_owned();
@@ -142,6 +144,7 @@ fn save(
         ("agent.pem", answer.certificate_chain_pem.as_str()),
         ("ca.pem", answer.ca_certificate_pem.as_str()),
         ("region", answer.region.as_str()),
+        ("controller", controller),
         ("machine-id", answer.machine_id.as_str()),
     ] {
         let path = dir.join(name);

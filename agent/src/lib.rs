@@ -2,8 +2,10 @@
 //! status, and keeps the controller's Sync stream open over mutual TLS.
 
 pub mod drivers;
+mod identity;
 pub mod inventory;
 pub mod join;
+mod sync;
 
 use std::path::PathBuf;
 
@@ -17,7 +19,8 @@ pub const STATE_DIR: &str = "EINSORA_AGENT_STATE_DIR";
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub controller: String,
+    /// Set only to override the controller the machine joined through.
+    pub controller: Option<String>,
     pub state_dir: PathBuf,
 }
 
@@ -25,24 +28,36 @@ impl Config {
     pub fn from_settings(settings: &Settings) -> Result<Self, ConfigError> {
         let default_state = settings.data_dir()?.join("agent");
         Ok(Config {
-            controller: settings.parse_with(CONTROLLER, "127.0.0.1:8443", |v| {
-                v.parse::<std::net::SocketAddr>()
-                    .map(|_| v.to_owned())
-                    .or_else(|_| match v.rsplit_once(':') {
-                        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
-                            Ok(v.to_owned())
-                        }
-                        _ => Err("is not host:port".to_owned()),
+            controller: settings
+                .is_set(CONTROLLER)
+                .then(|| {
+                    settings.parse_with(CONTROLLER, "", |v| {
+                        v.parse::<std::net::SocketAddr>()
+                            .map(|_| v.to_owned())
+                            .or_else(|_| match v.rsplit_once(':') {
+                                Some((host, port))
+                                    if !host.is_empty() && port.parse::<u16>().is_ok() =>
+                                {
+                                    Ok(v.to_owned())
+                                }
+                                _ => Err("is not host:port".to_owned()),
+                            })
                     })
-            })?,
+                })
+                .transpose()?,
             state_dir: settings.path(STATE_DIR, &default_state)?,
         })
     }
 }
 
-/// Runs until shutdown. Sync and the drivers arrive with node agents (docs/architecture.md).
+/// Syncs with its controller until shutdown: the controller it joined through, unless
+/// EINSORA_AGENT_CONTROLLER says otherwise. Stops with an error once the machine is revoked.
 pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
-    tracing::info!(controller = %cfg.controller, state_dir = %cfg.state_dir.display(), "agent configured");
-    shutdown.cancelled().await;
+    let identity = identity::Identity::load(&cfg.state_dir)?;
+    let controller = cfg
+        .controller
+        .unwrap_or_else(|| identity.controller.clone());
+    tracing::info!(machine = %identity.machine_id, %controller, "agent starting");
+    sync::run(&identity, &controller, &shutdown).await?;
     Ok(())
 }

@@ -104,3 +104,109 @@ fn a_machine_joins_once_with_a_token_that_pins_the_controller() {
         assert!(!logs.contains(secret), "a token's secret reached a log");
     }
 }
+
+/// A joined agent syncs: its inventory becomes the machine's, and it reads online. Revoked, its
+/// stream is closed within seconds and its reconnects are refused.
+#[test]
+fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    let agents = free_addr();
+    let solo = Solo::start(&[("EINSORA_AGENT_ADDR", agents.as_str())]);
+    let owner = Owner::of(&solo);
+    let state = solo.e.dir().join("agent");
+    let state_env = [("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap())];
+    let first = token(&solo, &owner, "lab-box");
+    let controller = format!("https://{agents}");
+    let args = [
+        "agent",
+        "join",
+        "--token",
+        &first,
+        "--controller",
+        &controller,
+    ];
+    let out = solo.e.run(&args, &state_env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = std::fs::read_to_string(state.join("machine-id")).unwrap();
+    let spawn_agent = || {
+        let mut agent = solo
+            .e
+            .command(&["agent"], &state_env)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let logs = Arc::new(Mutex::new(String::new()));
+        let into = Arc::clone(&logs);
+        let err = agent.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                into.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        (agent, logs, reader)
+    };
+    let (mut agent, logs, reader) = spawn_agent();
+    let path = format!("/v1/machines/{id}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let machine = loop {
+        let machine = call(&solo, &owner.session, "GET", &path, None).json();
+        if machine["cpus"].as_u64().unwrap_or(0) > 0 && machine["status"] == "online" {
+            break machine;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{machine}\n{}",
+            logs.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let memory: u64 = machine["memory_bytes"].as_str().unwrap().parse().unwrap();
+    assert!(memory > 0, "{machine}");
+    assert_eq!(machine["os"], std::env::consts::OS);
+
+    let revoke = call(
+        &solo,
+        &owner.session,
+        "POST",
+        &format!("{path}/revoke"),
+        Some(json!({})),
+    );
+    assert_eq!(revoke.status, 200, "{}", revoke.body);
+    let revoked = Instant::now();
+    let exited = loop {
+        if let Some(status) = agent.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            revoked.elapsed() < Duration::from_secs(20),
+            "the agent kept syncing"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("stream closed {:?} after the revocation", revoked.elapsed());
+    assert!(!exited.success());
+    reader.join().unwrap();
+    assert!(
+        logs.lock().unwrap().contains("was revoked"),
+        "{}",
+        logs.lock().unwrap()
+    );
+
+    let (mut again, logs, reader) = spawn_agent();
+    let status = again.wait().unwrap();
+    reader.join().unwrap();
+    assert!(
+        !status.success(),
+        "a revoked machine's reconnect is refused"
+    );
+    assert!(
+        logs.lock().unwrap().contains("was revoked"),
+        "{}",
+        logs.lock().unwrap()
+    );
+}

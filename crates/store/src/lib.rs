@@ -4,6 +4,7 @@
 //! per engine.
 
 mod accounts;
+mod agents;
 mod changes;
 mod controller;
 mod database_url;
@@ -33,6 +34,7 @@ pub use accounts::{
     AccountStore, ApiTokenRecord, NewApiToken, NewSession, NewTicket, NewUser, PasswordLogin,
     RedeemedTicket, SecretHash, SessionRecord, User, secret_hash,
 };
+pub use agents::AgentStore;
 pub use changes::ChangeSignal;
 pub use controller::{ControllerStore, Waiting};
 pub use database_url::{DatabaseUrl, SETTING as DATABASE_URL_SETTING};
@@ -57,6 +59,7 @@ pub use sqlite::SqliteStore;
 #[async_trait]
 pub trait Store:
     AccountStore
+    + AgentStore
     + ControllerStore
     + EnrolmentStore
     + InventoryStore

@@ -1,6 +1,6 @@
-//! The agents' port (EINSORA_AGENT_ADDR): where machines enrol, over server-authenticated TLS
-//! that presents the installation CA for them to pin. (Their Sync stream joins it with node
-//! agents.) Served by every controller of the region, leader or not: enrolment needs no lease.
+//! The agents' port (EINSORA_AGENT_ADDR): where machines enrol (server-authenticated TLS that
+//! presents the installation CA for them to pin) and keep their Sync stream (their machine
+//! certificate from the agents CA). Served by every controller of the region, leader or not.
 
 use std::sync::Arc;
 
@@ -8,6 +8,7 @@ use anyhow::Context;
 use einsora_proto::agent::v1::enrolment_service_server::{
     EnrolmentService, EnrolmentServiceServer,
 };
+use einsora_proto::agent::v1::sync_service_server::SyncServiceServer;
 use einsora_proto::agent::v1::{EnrollRequest, EnrollResponse};
 use einsora_proto::convert::timestamp;
 use einsora_runtime::grpc;
@@ -17,6 +18,7 @@ use einsora_store::{Store, StoreError};
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 
+use crate::agents::SyncApi;
 use crate::config::{AGENT_ADDR, Config};
 use crate::enrol::{self, EnrolError};
 
@@ -28,10 +30,19 @@ pub struct AgentPort {
 }
 
 impl AgentPort {
-    pub async fn bind(cfg: &Config, store: Arc<dyn Store>) -> anyhow::Result<AgentPort> {
+    pub async fn bind(
+        cfg: &Config,
+        store: Arc<dyn Store>,
+        shutdown: &Shutdown,
+    ) -> anyhow::Result<AgentPort> {
         let agents_ca = cfg.tls.agents_ca()?;
         let (tls, ca_pem) = cfg.tls.agents_server(Role::Controller)?;
         let listener = grpc::bind(AGENT_ADDR, cfg.agent_addr).await?;
+        let sync = SyncApi::new(
+            Arc::clone(&store),
+            Arc::clone(&cfg.catalog),
+            shutdown.clone(),
+        );
         let enrolment = Enrolment {
             store,
             agents_ca: Arc::new(agents_ca),
@@ -41,7 +52,8 @@ impl AgentPort {
         Ok(AgentPort {
             listener,
             tls,
-            routes: Routes::new(EnrolmentServiceServer::new(enrolment)),
+            routes: Routes::new(EnrolmentServiceServer::new(enrolment))
+                .add_service(SyncServiceServer::new(sync)),
         })
     }
 

@@ -2,6 +2,7 @@
 //! backend, for one region under its lease; hosts the agents' Sync (with node agents).
 
 mod agent_port;
+mod agents;
 mod config;
 pub mod enrol;
 pub mod fake;
@@ -35,7 +36,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         addr = %cfg.addr, region = %cfg.region, backend = ?cfg.backend, database = %cfg.database,
         "controller serving"
     );
-    let agent_port = agent_port::AgentPort::bind(&cfg, Arc::clone(&store)).await?;
+    let agent_port = agent_port::AgentPort::bind(&cfg, Arc::clone(&store), &shutdown).await?;
     let server_stop = Shutdown::new();
     let server = tokio::spawn(grpc::serve(
         listener,

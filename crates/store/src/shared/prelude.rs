@@ -29,4 +29,5 @@ include!("accounts.rs");
 include!("enrolment.rs");
 include!("inventory.rs");
 include!("inventory_rows.rs");
+include!("agents.rs");
 include!("metering.rs");

@@ -1,0 +1,142 @@
+//! The agent's side of Sync: one stream to its controller over mutual TLS with its machine
+//! certificate. It sends its inventory first, then its statuses at least every `HEARTBEAT`, and
+//! takes the desired state it is sent (applied by the drivers). It reconnects with jittered
+//! backoff, except once its controller says the machine was revoked.
+
+use std::time::Duration;
+
+use einsora_proto::agent::v1 as pb;
+use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
+use einsora_proto::common::v1 as common_pb;
+use einsora_runtime::pki::Role;
+use einsora_runtime::shutdown::Shutdown;
+use einsora_runtime::tls::ClientTls;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Code;
+
+use crate::identity::Identity;
+
+const HEARTBEAT: Duration = Duration::from_secs(10);
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A session that lasted this long resets the backoff.
+const STEADY: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("this machine was revoked: its controller refuses it")]
+    Revoked,
+    #[error("{0}")]
+    Lost(String),
+}
+
+/// Syncs until `shutdown`; `Err` only when the machine was revoked.
+pub async fn run(
+    identity: &Identity,
+    controller: &str,
+    shutdown: &Shutdown,
+) -> Result<(), SyncError> {
+    let tls = ClientTls::new(&identity.ca_pem, Some(&identity.cert), Role::Controller)
+        .map_err(|e| SyncError::Lost(e.to_string()))?;
+    let mut backoff = FIRST_BACKOFF;
+    while !shutdown.is_triggered() {
+        let started = tokio::time::Instant::now();
+        match session(&tls, controller, shutdown).await {
+            Ok(()) => return Ok(()),
+            Err(SyncError::Revoked) => return Err(SyncError::Revoked),
+            Err(SyncError::Lost(why)) => {
+                if started.elapsed() >= STEADY {
+                    backoff = FIRST_BACKOFF;
+                }
+                let wait = jitter(backoff);
+                tracing::warn!(controller, why, ?wait, "lost the controller; reconnecting");
+                tokio::select! {
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(wait) => {}
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn session(tls: &ClientTls, controller: &str, shutdown: &Shutdown) -> Result<(), SyncError> {
+    let lost = |e: &dyn std::fmt::Display| SyncError::Lost(e.to_string());
+    let channel = tls.connect(controller).await.map_err(|e| lost(&e))?;
+    let (tx, rx) = mpsc::channel(8);
+    tx.send(inventory().await).await.map_err(|e| lost(&e))?;
+    let response = SyncServiceClient::new(channel)
+        .sync(ReceiverStream::new(rx))
+        .await
+        .map_err(refused)?;
+    tracing::info!(controller, "syncing");
+    let mut desired = response.into_inner();
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            state = desired.message() => match state {
+                Ok(Some(state)) => {
+                    tracing::debug!(workloads = state.workloads.len(), "desired state");
+                }
+                Ok(None) => return Err(SyncError::Lost("the controller ended the stream".into())),
+                Err(status) => return Err(refused(status)),
+            },
+            _ = heartbeat.tick() => {
+                let statuses = pb::AgentReport {
+                    report: Some(pb::agent_report::Report::Statuses(pb::WorkloadStatuses::default())),
+                };
+                tx.send(statuses).await.map_err(|e| lost(&e))?;
+            }
+        }
+    }
+}
+
+fn refused(status: tonic::Status) -> SyncError {
+    match status.code() {
+        Code::PermissionDenied | Code::Unauthenticated => SyncError::Revoked,
+        _ => SyncError::Lost(status.message().to_owned()),
+    }
+}
+
+/// What this machine has, as a report; an inventory that can't be read reports what it can.
+async fn inventory() -> pb::AgentReport {
+    let inventory = match crate::inventory::collect().await {
+        Ok(inventory) => pb::Inventory {
+            hostname: inventory.hostname,
+            os: inventory.os,
+            arch: inventory.arch,
+            cpus: inventory.cpus,
+            memory_bytes: inventory.memory_bytes,
+            devices: inventory
+                .devices
+                .into_iter()
+                .map(|d| pb::Device {
+                    vendor: common_pb::AcceleratorKind::from(d.vendor).into(),
+                    model: d.model,
+                    uuid: d.uuid,
+                    memory_bytes: d.memory_bytes,
+                })
+                .collect(),
+            drivers: Vec::new(),
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "couldn't read this machine's inventory");
+            pb::Inventory::default()
+        }
+    };
+    pb::AgentReport {
+        report: Some(pb::agent_report::Report::Inventory(inventory)),
+    }
+}
+
+/// Between half and all of `d`, so many agents don't reconnect in step.
+fn jitter(d: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos());
+    d / 2 + d.mul_f64(f64::from(nanos % 1000) / 2000.0)
+}

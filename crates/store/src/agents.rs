@@ -1,0 +1,27 @@
+//! What the agents' Sync stream asks of the store: who a certificate belongs to, what a machine
+//! should run, and that it was seen.
+
+use async_trait::async_trait;
+use einsora_core::ids::MachineId;
+use einsora_core::workload::Workload;
+use time::OffsetDateTime;
+
+use crate::{MachineRecord, StoreError};
+
+#[async_trait]
+pub trait AgentStore: Send + Sync {
+    /// The machine whose certificate has this SHA-256, if that certificate was issued to it and
+    /// is unexpired, and neither the certificate nor the machine is revoked.
+    async fn machine_for_certificate(
+        &self,
+        machine: MachineId,
+        fingerprint: &[u8; 32],
+    ) -> Result<Option<MachineRecord>, StoreError>;
+
+    /// The workloads placed on a machine that still exist: what its desired state is computed
+    /// from, every time it is sent.
+    async fn workloads_on(&self, machine: MachineId) -> Result<Vec<Workload>, StoreError>;
+
+    /// Records that the machine's agent was heard from (for its status; nothing else changes).
+    async fn machine_seen(&self, machine: MachineId, at: OffsetDateTime) -> Result<(), StoreError>;
+}

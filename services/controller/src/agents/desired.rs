@@ -1,0 +1,110 @@
+//! A machine's desired state, computed from the store on every send, so a restart never makes
+//! an agent stop or delete anything: provisioning or running → run; deleting, or a stopped
+//! endpoint → remove with everything it stored; anything else → park, keeping its disk.
+
+use einsora_core::agent::Mode;
+use einsora_core::catalog::Catalog;
+use einsora_core::kind::WorkloadKind;
+use einsora_core::lifecycle::State;
+use einsora_core::workload::Workload;
+use einsora_proto::agent::v1 as pb;
+use einsora_proto::common::v1 as common_pb;
+
+pub fn mode(w: &Workload) -> Mode {
+    match w.state {
+        State::Provisioning | State::Running => Mode::Run,
+        State::Deleting | State::Deleted => Mode::Remove,
+        State::Stopped if w.kind == WorkloadKind::Endpoint => Mode::Remove,
+        _ => Mode::Park,
+    }
+}
+
+/// Every workload of the machine, with what it should be. A workload whose class left the
+/// catalog is still listed (to be parked or removed), with what the store knows of it.
+pub fn workloads(
+    on_machine: &[Workload],
+    catalog: &Catalog,
+    owner: einsora_core::ids::TenantId,
+) -> Vec<pb::DesiredWorkload> {
+    on_machine
+        .iter()
+        .map(|w| {
+            let class_name = w.placed_class.as_deref().unwrap_or(&w.gpu_class);
+            let class = catalog.class(class_name);
+            let accelerator = class.map(|c| c.accelerator());
+            let runtime = accelerator
+                .and_then(|a| catalog.image(&w.image)?.runtime_for(a))
+                .map(|r| r.name().to_owned())
+                .unwrap_or_default();
+            pb::DesiredWorkload {
+                workload_id: w.id.to_string(),
+                attempt: w.attempt.get(),
+                mode: pb::Mode::from(mode(w)).into(),
+                spec: Some(pb::WorkloadSpec {
+                    kind: common_pb::WorkloadKind::from(w.kind).into(),
+                    compute_class: class_name.to_owned(),
+                    accelerator: accelerator
+                        .map_or(common_pb::AcceleratorKind::Unspecified, Into::into)
+                        .into(),
+                    image: w.image.clone(),
+                    runtime,
+                    driver: w.driver.clone().unwrap_or_default(),
+                    resources: class.map(|c| pb::Resources {
+                        cpus: c.cpus(),
+                        memory_bytes: c.memory_bytes(),
+                        device_count: w.units.min(c.devices()),
+                        device_uuids: Vec::new(),
+                    }),
+                    requires_strong_isolation: w.tenant_id != owner,
+                    params: None,
+                }),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_follow_the_seeds() {
+        use einsora_core::ids::{TenantId, WorkloadId};
+        let now = time::OffsetDateTime::now_utc();
+        let w = |kind, state| Workload {
+            id: WorkloadId::new(),
+            tenant_id: TenantId::new(),
+            kind,
+            name: "w".into(),
+            gpu_class: "cpu-1c-2g".into(),
+            placed_class: None,
+            units: 1,
+            image: "jupyterlab".into(),
+            region: einsora_core::region::Region::new("local").unwrap(),
+            machine_id: None,
+            driver: None,
+            attempt: einsora_core::attempt::Attempt::NONE,
+            fallback: vec![],
+            fallback_after_s: None,
+            params: "{}".into(),
+            state,
+            reason: String::new(),
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        };
+        use WorkloadKind::{Endpoint, Notebook};
+        for (kind, state, expected) in [
+            (Notebook, State::Provisioning, Mode::Run),
+            (Notebook, State::Running, Mode::Run),
+            (Notebook, State::Stopping, Mode::Park),
+            (Notebook, State::Stopped, Mode::Park),
+            (Endpoint, State::Stopped, Mode::Remove),
+            (Notebook, State::Failed, Mode::Park),
+            (Notebook, State::Pending, Mode::Park),
+            (Notebook, State::Deleting, Mode::Remove),
+        ] {
+            assert_eq!(mode(&w(kind, state)), expected, "{kind} {state}");
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! A machine's Sync stream. The machine is known by its certificate (role and fingerprint,
+//! checked against the store, again every `RECHECK`, so a revoked machine's stream ends within
+//! seconds), never by what it reports. It is sent its complete desired state on connect,
+//! whenever the store changes it, and at least every `HEARTBEAT`; its inventory reports update
+//! its registration when they fit it.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use einsora_core::catalog::Catalog;
+use einsora_core::ids::MachineId;
+use einsora_proto::agent::v1 as pb;
+use einsora_proto::agent::v1::sync_service_server::SyncService;
+use einsora_proto::convert::timestamp;
+use einsora_runtime::pki::{Role, role_of};
+use einsora_runtime::shutdown::Shutdown;
+use einsora_store::{MachineRecord, Store, StoreError};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::{desired, inventory};
+
+/// The desired state is sent at least this often.
+const HEARTBEAT: Duration = Duration::from_secs(20);
+/// How often the machine's certificate is checked again (revocation closes within ~this).
+const RECHECK: Duration = Duration::from_secs(2);
+/// `last_seen_at` is written at most this often.
+const SEEN_EVERY: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Clone)]
+pub struct SyncApi {
+    store: Arc<dyn Store>,
+    catalog: Arc<Catalog>,
+    shutdown: Shutdown,
+}
+
+impl SyncApi {
+    pub fn new(store: Arc<dyn Store>, catalog: Arc<Catalog>, shutdown: Shutdown) -> Self {
+        SyncApi {
+            store,
+            catalog,
+            shutdown,
+        }
+    }
+}
+
+type DesiredStream = Pin<Box<dyn Stream<Item = Result<pb::DesiredState, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl SyncService for SyncApi {
+    type SyncStream = DesiredStream;
+
+    async fn sync(
+        &self,
+        request: Request<Streaming<pb::AgentReport>>,
+    ) -> Result<Response<DesiredStream>, Status> {
+        let (id, fingerprint) = identity(&request)?;
+        let machine = self
+            .store
+            .machine_for_certificate(id, &fingerprint)
+            .await
+            .map_err(store_status)?
+            .ok_or_else(revoked)?;
+        let (tx, rx) = mpsc::channel(4);
+        let session = Session {
+            store: Arc::clone(&self.store),
+            catalog: Arc::clone(&self.catalog),
+            machine,
+            fingerprint,
+            tx,
+            sent: None,
+            sent_at: Instant::now(),
+            seen_at: None,
+        };
+        tokio::spawn(session.run(request.into_inner(), self.shutdown.clone()));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+/// The machine a verified peer certificate names, and the certificate's fingerprint.
+fn identity<T>(request: &Request<T>) -> Result<(MachineId, [u8; 32]), Status> {
+    let certs = request
+        .peer_certs()
+        .ok_or_else(|| Status::unauthenticated("Sync needs the machine's certificate"))?;
+    let leaf = certs
+        .first()
+        .ok_or_else(|| Status::unauthenticated("Sync needs the machine's certificate"))?;
+    match role_of(leaf) {
+        Ok(Role::Agent { machine_id }) => Ok((
+            MachineId::from_uuid(machine_id),
+            Sha256::digest(leaf.as_ref()).into(),
+        )),
+        _ => Err(Status::permission_denied(
+            "only a machine certificate may sync",
+        )),
+    }
+}
+
+fn revoked() -> Status {
+    Status::permission_denied("this machine's certificate is unknown or revoked")
+}
+
+fn store_status(err: StoreError) -> Status {
+    tracing::warn!(error = %err, "the store failed a Sync request");
+    Status::unavailable("the database is unavailable; try again shortly")
+}
+
+struct Session {
+    store: Arc<dyn Store>,
+    catalog: Arc<Catalog>,
+    machine: MachineRecord,
+    fingerprint: [u8; 32],
+    tx: mpsc::Sender<Result<pb::DesiredState, Status>>,
+    /// What was sent last, so an unchanged state isn't sent again before the heartbeat.
+    sent: Option<Vec<pb::DesiredWorkload>>,
+    sent_at: Instant,
+    seen_at: Option<Instant>,
+}
+
+/// Why a session ended early.
+struct Ended;
+
+impl Session {
+    async fn run(mut self, mut reports: Streaming<pb::AgentReport>, shutdown: Shutdown) {
+        let id = self.machine.machine.id;
+        tracing::info!(machine = %id, "machine connected");
+        let mut changes = self.store.changes();
+        let mut recheck = tokio::time::interval(RECHECK);
+        let _ = self.send(true).await;
+        loop {
+            let step = tokio::select! {
+                () = shutdown.cancelled() => break,
+                report = reports.message() => match report {
+                    Ok(Some(report)) => {
+                        self.on_report(report).await;
+                        Ok(())
+                    }
+                    _ => break,
+                },
+                _ = changes.changed() => self.send(false).await,
+                () = tokio::time::sleep_until(self.sent_at + HEARTBEAT) => self.send(true).await,
+                _ = recheck.tick() => self.still_trusted().await,
+            };
+            if step.is_err() {
+                break;
+            }
+        }
+        tracing::info!(machine = %id, "machine disconnected");
+    }
+
+    /// Sends the desired state if it changed (or `force`). A failed read sends nothing: it is
+    /// never taken for "remove everything".
+    async fn send(&mut self, force: bool) -> Result<(), Ended> {
+        let on_machine = match self.store.workloads_on(self.machine.machine.id).await {
+            Ok(workloads) => workloads,
+            Err(e) => {
+                tracing::warn!(machine = %self.machine.machine.id, error = %e, "couldn't read its desired state");
+                return Ok(());
+            }
+        };
+        let workloads = desired::workloads(&on_machine, &self.catalog, self.machine.machine.owner);
+        if !force && self.sent.as_ref() == Some(&workloads) {
+            return Ok(());
+        }
+        let state = pb::DesiredState {
+            workloads: workloads.clone(),
+            renewed_certificate: None,
+            generated_at: Some(timestamp(OffsetDateTime::now_utc())),
+        };
+        self.tx.send(Ok(state)).await.map_err(|_| Ended)?;
+        self.sent = Some(workloads);
+        self.sent_at = Instant::now();
+        Ok(())
+    }
+
+    async fn on_report(&mut self, report: pb::AgentReport) {
+        let now = OffsetDateTime::now_utc();
+        match report.report {
+            Some(pb::agent_report::Report::Inventory(inventory)) => {
+                match inventory::registration(&self.machine, &inventory, now) {
+                    Ok(registration) => match self.store.put_machine(&registration).await {
+                        Ok(()) => {
+                            self.machine.machine = registration.machine;
+                            self.seen_at = Some(Instant::now());
+                        }
+                        Err(e) => tracing::warn!(error = %e, "couldn't record its inventory"),
+                    },
+                    Err(why) => tracing::warn!(
+                        machine = %self.machine.machine.id, why, "refused an inventory that doesn't fit the machine"
+                    ),
+                }
+            }
+            Some(
+                pb::agent_report::Report::Statuses(_)
+                | pb::agent_report::Report::RenewCertificate(_),
+            )
+            | None => {}
+        }
+        if self.seen_at.is_none_or(|at| at.elapsed() >= SEEN_EVERY) {
+            match self.store.machine_seen(self.machine.machine.id, now).await {
+                Ok(()) => self.seen_at = Some(Instant::now()),
+                Err(e) => tracing::warn!(error = %e, "couldn't record that the machine was seen"),
+            }
+        }
+    }
+
+    /// Ends the stream once the machine or its certificate is revoked.
+    async fn still_trusted(&mut self) -> Result<(), Ended> {
+        match self
+            .store
+            .machine_for_certificate(self.machine.machine.id, &self.fingerprint)
+            .await
+        {
+            Ok(Some(_)) | Err(_) => Ok(()),
+            Ok(None) => {
+                tracing::info!(machine = %self.machine.machine.id, "machine revoked; closing its stream");
+                let _ = self.tx.send(Err(revoked())).await;
+                Err(Ended)
+            }
+        }
+    }
+}
