@@ -1,0 +1,167 @@
+//! Placement on node agents (seeds: "Admission and placement", the agent bullets): a machine
+//! and a driver for a waiting workload, or the reason it waits.
+//!
+//! - the machine can host the tenant's workload in its region (`Machine::can_host`);
+//! - a driver the catalog enables, the machine's agent has, the image lists for the class's
+//!   accelerator and kind (`Image::drivers_for`), and the trust matrix allows
+//!   (`Machine::permits`: weak isolation only for the owner's own workloads);
+//! - the class's devices, CPUs and memory are free there: NVIDIA and AMD devices by model, a
+//!   Mac's GPU by the largest Apple class its memory holds; a driver's per-machine limit holds;
+//! - a VM or notebook that ran before returns to the machine and driver holding its disk, and
+//!   waits for them.
+
+use std::collections::HashMap;
+
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::catalog::{Catalog, ComputeClass};
+use einsora_core::kind::WorkloadKind;
+use einsora_core::machine::Machine;
+use einsora_core::reasons::{Placement, Reason};
+use einsora_core::workload::Workload;
+use einsora_store::Admission;
+
+use super::{Decision, resolve};
+
+/// A machine as placement sees it.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub machine: Machine,
+    /// The drivers its agent has.
+    pub drivers: Vec<String>,
+    /// Online, with an inventory that fits it: offered for placement.
+    pub offered: bool,
+    /// What the workloads already placed there hold.
+    pub held: Held,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    /// Devices taken, by class.
+    pub devices: HashMap<String, u32>,
+    /// Workloads per driver.
+    pub per_driver: HashMap<String, u32>,
+}
+
+/// Decides for one waiting workload, taking what it needs from its machine's `held`.
+pub fn place(w: &Workload, catalog: &Catalog, machines: &mut [Candidate]) -> Decision {
+    let (class, image) = match resolve(w, &w.gpu_class, catalog) {
+        Ok(found) => found,
+        Err(reason) => return Decision::Fail(reason),
+    };
+    let returning = matches!(w.kind, WorkloadKind::Vm | WorkloadKind::Notebook)
+        .then_some(w.machine_id)
+        .flatten();
+    let (mut any_host, mut any_driver, mut any_offered) = (false, false, false);
+    for candidate in machines.iter_mut() {
+        let m = &candidate.machine;
+        if !m.can_host(w.tenant_id, &w.region) || returning.is_some_and(|id| id != m.id) {
+            continue;
+        }
+        any_host = true;
+        let drivers: Vec<_> = image
+            .drivers_for(w.kind, class.accelerator())
+            .filter(|d| catalog.driver(d.name).is_some())
+            .filter(|d| candidate.drivers.iter().any(|have| have == d.name))
+            .filter(|d| m.permits(d, w.tenant_id))
+            .filter(|d| returning.is_none() || w.driver.as_deref() == Some(d.name))
+            .collect();
+        if drivers.is_empty() {
+            continue;
+        }
+        any_driver = true;
+        if !candidate.offered {
+            continue;
+        }
+        any_offered = true;
+        let devices = devices_needed(w, class);
+        let free_devices = devices_of(m, class, catalog).saturating_sub(
+            candidate
+                .held
+                .devices
+                .get(class.name())
+                .copied()
+                .unwrap_or(0),
+        );
+        let fits = candidate.held.cpus + class.cpus() <= m.cpus
+            && candidate.held.memory_bytes + class.memory_bytes() <= m.memory_bytes
+            && free_devices >= devices;
+        if !fits {
+            continue;
+        }
+        let Some(driver) = drivers.into_iter().find(|d| {
+            d.per_machine_limit.is_none_or(|limit| {
+                candidate.held.per_driver.get(d.name).copied().unwrap_or(0) < limit
+            })
+        }) else {
+            continue;
+        };
+        let held = &mut candidate.held;
+        held.cpus += class.cpus();
+        held.memory_bytes += class.memory_bytes();
+        *held.devices.entry(class.name().to_owned()).or_default() += devices;
+        *held.per_driver.entry(driver.name.to_owned()).or_default() += 1;
+        let served_by = (w.kind == WorkloadKind::Endpoint)
+            .then(|| image.runtime_for(class.accelerator()))
+            .flatten()
+            .map(|r| r.name().to_owned());
+        return Decision::Admit {
+            admission: Admission {
+                placed_class: class.name().to_owned(),
+                machine_id: Some(m.id),
+                driver: Some(driver.name.to_owned()),
+            },
+            reason: Reason::Admitted {
+                units: w.units,
+                class: class.name().to_owned(),
+                served_by,
+                on: Some(Placement {
+                    machine: m.name.clone(),
+                    driver: driver.name.to_owned(),
+                    reserves_apple_gpu: false,
+                }),
+            },
+        };
+    }
+    let class_name = class.name().to_owned();
+    Decision::Wait(match (returning, any_host, any_driver, any_offered) {
+        (Some(_), _, _, false) => Reason::WaitingForItsMachine,
+        (None, false, _, _) => Reason::WaitingForMachineForClass { class: class_name },
+        (None, true, false, _) => Reason::WaitingForDriver {
+            kind: w.kind,
+            class: class_name,
+        },
+        (_, _, _, false) => Reason::WaitingForMachineForClass { class: class_name },
+        (_, _, _, true) => Reason::WaitingForCapacity {
+            class: class_name,
+            requested: w.units,
+            free: None,
+        },
+    })
+}
+
+fn devices_needed(w: &Workload, class: &ComputeClass) -> u32 {
+    if class.accelerator() == AcceleratorKind::Cpu {
+        0
+    } else {
+        w.units
+    }
+}
+
+/// How many of the class's devices the machine has.
+fn devices_of(m: &Machine, class: &ComputeClass, catalog: &Catalog) -> u32 {
+    let matching = m.devices.iter().filter(|d| {
+        d.vendor == class.accelerator()
+            && match class.accelerator() {
+                AcceleratorKind::Apple => catalog
+                    .class_for_apple_memory(d.memory_bytes)
+                    .is_some_and(|c| c.name() == class.name()),
+                _ => class.matches_device_model(&d.model),
+            }
+    });
+    u32::try_from(matching.count()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,246 @@
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::attempt::Attempt;
+use einsora_core::catalog::Catalog;
+use einsora_core::ids::{MachineId, TenantId, WorkloadId};
+use einsora_core::kind::WorkloadKind;
+use einsora_core::lifecycle::State;
+use einsora_core::machine::{Device, Machine};
+use einsora_core::reasons::Reason;
+use einsora_core::region::Region;
+use einsora_core::sharing::SharingLevel;
+use einsora_core::workload::Workload;
+use time::OffsetDateTime;
+
+use super::*;
+
+const GIB: u64 = 1 << 30;
+
+fn machine(
+    owner: TenantId,
+    name: &str,
+    cpus: u32,
+    memory_gib: u64,
+    devices: Vec<Device>,
+) -> Machine {
+    Machine {
+        id: MachineId::new(),
+        owner,
+        name: name.into(),
+        region: Region::new("local").unwrap(),
+        os: "linux".into(),
+        arch: "x86_64".into(),
+        cpus,
+        memory_bytes: memory_gib * GIB,
+        devices,
+        sharing: SharingLevel::Private,
+    }
+}
+
+fn candidate(m: Machine, drivers: &[&str]) -> Candidate {
+    Candidate {
+        machine: m,
+        drivers: drivers.iter().map(|d| (*d).to_owned()).collect(),
+        offered: true,
+        held: Held::default(),
+    }
+}
+
+fn workload(tenant: TenantId, kind: WorkloadKind, class: &str, image: &str) -> Workload {
+    let now = OffsetDateTime::now_utc();
+    let catalog = Catalog::builtin();
+    Workload {
+        id: WorkloadId::new(),
+        tenant_id: tenant,
+        kind,
+        name: "w".into(),
+        gpu_class: class.into(),
+        placed_class: None,
+        units: catalog.class(class).map_or(1, |c| c.devices().max(1)),
+        image: image.into(),
+        region: Region::new("local").unwrap(),
+        machine_id: None,
+        driver: None,
+        attempt: Attempt::NONE,
+        fallback: vec![],
+        fallback_after_s: None,
+        params: "{}".into(),
+        state: State::Pending,
+        reason: String::new(),
+        version: 1,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+fn h100(uuid: &str) -> Device {
+    Device {
+        vendor: AcceleratorKind::Nvidia,
+        model: "NVIDIA H100 80GB HBM3".into(),
+        uuid: uuid.into(),
+        memory_bytes: 80 * GIB,
+    }
+}
+
+fn reason(d: &Decision) -> String {
+    match d {
+        Decision::Admit { reason, .. } | Decision::Wait(reason) | Decision::Fail(reason) => {
+            reason.text()
+        }
+    }
+}
+
+#[test]
+fn the_owners_notebook_goes_on_its_machine_with_a_driver_it_has() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let mut machines = [candidate(machine(owner, "studio", 8, 32, vec![]), &["sim"])];
+    let nb = workload(owner, WorkloadKind::Notebook, "cpu-4c-16g", "jupyterlab");
+    let decision = place(&nb, &catalog, &mut machines);
+    assert_eq!(
+        reason(&decision),
+        "admitted: 1 × cpu-4c-16g on studio with sim"
+    );
+    let Decision::Admit { admission, .. } = decision else {
+        unreachable!()
+    };
+    assert_eq!(admission.machine_id, Some(machines[0].machine.id));
+    assert_eq!(admission.driver.as_deref(), Some("sim"));
+    assert_eq!(
+        (machines[0].held.cpus, machines[0].held.memory_bytes),
+        (4, 16 * GIB)
+    );
+    // A second one needs 4 more CPUs and 16 GiB: 8 and 32 are taken then.
+    assert!(matches!(
+        place(&nb, &catalog, &mut machines),
+        Decision::Admit { .. }
+    ));
+    assert_eq!(
+        reason(&place(&nb, &catalog, &mut machines)),
+        "waiting for cpu-4c-16g capacity: requested 1 GPU(s), not enough free right now"
+    );
+}
+
+#[test]
+fn another_tenant_finds_no_machine_and_weak_isolation_stays_with_the_owner() {
+    let catalog = Catalog::builtin();
+    let (owner, guest) = (TenantId::new(), TenantId::new());
+    let mut shared = machine(owner, "pool", 8, 32, vec![]);
+    shared.sharing = SharingLevel::Community;
+    let mut private = [candidate(machine(owner, "studio", 8, 32, vec![]), &["sim"])];
+    let nb = workload(guest, WorkloadKind::Notebook, "cpu-4c-16g", "jupyterlab");
+    assert_eq!(
+        reason(&place(&nb, &catalog, &mut private)),
+        "waiting for a machine that can run cpu-4c-16g to come online"
+    );
+    // In a community pool it may be hosted, but sim (weak isolation) is the owner's only.
+    let mut pool = [candidate(shared, &["sim"])];
+    assert_eq!(
+        reason(&place(&nb, &catalog, &mut pool)),
+        "waiting for a machine with a driver that runs notebooks on cpu-4c-16g: none here has one yet"
+    );
+}
+
+#[test]
+fn gpus_are_matched_by_model_and_counted() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let gpus = vec![h100("GPU-1"), h100("GPU-2")];
+    let mut machines = [candidate(machine(owner, "box", 64, 512, gpus), &["sim"])];
+    let nb = workload(owner, WorkloadKind::Notebook, "h100-80gb", "jupyterlab");
+    for _ in 0..2 {
+        assert!(matches!(
+            place(&nb, &catalog, &mut machines),
+            Decision::Admit { .. }
+        ));
+    }
+    assert!(matches!(
+        place(&nb, &catalog, &mut machines),
+        Decision::Wait(Reason::WaitingForCapacity { .. })
+    ));
+    let other_model = workload(owner, WorkloadKind::Notebook, "l40s-48gb", "jupyterlab");
+    assert!(matches!(
+        place(&other_model, &catalog, &mut machines),
+        Decision::Wait(_)
+    ));
+}
+
+#[test]
+fn a_macs_gpu_is_the_largest_apple_class_its_memory_holds() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let gpu = Device {
+        vendor: AcceleratorKind::Apple,
+        model: "Apple M2 Max".into(),
+        uuid: "apple-gpu-0".into(),
+        memory_bytes: 32 * GIB,
+    };
+    let mac = machine(owner, "mac", 12, 32, vec![gpu]);
+    let mut machines = [candidate(mac, &["macos-native"])];
+    let fits = workload(
+        owner,
+        WorkloadKind::Notebook,
+        "apple-silicon-32gb",
+        "jupyterlab",
+    );
+    assert_eq!(
+        reason(&place(&fits, &catalog, &mut machines)),
+        "admitted: 1 × apple-silicon-32gb on mac with macos-native"
+    );
+    machines[0].held = Held::default();
+    let smaller = workload(
+        owner,
+        WorkloadKind::Notebook,
+        "apple-silicon-16gb",
+        "jupyterlab",
+    );
+    assert!(matches!(
+        place(&smaller, &catalog, &mut machines),
+        Decision::Wait(_)
+    ));
+}
+
+#[test]
+fn a_notebook_that_ran_before_waits_for_its_machine_and_driver() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let home = candidate(machine(owner, "home", 8, 32, vec![]), &["sim"]);
+    let elsewhere = candidate(machine(owner, "elsewhere", 8, 32, vec![]), &["sim"]);
+    let mut nb = workload(owner, WorkloadKind::Notebook, "cpu-1c-2g", "jupyterlab");
+    nb.machine_id = Some(home.machine.id);
+    nb.driver = Some("sim".into());
+    let mut machines = [home, elsewhere];
+    machines[0].offered = false;
+    assert_eq!(
+        reason(&place(&nb, &catalog, &mut machines)),
+        "waiting for its machine to come online: its disk is there"
+    );
+    machines[0].offered = true;
+    assert_eq!(
+        reason(&place(&nb, &catalog, &mut machines)),
+        "admitted: 1 × cpu-1c-2g on home with sim"
+    );
+}
+
+#[test]
+fn a_drivers_per_machine_limit_holds() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let mut mac = machine(owner, "mac", 16, 64, vec![]);
+    mac.os = "macos".into();
+    let mut machines = [candidate(mac, &["macos-vz"])];
+    let vm = workload(owner, WorkloadKind::Vm, "cpu-1c-2g", "ubuntu-24.04");
+    let limit = einsora_core::driver::lookup("macos-vz")
+        .unwrap()
+        .per_machine_limit
+        .unwrap();
+    for _ in 0..limit {
+        assert!(matches!(
+            place(&vm, &catalog, &mut machines),
+            Decision::Admit { .. }
+        ));
+    }
+    assert!(matches!(
+        place(&vm, &catalog, &mut machines),
+        Decision::Wait(_)
+    ));
+}
