@@ -13,14 +13,23 @@ use einsora_proto::agent::v1::enrolment_service_client::EnrolmentServiceClient;
 use einsora_runtime::pki::{Role, fingerprint};
 use einsora_runtime::tls::ClientTls;
 
-/// What joining needs.
-#[derive(Debug, Clone)]
+/// What joining needs. `Debug` leaves the token out.
+#[derive(Clone)]
 pub struct Join {
     /// SECRET: the enrolment token (`enr_…` then `.` and the CA's SHA-256 in hex).
     pub token: String,
     /// The controller's agents' port, `host:port` (an `https://` prefix is accepted).
     pub controller: String,
     pub state_dir: PathBuf,
+}
+
+impl std::fmt::Debug for Join {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Join")
+            .field("controller", &self.controller)
+            .field("state_dir", &self.state_dir)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The machine this agent now is.

@@ -96,7 +96,7 @@ async fn session(tls: &ClientTls, controller: &str, shutdown: &Shutdown) -> Resu
 
 fn refused(status: tonic::Status) -> SyncError {
     match status.code() {
-        Code::PermissionDenied | Code::Unauthenticated => SyncError::Revoked,
+        Code::PermissionDenied => SyncError::Revoked,
         _ => SyncError::Lost(status.message().to_owned()),
     }
 }
@@ -133,10 +133,12 @@ async fn inventory() -> pb::AgentReport {
     }
 }
 
-/// Between half and all of `d`, so many agents don't reconnect in step.
+/// Between half and all of `d`, at random, so many agents don't reconnect in step.
 fn jitter(d: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |t| t.subsec_nanos());
-    d / 2 + d.mul_f64(f64::from(nanos % 1000) / 2000.0)
+    let mut bytes = [0u8; 2];
+    let spread = match getrandom::fill(&mut bytes) {
+        Ok(()) => f64::from(u16::from_le_bytes(bytes)) / f64::from(u16::MAX),
+        Err(_) => 0.5,
+    };
+    d / 2 + d.mul_f64(spread / 2.0)
 }

@@ -6,6 +6,7 @@
 //! (`agent_that_starts_a_workload_and_waits`, ignored unless asked for).
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -78,13 +79,18 @@ async fn a_killed_agents_workload_is_adopted_and_stop_ends_its_whole_group() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(agent.stdout.take().unwrap()).lines();
-    let started = loop {
-        let line = lines.next().expect("the agent said nothing").unwrap();
-        if let Some(pid) = line.strip_prefix("started ") {
-            break pid.parse::<u32>().unwrap();
+    let out = agent.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(pid) = line.strip_prefix("started ") {
+                let _ = tx.send(pid.parse::<u32>().unwrap());
+            }
         }
-    };
+    });
+    let started = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the agent started its workload");
     // SIGKILL the agent: its workload lives on in its own process group.
     agent.kill().unwrap();
     agent.wait().unwrap();
@@ -118,14 +124,25 @@ async fn a_pid_another_process_now_has_is_never_adopted_or_signalled() {
     let dir = tempfile::tempdir().unwrap();
     let supervisor = Supervisor::new(&dir.path().join("processes")).unwrap();
     let running = supervisor.start(ID, &launch(dir.path())).unwrap();
-    // Another process, not the workload: as if the kernel had reused the recorded PID for it.
-    let mut stranger = Command::new("sleep").arg("300").spawn().unwrap();
+    // Another process, a group leader too, started later (start times tick every 10 ms): as if
+    // the kernel had reused the recorded PID, and so the group, for it.
+    std::thread::sleep(Duration::from_millis(30));
+    let mut stranger = Command::new("sleep")
+        .arg("300")
+        .process_group(0)
+        .spawn()
+        .unwrap();
     let record = dir.path().join("processes").join(format!("{ID}.json"));
     let text = std::fs::read_to_string(&record).unwrap();
-    let forged = text.replace(
-        &format!("\"pid\":{}", running.pid),
-        &format!("\"pid\":{}", stranger.id()),
-    );
+    let forged = text
+        .replace(
+            &format!("\"pid\":{}", running.pid),
+            &format!("\"pid\":{}", stranger.id()),
+        )
+        .replace(
+            &format!("\"group\":{}", running.group),
+            &format!("\"group\":{}", stranger.id()),
+        );
     assert_ne!(forged, text);
     std::fs::write(&record, forged).unwrap();
 
@@ -153,4 +170,32 @@ fn ids_that_could_escape_the_state_directory_are_refused() {
     for id in ["../x", "a/b", "", "x.json", &"a".repeat(65)] {
         assert!(supervisor.find(id).is_err(), "{id:?}");
     }
+}
+
+/// A leader that exits leaves its group's other processes running: they are still the
+/// workload, found and stopped as one.
+#[tokio::test]
+async fn a_group_whose_leader_exited_is_still_the_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let supervisor = Supervisor::new(&dir.path().join("processes")).unwrap();
+    let orphaning = Launch {
+        args: vec!["-c".into(), "sleep 300 & exit 0".into()],
+        ..launch(dir.path())
+    };
+    let running = supervisor.start(ID, &orphaning).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(running.pid) || members(running.group) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the leader exits, its child stays"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(supervisor.find(ID).unwrap(), Some(running));
+    supervisor.stop(ID, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        members(running.group),
+        0,
+        "the leader's orphan is stopped too"
+    );
 }

@@ -182,8 +182,9 @@ fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
         if let Some(status) = agent.try_wait().unwrap() {
             break status;
         }
+        // The bound is 5 s; the stream is rechecked every 2 s. Room for a loaded machine.
         assert!(
-            revoked.elapsed() < Duration::from_secs(20),
+            revoked.elapsed() < Duration::from_secs(8),
             "the agent kept syncing"
         );
         std::thread::sleep(Duration::from_millis(50));
@@ -198,7 +199,17 @@ fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
     );
 
     let (mut again, logs, reader) = spawn_agent();
-    let status = again.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = again.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a revoked machine's agent kept trying"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
     reader.join().unwrap();
     assert!(
         !status.success(),

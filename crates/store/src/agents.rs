@@ -6,7 +6,7 @@ use einsora_core::ids::MachineId;
 use einsora_core::workload::Workload;
 use time::OffsetDateTime;
 
-use crate::{MachineRecord, StoreError};
+use crate::{MachineRecord, MachineRegistration, StoreError};
 
 #[async_trait]
 pub trait AgentStore: Send + Sync {
@@ -21,6 +21,11 @@ pub trait AgentStore: Send + Sync {
     /// The workloads placed on a machine that still exist: what its desired state is computed
     /// from, every time it is sent.
     async fn workloads_on(&self, machine: MachineId) -> Result<Vec<Workload>, StoreError>;
+
+    /// Records what the machine's agent measured (label, OS, CPUs, memory, devices, drivers) on
+    /// an unrevoked machine, leaving its identity, owner, region and sharing alone. Whether it
+    /// was recorded.
+    async fn record_inventory(&self, reg: &MachineRegistration) -> Result<bool, StoreError>;
 
     /// Records that the machine's agent was heard from (for its status; nothing else changes).
     async fn machine_seen(&self, machine: MachineId, at: OffsetDateTime) -> Result<(), StoreError>;

@@ -10,8 +10,9 @@ use einsora_core::region::Region;
 use einsora_runtime::pki::{AgentCertificate, Ca, PkiError, Validity};
 use einsora_store::{MachineCertificate, Redemption, Store, StoreError, secret_hash};
 
-/// How long a machine certificate lasts; agents renew it over their Sync stream.
-pub const CERT_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// How long a machine certificate lasts. Until agents renew theirs over Sync (issue 5), as long
+/// as a role's: an expired certificate is refused like a revoked one.
+pub const CERT_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
 
 #[derive(Debug)]
 pub struct Enrolled {

@@ -84,25 +84,30 @@ impl Supervisor {
     }
 
     /// The workload's process group if it still runs: its recorded leader is alive with the
-    /// recorded start time. A record that no longer matches (the process ended, or its PID now
-    /// belongs to another) is dropped.
+    /// recorded start time, in this boot; or the leader has exited and members of its group
+    /// remain (a PID isn't reused while it names a live group). A record that no longer matches
+    /// (everything ended, or the leader's PID now belongs to another process) is dropped. The
+    /// kernel failing to answer is an error, never taken for "gone".
     pub fn find(&self, id: &str) -> Result<Option<Running>, ProcessError> {
         let path = record::path(&self.dir, id)?;
         let Some(rec) = record::read(&path)? else {
             return Ok(None);
         };
-        match proc_table::info(rec.pid) {
-            Some(now) if now.started == rec.started && now.group == rec.group => {
-                Ok(Some(Running {
-                    pid: rec.pid,
-                    group: rec.group,
-                }))
-            }
-            _ => {
-                record::remove(&path)?;
-                Ok(None)
-            }
+        let proc = |e| ProcessError::io(Path::new("/proc"), e);
+        let running = Running {
+            pid: rec.pid,
+            group: rec.group,
+        };
+        let alive = rec.boot == proc_table::boot_id().map_err(proc)?
+            && match proc_table::info(rec.pid).map_err(proc)? {
+                Some(now) => now.started == rec.started && now.group == rec.group,
+                None => !proc_table::group_members(rec.group).is_empty(),
+            };
+        if alive {
+            return Ok(Some(running));
         }
+        record::remove(&path)?;
+        Ok(None)
     }
 
     /// Starts the workload as a new process group, or adopts the one already running.
@@ -137,15 +142,26 @@ impl Supervisor {
         let pid = child.id();
         // Reaped when it ends, so it never lingers as a zombie of this agent.
         std::thread::spawn(move || child.wait());
-        let started = proc_table::info(pid).map_or(0, |i| i.started);
-        record::write(
-            &path,
-            &Record {
-                pid,
-                started,
-                group: pid,
-            },
-        )?;
+        // A workload that can't be recorded must not run unrecorded: it would be started again.
+        let recorded = proc_table::info(pid)
+            .and_then(|info| Ok((info, proc_table::boot_id()?)))
+            .map_err(|e| ProcessError::io(Path::new("/proc"), e))
+            .and_then(|(info, boot)| {
+                let started = info.map_or(0, |i| i.started);
+                record::write(
+                    &path,
+                    &Record {
+                        pid,
+                        started,
+                        group: pid,
+                        boot,
+                    },
+                )
+            });
+        if let Err(e) = recorded {
+            signal_group(pid, Signal::KILL);
+            return Err(e);
+        }
         Ok(Running { pid, group: pid })
     }
 

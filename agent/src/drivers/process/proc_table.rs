@@ -9,34 +9,61 @@ pub struct ProcessInfo {
     pub group: u32,
 }
 
-/// `None` when there is no such process, or only its zombie.
+/// `Ok(None)` when there is no such process, or only its zombie; `Err` when the kernel
+/// couldn't be asked (too many open files…), which is never taken for "gone".
 #[cfg(target_os = "linux")]
-pub fn info(pid: u32) -> Option<ProcessInfo> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&stat)
+pub fn info(pid: u32) -> std::io::Result<Option<ProcessInfo>> {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => Ok(parse_stat(&stat)),
+        // ESRCH: it ended while being read.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(3) => {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
-/// `None` when there is no such process, or only its zombie.
+/// Identifies this boot, so a record from before a reboot is never taken for a live process.
+#[cfg(target_os = "linux")]
+pub fn boot_id() -> std::io::Result<String> {
+    Ok(std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?
+        .trim()
+        .to_owned())
+}
+
+/// Identifies this boot, so a record from before a reboot is never taken for a live process.
 #[cfg(not(target_os = "linux"))]
-pub fn info(pid: u32) -> Option<ProcessInfo> {
+pub fn boot_id() -> std::io::Result<String> {
+    let out = std::process::Command::new("sysctl")
+        .args(["-n", "kern.boottime"])
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// `Ok(None)` when there is no such process, or only its zombie.
+#[cfg(not(target_os = "linux"))]
+pub fn info(pid: u32) -> std::io::Result<Option<ProcessInfo>> {
     // `ps` is the portable reader elsewhere (macOS): the start time in seconds is identity
     // enough, since a PID is reused only after wrapping around.
     let out = std::process::Command::new("ps")
         .args(["-o", "stat=,pgid=,lstart=", "-p", &pid.to_string()])
-        .output()
-        .ok()?;
+        .output()?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut fields = text.split_whitespace();
-    let state = fields.next()?;
-    let group = fields.next()?.parse().ok()?;
+    let (Some(state), Some(group)) = (fields.next(), fields.next()) else {
+        return Ok(None);
+    };
+    let Ok(group) = group.parse() else {
+        return Ok(None);
+    };
     let started: String = fields.collect::<Vec<_>>().join(" ");
     if state.starts_with('Z') || started.is_empty() {
-        return None;
+        return Ok(None);
     }
     let started = started
         .bytes()
         .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
-    Some(ProcessInfo { started, group })
+    Ok(Some(ProcessInfo { started, group }))
 }
 
 /// Fields of /proc/<pid>/stat; the command name may hold spaces and parentheses, so the fields
@@ -62,7 +89,7 @@ pub fn group_members(group: u32) -> Vec<u32> {
     };
     entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| info(*pid).is_some_and(|i| i.group == group))
+        .filter(|pid| info(*pid).ok().flatten().is_some_and(|i| i.group == group))
         .collect()
 }
 
@@ -107,7 +134,9 @@ mod tests {
 
     #[test]
     fn this_process_is_alive_with_a_start_time() {
-        let me = info(std::process::id()).expect("this process lives");
+        let me = info(std::process::id())
+            .unwrap()
+            .expect("this process lives");
         assert!(me.started > 0 || cfg!(not(target_os = "linux")));
     }
 }

@@ -7,11 +7,13 @@ use serde::{Deserialize, Serialize};
 
 use super::ProcessError;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub pid: u32,
     pub started: u64,
     pub group: u32,
+    /// The boot it started in: after a reboot the same PID and start tick mean nothing.
+    pub boot: String,
 }
 
 /// A workload's record file; the ID is checked to be a plain name first.

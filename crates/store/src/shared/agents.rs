@@ -24,6 +24,32 @@ impl crate::AgentStore for ThisStore {
         rows.iter().map(workload_from_row).collect()
     }
 
+    async fn record_inventory(&self, reg: &crate::MachineRegistration) -> Result<bool, StoreError> {
+        let m = &reg.machine;
+        let memory = i64::try_from(m.memory_bytes)
+            .map_err(|_| StoreError::InvalidInput("the machine's memory is too large".into()))?;
+        let drivers = serde_json::Value::from(reg.drivers.clone()).to_string();
+        let done = sqlx::query(
+            "UPDATE machines SET name = $1, os = $2, arch = $3, cpus = $4, memory_bytes = $5, \
+             accelerators = $6, drivers = $7, last_seen_at = COALESCE($8, last_seen_at) \
+             WHERE id = $9 AND revoked_at IS NULL",
+        )
+        .bind(&m.name)
+        .bind(&m.os)
+        .bind(&m.arch)
+        .bind(i64::from(m.cpus))
+        .bind(memory)
+        .bind(crate::devices::to_json(&m.devices))
+        .bind(drivers)
+        .bind(reg.last_seen_at.map(crate::time_ms::to_ms))
+        .bind(m.id.as_uuid())
+        .execute(&mut *self.writer().await?)
+        .await?;
+        // What a machine offers changed: placement may decide differently now.
+        self.committed();
+        Ok(done.rows_affected() > 0)
+    }
+
     async fn machine_seen(
         &self,
         machine: MachineId,

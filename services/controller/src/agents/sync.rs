@@ -32,6 +32,11 @@ const HEARTBEAT: Duration = Duration::from_secs(20);
 const RECHECK: Duration = Duration::from_secs(2);
 /// `last_seen_at` is written at most this often.
 const SEEN_EVERY: Duration = Duration::from_secs(15);
+/// An agent that doesn't take its desired state for this long is dropped (it reconnects), so a
+/// stalled peer never holds a session, or the controller's shutdown, forever.
+const SEND_TIMEOUT: Duration = Duration::from_secs(20);
+/// After a failed desired-state read, the next try.
+const READ_RETRY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct SyncApi {
@@ -75,7 +80,8 @@ impl SyncService for SyncApi {
             fingerprint,
             tx,
             sent: None,
-            sent_at: Instant::now(),
+            next_send: Instant::now(),
+            read_failing: false,
             seen_at: None,
         };
         tokio::spawn(session.run(request.into_inner(), self.shutdown.clone()));
@@ -119,7 +125,10 @@ struct Session {
     tx: mpsc::Sender<Result<pb::DesiredState, Status>>,
     /// What was sent last, so an unchanged state isn't sent again before the heartbeat.
     sent: Option<Vec<pb::DesiredWorkload>>,
-    sent_at: Instant,
+    /// When the desired state is sent again even if unchanged (or retried after a failed read).
+    next_send: Instant,
+    /// A read is failing: logged once per outage.
+    read_failing: bool,
     seen_at: Option<Instant>,
 }
 
@@ -132,7 +141,6 @@ impl Session {
         tracing::info!(machine = %id, "machine connected");
         let mut changes = self.store.changes();
         let mut recheck = tokio::time::interval(RECHECK);
-        let _ = self.send(true).await;
         loop {
             let step = tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -144,7 +152,7 @@ impl Session {
                     _ => break,
                 },
                 _ = changes.changed() => self.send(false).await,
-                () = tokio::time::sleep_until(self.sent_at + HEARTBEAT) => self.send(true).await,
+                () = tokio::time::sleep_until(self.next_send) => self.send(true).await,
                 _ = recheck.tick() => self.still_trusted().await,
             };
             if step.is_err() {
@@ -154,13 +162,20 @@ impl Session {
         tracing::info!(machine = %id, "machine disconnected");
     }
 
-    /// Sends the desired state if it changed (or `force`). A failed read sends nothing: it is
-    /// never taken for "remove everything".
+    /// Sends the desired state if it changed (or `force`). A failed read sends nothing (it is
+    /// never taken for "remove everything") and is tried again shortly.
     async fn send(&mut self, force: bool) -> Result<(), Ended> {
         let on_machine = match self.store.workloads_on(self.machine.machine.id).await {
-            Ok(workloads) => workloads,
+            Ok(workloads) => {
+                self.read_failing = false;
+                workloads
+            }
             Err(e) => {
-                tracing::warn!(machine = %self.machine.machine.id, error = %e, "couldn't read its desired state");
+                if !self.read_failing {
+                    tracing::warn!(machine = %self.machine.machine.id, error = %e, "couldn't read its desired state");
+                    self.read_failing = true;
+                }
+                self.next_send = Instant::now() + READ_RETRY;
                 return Ok(());
             }
         };
@@ -173,9 +188,16 @@ impl Session {
             renewed_certificate: None,
             generated_at: Some(timestamp(OffsetDateTime::now_utc())),
         };
-        self.tx.send(Ok(state)).await.map_err(|_| Ended)?;
+        match tokio::time::timeout(SEND_TIMEOUT, self.tx.send(Ok(state))).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(Ended),
+            Err(_) => {
+                tracing::warn!(machine = %self.machine.machine.id, "the agent doesn't take its desired state; dropping it");
+                return Err(Ended);
+            }
+        }
         self.sent = Some(workloads);
-        self.sent_at = Instant::now();
+        self.next_send = Instant::now() + HEARTBEAT;
         Ok(())
     }
 
@@ -184,8 +206,8 @@ impl Session {
         match report.report {
             Some(pb::agent_report::Report::Inventory(inventory)) => {
                 match inventory::registration(&self.machine, &inventory, now) {
-                    Ok(registration) => match self.store.put_machine(&registration).await {
-                        Ok(()) => {
+                    Ok(registration) => match self.store.record_inventory(&registration).await {
+                        Ok(_) => {
                             self.machine.machine = registration.machine;
                             self.seen_at = Some(Instant::now());
                         }
@@ -220,7 +242,7 @@ impl Session {
             Ok(Some(_)) | Err(_) => Ok(()),
             Ok(None) => {
                 tracing::info!(machine = %self.machine.machine.id, "machine revoked; closing its stream");
-                let _ = self.tx.send(Err(revoked())).await;
+                let _ = tokio::time::timeout(SEND_TIMEOUT, self.tx.send(Err(revoked()))).await;
                 Err(Ended)
             }
         }
