@@ -16,12 +16,15 @@ use einsora_runtime::shutdown::Shutdown;
 pub const CONTROLLER: &str = "EINSORA_AGENT_CONTROLLER";
 /// Where the agent keeps its machine ID, certificate and workload state.
 pub const STATE_DIR: &str = "EINSORA_AGENT_STATE_DIR";
+/// Offers the `sim` driver, which runs nothing: for development and tests only.
+pub const SIM: &str = "EINSORA_AGENT_SIM";
 
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Set only to override the controller the machine joined through.
     pub controller: Option<String>,
     pub state_dir: PathBuf,
+    pub sim: bool,
 }
 
 impl Config {
@@ -46,6 +49,7 @@ impl Config {
                 })
                 .transpose()?,
             state_dir: settings.path(STATE_DIR, &default_state)?,
+            sim: settings.choice(SIM, &[("true", true), ("false", false)], "false")?,
         })
     }
 }
@@ -58,6 +62,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .controller
         .unwrap_or_else(|| identity.controller.clone());
     tracing::info!(machine = %identity.machine_id, %controller, "agent starting");
-    sync::run(&identity, &controller, &shutdown).await?;
+    let mut drivers = drivers::Drivers::new(&cfg.state_dir, cfg.sim);
+    sync::run(&identity, &controller, &mut drivers, &shutdown).await?;
     Ok(())
 }

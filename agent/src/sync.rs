@@ -1,7 +1,8 @@
 //! The agent's side of Sync: one stream to its controller over mutual TLS with its machine
-//! certificate. It sends its inventory first, then its statuses at least every `HEARTBEAT`, and
-//! takes the desired state it is sent (applied by the drivers). It reconnects with jittered
-//! backoff, except once its controller says the machine was revoked.
+//! certificate. It sends its inventory first, then its workloads' statuses whenever they change
+//! (checked every `STATUS_CHECK`) or a desired state was applied, and at least every
+//! `HEARTBEAT`. It reconnects with jittered backoff, except once its controller says the
+//! machine was revoked.
 
 use std::time::Duration;
 
@@ -15,9 +16,12 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
+use crate::drivers::Drivers;
 use crate::identity::Identity;
 
 const HEARTBEAT: Duration = Duration::from_secs(10);
+/// How often workload statuses are looked at for a change.
+const STATUS_CHECK: Duration = Duration::from_secs(2);
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A session that lasted this long resets the backoff.
@@ -35,6 +39,7 @@ pub enum SyncError {
 pub async fn run(
     identity: &Identity,
     controller: &str,
+    drivers: &mut Drivers,
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
     let tls = ClientTls::new(&identity.ca_pem, Some(&identity.cert), Role::Controller)
@@ -42,7 +47,7 @@ pub async fn run(
     let mut backoff = FIRST_BACKOFF;
     while !shutdown.is_triggered() {
         let started = tokio::time::Instant::now();
-        match session(&tls, controller, shutdown).await {
+        match session(&tls, controller, drivers, shutdown).await {
             Ok(()) => return Ok(()),
             Err(SyncError::Revoked) => return Err(SyncError::Revoked),
             Err(SyncError::Lost(why)) => {
@@ -62,11 +67,18 @@ pub async fn run(
     Ok(())
 }
 
-async fn session(tls: &ClientTls, controller: &str, shutdown: &Shutdown) -> Result<(), SyncError> {
+async fn session(
+    tls: &ClientTls,
+    controller: &str,
+    drivers: &mut Drivers,
+    shutdown: &Shutdown,
+) -> Result<(), SyncError> {
     let lost = |e: &dyn std::fmt::Display| SyncError::Lost(e.to_string());
     let channel = tls.connect(controller).await.map_err(|e| lost(&e))?;
     let (tx, rx) = mpsc::channel(8);
-    tx.send(inventory().await).await.map_err(|e| lost(&e))?;
+    tx.send(inventory(drivers).await)
+        .await
+        .map_err(|e| lost(&e))?;
     let response = SyncServiceClient::new(channel)
         .sync(ReceiverStream::new(rx))
         .await
@@ -74,22 +86,31 @@ async fn session(tls: &ClientTls, controller: &str, shutdown: &Shutdown) -> Resu
     tracing::info!(controller, "syncing");
     let mut desired = response.into_inner();
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    let mut check = tokio::time::interval(STATUS_CHECK);
+    let mut reported: Option<pb::WorkloadStatuses> = None;
     loop {
-        tokio::select! {
+        let force = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             state = desired.message() => match state {
                 Ok(Some(state)) => {
-                    tracing::debug!(workloads = state.workloads.len(), "desired state");
+                    drivers.apply(&state.workloads);
+                    true
                 }
                 Ok(None) => return Err(SyncError::Lost("the controller ended the stream".into())),
                 Err(status) => return Err(refused(status)),
             },
-            _ = heartbeat.tick() => {
-                let statuses = pb::AgentReport {
-                    report: Some(pb::agent_report::Report::Statuses(pb::WorkloadStatuses::default())),
-                };
-                tx.send(statuses).await.map_err(|e| lost(&e))?;
-            }
+            _ = heartbeat.tick() => true,
+            _ = check.tick() => false,
+        };
+        // A changed status (checked every STATUS_CHECK) or an applied desired state is sent at
+        // once; the heartbeat resends them anyway.
+        let statuses = drivers.statuses();
+        if force || reported.as_ref() != Some(&statuses) {
+            let report = pb::AgentReport {
+                report: Some(pb::agent_report::Report::Statuses(statuses.clone())),
+            };
+            tx.send(report).await.map_err(|e| lost(&e))?;
+            reported = Some(statuses);
         }
     }
 }
@@ -102,7 +123,7 @@ fn refused(status: tonic::Status) -> SyncError {
 }
 
 /// What this machine has, as a report; an inventory that can't be read reports what it can.
-async fn inventory() -> pb::AgentReport {
+async fn inventory(drivers: &Drivers) -> pb::AgentReport {
     let inventory = match crate::inventory::collect().await {
         Ok(inventory) => pb::Inventory {
             hostname: inventory.hostname,
@@ -120,7 +141,7 @@ async fn inventory() -> pb::AgentReport {
                     memory_bytes: d.memory_bytes,
                 })
                 .collect(),
-            drivers: Vec::new(),
+            drivers: drivers.names(),
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
         },
         Err(e) => {
