@@ -1,5 +1,6 @@
 //! End-to-end tests of the real `einsora` binary.
 
+mod agent_backend;
 mod attacks;
 mod bad_input;
 mod cli_flow;

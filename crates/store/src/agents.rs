@@ -18,6 +18,12 @@ pub trait AgentStore: Send + Sync {
         fingerprint: &[u8; 32],
     ) -> Result<Option<MachineRecord>, StoreError>;
 
+    /// The region's unrevoked machines, oldest first: what agent placement chooses from.
+    async fn machines_in(
+        &self,
+        region: &einsora_core::region::Region,
+    ) -> Result<Vec<MachineRecord>, StoreError>;
+
     /// The workloads placed on a machine that still exist: what its desired state is computed
     /// from, every time it is sent.
     async fn workloads_on(&self, machine: MachineId) -> Result<Vec<Workload>, StoreError>;

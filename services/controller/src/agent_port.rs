@@ -18,7 +18,7 @@ use einsora_store::{Store, StoreError};
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 
-use crate::agents::SyncApi;
+use crate::agents::{Hub, SyncApi};
 use crate::config::{AGENT_ADDR, Config};
 use crate::enrol::{self, EnrolError};
 
@@ -33,6 +33,7 @@ impl AgentPort {
     pub async fn bind(
         cfg: &Config,
         store: Arc<dyn Store>,
+        hub: Arc<Hub>,
         shutdown: &Shutdown,
     ) -> anyhow::Result<AgentPort> {
         let agents_ca = cfg.tls.agents_ca()?;
@@ -41,6 +42,7 @@ impl AgentPort {
         let sync = SyncApi::new(
             Arc::clone(&store),
             Arc::clone(&cfg.catalog),
+            hub,
             shutdown.clone(),
         );
         let enrolment = Enrolment {

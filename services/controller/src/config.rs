@@ -123,11 +123,10 @@ impl Config {
             catalog: Arc::new(catalog),
         };
         // Checked last, so a malformed setting is reported as such whatever the backend.
-        if backend != BackendKind::Fake {
+        if backend == BackendKind::Kubernetes {
             return Err(ConfigError::new(
                 BACKEND,
-                "only `fake` is available in this version (agent arrives with node agents, \
-                 kubernetes after them)",
+                "kubernetes is not available in this version: use `agent` or `fake`",
             ));
         }
         Ok(cfg)

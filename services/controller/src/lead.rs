@@ -21,6 +21,7 @@ pub async fn lead(
     cfg: &Config,
     store: Arc<dyn Store>,
     backend: impl FnOnce() -> Arc<dyn Backend>,
+    agents: Option<Arc<crate::agents::Hub>>,
     shutdown: &Shutdown,
 ) -> anyhow::Result<()> {
     let name = lease::name(&cfg.region);
@@ -44,6 +45,7 @@ pub async fn lead(
         region: cfg.region.clone(),
         timers: cfg.timers,
         writer: Fenced::new(Arc::clone(&store), held.clone()),
+        agents,
     };
     let mut changes = store.changes();
     // A clean stop lets the pass in flight finish; a lost lease cancels it (its writes would be

@@ -36,7 +36,9 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         addr = %cfg.addr, region = %cfg.region, backend = ?cfg.backend, database = %cfg.database,
         "controller serving"
     );
-    let agent_port = agent_port::AgentPort::bind(&cfg, Arc::clone(&store), &shutdown).await?;
+    let hub = Arc::new(agents::Hub::default());
+    let agent_port =
+        agent_port::AgentPort::bind(&cfg, Arc::clone(&store), Arc::clone(&hub), &shutdown).await?;
     let server_stop = Shutdown::new();
     let server = tokio::spawn(grpc::serve(
         listener,
@@ -44,13 +46,20 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         Routes::default(),
         server_stop.clone(),
     ));
-    let agents = tokio::spawn(agent_port.serve(server_stop.clone()));
+    let agents_port = tokio::spawn(agent_port.serve(server_stop.clone()));
     // The runtime is read once this controller leads, so a standby never acts on a stale view.
     let fake = cfg.fake.clone();
-    let backend = move || -> Arc<dyn Backend> { fake::FakeBackend::start(fake) };
-    let led = lead::lead(&cfg, store, backend, &shutdown).await;
+    let agents = (cfg.backend == BackendKind::Agent).then(|| Arc::clone(&hub));
+    let (kind, agent_hub) = (cfg.backend, Arc::clone(&hub));
+    let backend = move || -> Arc<dyn Backend> {
+        match kind {
+            BackendKind::Agent => Arc::new(agents::AgentBackend::new(agent_hub)),
+            BackendKind::Fake | BackendKind::Kubernetes => fake::FakeBackend::start(fake),
+        }
+    };
+    let led = lead::lead(&cfg, store, backend, agents, &shutdown).await;
     server_stop.trigger();
     server.await.context("controller server")??;
-    agents.await.context("agents' port")??;
+    agents_port.await.context("agents' port")??;
     led
 }

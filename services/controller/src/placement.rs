@@ -4,11 +4,6 @@
 
 use std::collections::BTreeMap;
 
-// Admission calls it once the agent backend lands (issue 5); until then only its tests do.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "wired into admission with the agent backend")
-)]
 pub mod agents;
 
 use einsora_core::backend::{Spec, Target};

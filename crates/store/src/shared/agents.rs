@@ -16,6 +16,14 @@ impl crate::AgentStore for ThisStore {
         row.as_ref().map(machine_from_row).transpose()
     }
 
+    async fn machines_in(&self, region: &Region) -> Result<Vec<crate::MachineRecord>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(MACHINES_IN.as_str()))
+            .bind(region.as_str())
+            .fetch_all(self.reader())
+            .await?;
+        rows.iter().map(machine_from_row).collect()
+    }
+
     async fn workloads_on(&self, machine: MachineId) -> Result<Vec<Workload>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(WORKLOADS_ON.as_str()))
             .bind(machine.as_uuid())
@@ -78,5 +86,12 @@ static WORKLOADS_ON: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE machine_id = $1 AND state <> 'deleted' \
          ORDER BY id"
+    )
+});
+
+static MACHINES_IN: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {MACHINE_COLUMNS}, CAST(0 AS BIGINT) AS workload_count FROM machines \
+         WHERE region = $1 AND revoked_at IS NULL ORDER BY id"
     )
 });

@@ -4,15 +4,17 @@
 //! whenever the store changes it, and at least every `HEARTBEAT`; its inventory reports update
 //! its registration when they fit it.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::catalog::Catalog;
-use einsora_core::ids::MachineId;
+use einsora_core::ids::{MachineId, WorkloadId};
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::sync_service_server::SyncService;
-use einsora_proto::convert::timestamp;
+use einsora_proto::convert::{ProtoEnum, timestamp};
 use einsora_runtime::pki::{Role, role_of};
 use einsora_runtime::shutdown::Shutdown;
 use einsora_store::{MachineRecord, Store, StoreError};
@@ -24,6 +26,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::hub::{Hub, Reported};
 use super::{desired, inventory};
 
 /// The desired state is sent at least this often.
@@ -42,14 +45,21 @@ const READ_RETRY: Duration = Duration::from_secs(1);
 pub struct SyncApi {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
+    hub: Arc<Hub>,
     shutdown: Shutdown,
 }
 
 impl SyncApi {
-    pub fn new(store: Arc<dyn Store>, catalog: Arc<Catalog>, shutdown: Shutdown) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        catalog: Arc<Catalog>,
+        hub: Arc<Hub>,
+        shutdown: Shutdown,
+    ) -> Self {
         SyncApi {
             store,
             catalog,
+            hub,
             shutdown,
         }
     }
@@ -76,6 +86,7 @@ impl SyncService for SyncApi {
         let session = Session {
             store: Arc::clone(&self.store),
             catalog: Arc::clone(&self.catalog),
+            hub: Arc::clone(&self.hub),
             machine,
             fingerprint,
             tx,
@@ -108,6 +119,28 @@ fn identity<T>(request: &Request<T>) -> Result<(MachineId, [u8; 32]), Status> {
     }
 }
 
+/// The statuses of a report that name a workload, an attempt, a mode and a code; others are
+/// dropped (an agent never sends free text, and a malformed entry decides nothing).
+fn reported(statuses: &pb::WorkloadStatuses) -> HashMap<WorkloadId, Reported> {
+    statuses
+        .workloads
+        .iter()
+        .filter_map(|s| {
+            let workload = s.workload_id.parse::<WorkloadId>().ok()?;
+            let mode = Mode::from_field("mode", s.mode).ok()?;
+            let code = StatusCode::from_field("code", s.code).ok()?;
+            Some((
+                workload,
+                Reported {
+                    attempt: s.attempt,
+                    mode,
+                    code,
+                },
+            ))
+        })
+        .collect()
+}
+
 fn revoked() -> Status {
     Status::permission_denied("this machine's certificate is unknown or revoked")
 }
@@ -120,6 +153,7 @@ fn store_status(err: StoreError) -> Status {
 struct Session {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
+    hub: Arc<Hub>,
     machine: MachineRecord,
     fingerprint: [u8; 32],
     tx: mpsc::Sender<Result<pb::DesiredState, Status>>,
@@ -139,6 +173,7 @@ impl Session {
     async fn run(mut self, mut reports: Streaming<pb::AgentReport>, shutdown: Shutdown) {
         let id = self.machine.machine.id;
         tracing::info!(machine = %id, "machine connected");
+        let wake = self.hub.connected(id);
         let mut changes = self.store.changes();
         let mut recheck = tokio::time::interval(RECHECK);
         loop {
@@ -152,6 +187,7 @@ impl Session {
                     _ => break,
                 },
                 _ = changes.changed() => self.send(false).await,
+                () = wake.notified() => self.send(false).await,
                 () = tokio::time::sleep_until(self.next_send) => self.send(true).await,
                 _ = recheck.tick() => self.still_trusted().await,
             };
@@ -159,6 +195,7 @@ impl Session {
                 break;
             }
         }
+        self.hub.disconnected(id);
         tracing::info!(machine = %id, "machine disconnected");
     }
 
@@ -218,12 +255,13 @@ impl Session {
                     ),
                 }
             }
-            Some(
-                pb::agent_report::Report::Statuses(_)
-                | pb::agent_report::Report::RenewCertificate(_),
-            )
-            | None => {}
+            Some(pb::agent_report::Report::Statuses(statuses)) => {
+                self.hub
+                    .report(self.machine.machine.id, reported(&statuses));
+            }
+            Some(pb::agent_report::Report::RenewCertificate(_)) | None => {}
         }
+        self.hub.heard(self.machine.machine.id);
         if self.seen_at.is_none_or(|at| at.elapsed() >= SEEN_EVERY) {
             match self.store.machine_seen(self.machine.machine.id, now).await {
                 Ok(()) => self.seen_at = Some(Instant::now()),

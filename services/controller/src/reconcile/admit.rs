@@ -1,16 +1,29 @@
 //! Admit: pending and queued workloads, first come first, each placed and moved to
 //! provisioning, then run; or queued with the reason. A workload that doesn't fit waits while
 //! later ones that do fit go ahead (backfill). A pass's decisions are written in one
-//! transaction.
+//! transaction. On a cluster backend the region's free units decide; on node agents, a machine
+//! and a driver (`placement::agents`).
 
-use einsora_core::ids::WorkloadId;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::ids::{MachineId, WorkloadId};
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::Reason;
-use einsora_store::StoreError;
+use einsora_store::{StoreError, WorkloadFilter};
 
 use super::Reconciler;
+use crate::agents::Hub;
+use crate::placement::agents::{Candidate, Held};
 use crate::placement::{self, Decision, Free};
 use crate::writer::Step;
+
+/// What admission places against, for one pass.
+enum Room {
+    Cluster(Free),
+    Agents(Vec<Candidate>),
+}
 
 impl Reconciler {
     /// Returns the workloads it looked at.
@@ -20,27 +33,37 @@ impl Reconciler {
         if waiting.is_empty() {
             return Ok(ids);
         }
-        let totals = match self.backend.capacity().await {
-            Ok(totals) => totals,
-            Err(e) => {
-                tracing::warn!(error = %e, region = %self.region, "couldn't read the runtime's capacity");
-                for entry in &waiting {
-                    self.writer
-                        .note_once(&entry.workload, &Reason::CapacityUnreadable)
-                        .await?;
+        let mut room = match self.agents.clone() {
+            Some(hub) => Room::Agents(self.candidates(&hub).await?),
+            None => match self.backend.capacity().await {
+                Ok(totals) => Room::Cluster(Free::new(
+                    totals,
+                    &self.store.capacity_held(&self.region).await?,
+                )),
+                Err(e) => {
+                    tracing::warn!(error = %e, region = %self.region, "couldn't read the runtime's capacity");
+                    for entry in &waiting {
+                        self.writer
+                            .note_once(&entry.workload, &Reason::CapacityUnreadable)
+                            .await?;
+                    }
+                    return Ok(ids);
                 }
-                return Ok(ids);
-            }
+            },
         };
         for entry in &waiting {
             self.writer.settled(entry.workload.id);
         }
-        let held = self.store.capacity_held(&self.region).await?;
-        let mut free = Free::new(totals, &held);
         let mut steps = Vec::new();
         for entry in waiting {
             let w = entry.workload;
-            match placement::place(&w, &self.catalog, entry.tenant_trusted, &mut free) {
+            let decision = match &mut room {
+                Room::Cluster(free) => {
+                    placement::place(&w, &self.catalog, entry.tenant_trusted, free)
+                }
+                Room::Agents(machines) => placement::agents::place(&w, &self.catalog, machines),
+            };
+            match decision {
                 Decision::Admit { admission, reason } => steps.push(Step {
                     admission: Some(admission),
                     ..Step::to(w, State::Provisioning, reason)
@@ -64,5 +87,48 @@ impl Reconciler {
         }
         self.writer.apply(&failed).await?;
         Ok(ids)
+    }
+
+    /// The region's machines as placement sees them: offered when online with an inventory,
+    /// and what the workloads placed on each already hold.
+    async fn candidates(&self, hub: &Arc<Hub>) -> Result<Vec<Candidate>, StoreError> {
+        let machines = self.store.machines_in(&self.region).await?;
+        let holding = self
+            .store
+            .workloads(&WorkloadFilter {
+                region: Some(self.region.clone()),
+                states: State::ALL
+                    .iter()
+                    .copied()
+                    .filter(|s| s.holds_capacity())
+                    .collect(),
+                ..WorkloadFilter::default()
+            })
+            .await?;
+        let mut held: HashMap<MachineId, Held> = HashMap::new();
+        for w in holding {
+            let placed = w.placed_class.as_deref().unwrap_or(&w.gpu_class);
+            let (Some(machine), Some(class)) = (w.machine_id, self.catalog.class(placed)) else {
+                continue;
+            };
+            let h = held.entry(machine).or_default();
+            h.cpus += class.cpus();
+            h.memory_bytes += class.memory_bytes();
+            if class.accelerator() != AcceleratorKind::Cpu {
+                *h.devices.entry(class.name().to_owned()).or_default() += w.units;
+            }
+            if let Some(driver) = w.driver {
+                *h.per_driver.entry(driver).or_default() += 1;
+            }
+        }
+        Ok(machines
+            .into_iter()
+            .map(|record| Candidate {
+                offered: hub.online(record.machine.id) && record.machine.cpus > 0,
+                held: held.remove(&record.machine.id).unwrap_or_default(),
+                drivers: record.drivers,
+                machine: record.machine,
+            })
+            .collect())
     }
 }

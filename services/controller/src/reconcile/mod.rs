@@ -28,6 +28,8 @@ pub struct Reconciler {
     pub(crate) region: Region,
     pub(crate) timers: Timers,
     pub(crate) writer: Fenced,
+    /// With the agent backend: its machines' live state, for placement on them.
+    pub(crate) agents: Option<Arc<crate::agents::Hub>>,
 }
 
 /// What a pass leaves behind.

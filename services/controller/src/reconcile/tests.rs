@@ -80,6 +80,7 @@ async fn world(capacity: &[(&str, u64)], faults: &[(Fault, &str)], timers: Timer
         region: local(),
         timers,
         writer: Fenced::new(Arc::clone(&store), lease),
+        agents: None,
     };
     World {
         store,
