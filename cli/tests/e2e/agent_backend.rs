@@ -1,13 +1,15 @@
-//! Solo on the agent backend: a machine joins, its agent (with the sim driver) syncs, and a
-//! notebook lives its whole life on it — admitted on that machine with that driver, running
-//! once the agent says it is ready, stopped, started again, deleted.
+//! Solo on the agent backend: a machine joins, its agent (with the sim driver) syncs, and
+//! workloads live on it — admitted on that machine with that driver, running once the agent
+//! says so; and a machine that goes away is noted, forgiven if it returns in time, and its
+//! workloads failed if not.
 
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::lifecycle::{Owner, act, create, timeline, wait_for};
 use crate::solo::Solo;
@@ -28,35 +30,52 @@ impl Drop for Agent {
     }
 }
 
-fn join_and_run(solo: &Solo, owner: &Owner, agents: &str) -> (String, Agent) {
+/// `einsora up` on the agent backend, with `extra` settings; and its agents' port.
+fn solo(extra: &[(&str, &str)]) -> (Solo, String) {
+    let agents = free_addr();
+    let mut env = vec![
+        ("EINSORA_AGENT_ADDR", agents.as_str()),
+        ("EINSORA_CLUSTER_BACKEND", "agent"),
+    ];
+    env.extend_from_slice(extra);
+    (Solo::start(&env), agents)
+}
+
+/// Joins this machine; its ID and state directory.
+fn join(solo: &Solo, owner: &Owner, agents: &str) -> (String, PathBuf) {
+    let body = json!({ "name": "box" });
     let made = call(
         solo,
         &owner.session,
         "POST",
         "/v1/enrolment-tokens",
-        Some(json!({ "name": "box" })),
+        Some(body),
     );
     assert_eq!(made.status, 200, "{}", made.body);
     let token = made.json()["token"].as_str().unwrap().to_owned();
     let state = solo.e.dir().join("agent");
+    let env = [("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap())];
+    let controller = format!("https://{agents}");
+    let args = [
+        "agent",
+        "join",
+        "--token",
+        &token,
+        "--controller",
+        &controller,
+    ];
+    let out = solo.e.run(&args, &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = std::fs::read_to_string(state.join("machine-id")).unwrap();
+    (id, state)
+}
+
+/// The joined machine's agent, with the sim driver.
+fn run_agent(solo: &Solo, state: &Path) -> Agent {
     let env = [
         ("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap()),
         ("EINSORA_AGENT_SIM", "true"),
     ];
-    let controller = format!("https://{agents}");
-    let out = solo.e.run(
-        &[
-            "agent",
-            "join",
-            "--token",
-            &token,
-            "--controller",
-            &controller,
-        ],
-        &env,
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let id = std::fs::read_to_string(state.join("machine-id")).unwrap();
     let mut child = solo
         .e
         .command(&["agent"], &env)
@@ -72,31 +91,20 @@ fn join_and_run(solo: &Solo, owner: &Owner, agents: &str) -> (String, Agent) {
             into.lock().unwrap().push_str(&format!("{line}\n"));
         }
     });
-    (
-        id,
-        Agent {
-            child: Some(child),
-            logs,
-        },
-    )
+    Agent {
+        child: Some(child),
+        logs,
+    }
 }
 
-#[test]
-fn a_notebook_lives_its_whole_life_on_a_joined_machine() {
-    let agents = free_addr();
-    let solo = Solo::start(&[
-        ("EINSORA_AGENT_ADDR", agents.as_str()),
-        ("EINSORA_CLUSTER_BACKEND", "agent"),
-    ]);
-    let owner = Owner::of(&solo);
-    let who = &owner.session;
-    let (machine_id, agent) = join_and_run(&solo, &owner, &agents);
+/// Waits until the machine reads online with the sim driver; the machine as read.
+fn online(solo: &Solo, owner: &Owner, machine_id: &str, agent: &Agent) -> Value {
     let path = format!("/v1/machines/{machine_id}");
     let deadline = Instant::now() + Duration::from_secs(30);
-    let machine = loop {
-        let machine = call(&solo, who, "GET", &path, None).json();
+    loop {
+        let machine = call(solo, &owner.session, "GET", &path, None).json();
         if machine["status"] == "online" && machine["drivers"] == json!(["sim"]) {
-            break machine;
+            return machine;
         }
         assert!(
             Instant::now() < deadline,
@@ -104,7 +112,25 @@ fn a_notebook_lives_its_whole_life_on_a_joined_machine() {
             agent.logs.lock().unwrap()
         );
         std::thread::sleep(Duration::from_millis(100));
-    };
+    }
+}
+
+/// The timeline's steps, notes left out.
+fn steps(solo: &Solo, owner: &Owner, id: &str) -> Vec<String> {
+    timeline(solo, &owner.session, id)
+        .into_iter()
+        .filter(|e| !e.starts_with("note:"))
+        .collect()
+}
+
+#[test]
+fn a_notebook_lives_its_whole_life_on_a_joined_machine() {
+    let (solo, agents) = solo(&[]);
+    let owner = Owner::of(&solo);
+    let who = &owner.session;
+    let (machine_id, state) = join(&solo, &owner, &agents);
+    let agent = run_agent(&solo, &state);
+    let machine = online(&solo, &owner, &machine_id, &agent);
     let name = machine["name"].as_str().unwrap().to_owned();
 
     let (status, made) = create(&solo, who, "on-the-box", "cpu-1c-2g");
@@ -120,10 +146,7 @@ fn a_notebook_lives_its_whole_life_on_a_joined_machine() {
     wait_for(&solo, who, &id, "running");
     assert_eq!(act(&solo, who, &id, "delete").0, 202);
     wait_for(&solo, who, &id, "deleted");
-    let steps: Vec<String> = timeline(&solo, who, &id)
-        .into_iter()
-        .filter(|e| !e.starts_with("note:"))
-        .collect();
+    let steps = steps(&solo, &owner, &id);
     let admitted = format!("provisioning: admitted: 1 × cpu-1c-2g on {name} with sim");
     assert_eq!(steps[1], admitted, "{steps:?}");
     assert_eq!(steps[2], "running: ready");
@@ -139,11 +162,7 @@ fn a_notebook_lives_its_whole_life_on_a_joined_machine() {
 
 #[test]
 fn without_a_machine_a_workload_waits_with_the_seeds_reason() {
-    let agents = free_addr();
-    let solo = Solo::start(&[
-        ("EINSORA_AGENT_ADDR", agents.as_str()),
-        ("EINSORA_CLUSTER_BACKEND", "agent"),
-    ]);
+    let (solo, _) = solo(&[]);
     let owner = Owner::of(&solo);
     let (status, made) = create(&solo, &owner.session, "nowhere", "cpu-1c-2g");
     assert_eq!(status, 202, "{made}");
@@ -152,5 +171,58 @@ fn without_a_machine_a_workload_waits_with_the_seeds_reason() {
     assert_eq!(
         timeline(&solo, &owner.session, &id)[1],
         "queued: waiting for a machine that can run cpu-1c-2g to come online"
+    );
+}
+
+/// Its agent gone, a machine's workloads read unknown (noted once in their timelines) and
+/// nothing else happens; back in time, nothing changes; away too long, they fail.
+#[test]
+fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
+    let (solo, agents) = solo(&[
+        ("EINSORA_AGENT_OFFLINE_AFTER", "2s"),
+        ("EINSORA_AGENT_OFFLINE_FAIL", "8s"),
+    ]);
+    let owner = Owner::of(&solo);
+    let who = &owner.session;
+    let (machine_id, state) = join(&solo, &owner, &agents);
+    let agent = run_agent(&solo, &state);
+    online(&solo, &owner, &machine_id, &agent);
+    let (_, made) = create(&solo, who, "away", "cpu-1c-2g");
+    let id = made["id"].as_str().unwrap().to_owned();
+    wait_for(&solo, who, &id, "running");
+    let offline_note = "note: its machine is offline; waiting for it to reconnect";
+    let noted = |solo: &Solo| {
+        timeline(solo, who, &id)
+            .iter()
+            .filter(|e| e.as_str() == offline_note)
+            .count()
+    };
+
+    drop(agent);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while noted(&solo) == 0 {
+        assert!(Instant::now() < deadline, "{:?}", timeline(&solo, who, &id));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let back = run_agent(&solo, &state);
+    online(&solo, &owner, &machine_id, &back);
+    std::thread::sleep(Duration::from_secs(10));
+    assert_eq!(
+        steps(&solo, &owner, &id).len(),
+        3,
+        "back in time: nothing stopped or restarted"
+    );
+    assert_eq!(noted(&solo), 1, "one note for the episode");
+
+    drop(back);
+    wait_for(&solo, who, &id, "failed");
+    assert_eq!(
+        steps(&solo, &owner, &id).last().unwrap(),
+        "failed: its machine has been offline for over 8s"
+    );
+    assert_eq!(
+        noted(&solo),
+        1,
+        "noted once: nothing happened since the first, and a timeline never repeats its latest note"
     );
 }

@@ -111,6 +111,8 @@ impl InternalTls {
     }
 }
 
+const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Binds the address a setting named.
 pub async fn bind(setting: &'static str, addr: SocketAddr) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr)
@@ -130,7 +132,11 @@ pub async fn serve(
     shutdown: Shutdown,
 ) -> Result<(), ServeError> {
     let (_health, health_service) = tonic_health::server::health_reporter();
+    // Keepalive pings end a connection whose peer vanished without closing it (a partition),
+    // so a long-lived stream (an agent's Sync) doesn't outlive its peer.
     Server::builder()
+        .http2_keepalive_interval(Some(KEEPALIVE))
+        .http2_keepalive_timeout(Some(KEEPALIVE))
         .add_routes(routes.add_service(health_service))
         .serve_with_incoming_shutdown(tls::incoming(listener, tls), shutdown.cancelled())
         .await?;

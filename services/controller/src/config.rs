@@ -21,6 +21,10 @@ pub const BACKEND: &str = "EINSORA_CLUSTER_BACKEND";
 pub const LEASE: &str = "EINSORA_CONTROLLER_LEASE";
 /// How long a workload may stay provisioning before it fails.
 pub const PROVISIONING_TIMEOUT: &str = "EINSORA_PROVISIONING_TIMEOUT";
+/// A machine silent this long is offline (agent backend).
+pub const OFFLINE_AFTER: &str = "EINSORA_AGENT_OFFLINE_AFTER";
+/// A machine offline this long fails its running workloads and stops its stopping ones.
+pub const OFFLINE_FAIL: &str = "EINSORA_AGENT_OFFLINE_FAIL";
 
 const MIN_DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
@@ -56,6 +60,9 @@ pub struct Timers {
     pub interval: Duration,
     pub lease: Duration,
     pub provisioning_timeout: Duration,
+    /// Agents: silent this long, a machine is offline; offline this long, its workloads fail.
+    pub offline_after: Duration,
+    pub offline_fail: Duration,
 }
 
 impl Timers {
@@ -110,6 +117,8 @@ impl Config {
                 settings.duration(PROVISIONING_TIMEOUT, "10m")?,
                 PROVISIONING_TIMEOUT,
             )?,
+            offline_after: positive(settings.duration(OFFLINE_AFTER, "45s")?, OFFLINE_AFTER)?,
+            offline_fail: positive(settings.duration(OFFLINE_FAIL, "10m")?, OFFLINE_FAIL)?,
         };
         let cfg = Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8082")?,

@@ -36,7 +36,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         addr = %cfg.addr, region = %cfg.region, backend = ?cfg.backend, database = %cfg.database,
         "controller serving"
     );
-    let hub = Arc::new(agents::Hub::default());
+    let hub = Arc::new(agents::Hub::new(cfg.timers.offline_after));
     let agent_port =
         agent_port::AgentPort::bind(&cfg, Arc::clone(&store), Arc::clone(&hub), &shutdown).await?;
     let server_stop = Shutdown::new();
@@ -50,10 +50,10 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     // The runtime is read once this controller leads, so a standby never acts on a stale view.
     let fake = cfg.fake.clone();
     let agents = (cfg.backend == BackendKind::Agent).then(|| Arc::clone(&hub));
-    let (kind, agent_hub) = (cfg.backend, Arc::clone(&hub));
+    let (kind, agent_hub, offline_fail) = (cfg.backend, Arc::clone(&hub), cfg.timers.offline_fail);
     let backend = move || -> Arc<dyn Backend> {
         match kind {
-            BackendKind::Agent => Arc::new(agents::AgentBackend::new(agent_hub)),
+            BackendKind::Agent => Arc::new(agents::AgentBackend::new(agent_hub, offline_fail)),
             BackendKind::Fake | BackendKind::Kubernetes => fake::FakeBackend::start(fake),
         }
     };

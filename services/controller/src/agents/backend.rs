@@ -16,11 +16,13 @@ use super::hub::Hub;
 #[derive(Debug)]
 pub struct AgentBackend {
     hub: Arc<Hub>,
+    /// Offline this long, a machine's workloads fail (stopping ones are stopped).
+    offline_fail: std::time::Duration,
 }
 
 impl AgentBackend {
-    pub fn new(hub: Arc<Hub>) -> Self {
-        AgentBackend { hub }
+    pub fn new(hub: Arc<Hub>, offline_fail: std::time::Duration) -> Self {
+        AgentBackend { hub, offline_fail }
     }
 
     fn wake(&self, target: &Target) {
@@ -56,8 +58,14 @@ impl Backend for AgentBackend {
         let Some(machine) = target.machine else {
             return Ok(Observation::Absent);
         };
-        let Some(reported) = self.hub.status(machine, target.workload) else {
-            return Ok(Observation::Unknown);
+        let reported = match self.hub.status(machine, target.workload) {
+            Ok(reported) => reported,
+            Err(offline) if offline >= self.offline_fail => {
+                return Ok(Observation::Failed(Reason::MachineOfflineTooLong {
+                    after: self.offline_fail,
+                }));
+            }
+            Err(_) => return Ok(Observation::Unknown),
         };
         // Before the machine applied this attempt (or reported at all), it is in progress.
         let Some(r) = reported.filter(|r| r.attempt == target.attempt.get()) else {

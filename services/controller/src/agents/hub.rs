@@ -10,9 +10,6 @@ use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::ids::{MachineId, WorkloadId};
 use tokio::sync::Notify;
 
-/// A machine silent for this long is offline: not offered, its workloads' status unknown.
-pub const OFFLINE_AFTER: Duration = Duration::from_secs(45);
-
 /// A workload's status as its machine reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reported {
@@ -21,9 +18,14 @@ pub struct Reported {
     pub code: StatusCode,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Hub {
     machines: Mutex<HashMap<MachineId, Live>>,
+    /// When this controller started knowing: a machine unheard of since counts from here, so
+    /// no offline clock runs on the controller's or the store's own downtime.
+    started: Instant,
+    /// Silent this long (and not connected), a machine is offline.
+    offline_after: Duration,
 }
 
 #[derive(Debug)]
@@ -35,6 +37,14 @@ struct Live {
 }
 
 impl Hub {
+    pub fn new(offline_after: Duration) -> Hub {
+        Hub {
+            machines: Mutex::new(HashMap::new()),
+            started: Instant::now(),
+            offline_after,
+        }
+    }
+
     fn machines(&self) -> MutexGuard<'_, HashMap<MachineId, Live>> {
         self.machines.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -80,18 +90,41 @@ impl Hub {
         }
     }
 
-    /// Connected and heard from within `OFFLINE_AFTER`.
+    /// Connected (a vanished peer's connection ends by keepalive), or heard from recently.
     pub fn online(&self, machine: MachineId) -> bool {
-        self.machines()
-            .get(&machine)
-            .is_some_and(|l| l.streams > 0 && l.heard.elapsed() < OFFLINE_AFTER)
+        self.offline_for(machine).is_none()
     }
 
-    /// The workload's reported status, if its machine is online (`None` inside: none reported).
-    pub fn status(&self, machine: MachineId, workload: WorkloadId) -> Option<Option<Reported>> {
-        let machines = self.machines();
-        let live = machines.get(&machine)?;
-        (live.streams > 0 && live.heard.elapsed() < OFFLINE_AFTER)
-            .then(|| live.statuses.get(&workload).copied())
+    /// How long the machine has been silent, if it is offline.
+    pub fn offline_for(&self, machine: MachineId) -> Option<Duration> {
+        let silent = match self.machines().get(&machine) {
+            Some(live) if live.streams > 0 => return None,
+            Some(live) => live.heard.elapsed(),
+            None => self.started.elapsed(),
+        };
+        (silent >= self.offline_after).then_some(silent)
+    }
+
+    /// After a restart, until every one of `machines` reconnected (at most `offline_after`):
+    /// admission waits, so nothing is placed on a partial view.
+    pub fn settling(&self, mut machines: impl Iterator<Item = MachineId>) -> bool {
+        let connected = |m| self.machines().get(&m).is_some_and(|l| l.streams > 0);
+        self.started.elapsed() < self.offline_after && machines.any(|m| !connected(m))
+    }
+
+    /// The workload's reported status (`None`: none reported); `Err` with how long its machine
+    /// has been offline.
+    pub fn status(
+        &self,
+        machine: MachineId,
+        workload: WorkloadId,
+    ) -> Result<Option<Reported>, Duration> {
+        if let Some(offline) = self.offline_for(machine) {
+            return Err(offline);
+        }
+        Ok(self
+            .machines()
+            .get(&machine)
+            .and_then(|l| l.statuses.get(&workload).copied()))
     }
 }

@@ -34,7 +34,14 @@ impl Reconciler {
             return Ok(ids);
         }
         let mut room = match self.agents.clone() {
-            Some(hub) => Room::Agents(self.candidates(&hub).await?),
+            Some(hub) => {
+                let machines = self.candidates(&hub).await?;
+                if hub.settling(machines.iter().map(|c| c.machine.id)) {
+                    tracing::debug!("settling: waiting for the region's machines to reconnect");
+                    return Ok(ids);
+                }
+                Room::Agents(machines)
+            }
             None => match self.backend.capacity().await {
                 Ok(totals) => Room::Cluster(Free::new(
                     totals,

@@ -18,9 +18,11 @@ impl Reconciler {
             return Ok(Look::busy(None));
         }
         Ok(match self.backend.observe(&target).await {
-            Ok(Observation::Parked | Observation::Absent | Observation::Failed(_)) => {
+            Ok(Observation::Parked | Observation::Absent) => {
                 Look::done(Some((State::Stopped, Reason::ResourcesReleased)))
             }
+            // Failed on the way (or its machine gone too long): stopped all the same.
+            Ok(Observation::Failed(reason)) => Look::done(Some((State::Stopped, reason))),
             Ok(Observation::Unknown) => {
                 self.writer.note_once(w, &Reason::MachineOffline).await?;
                 Look::busy(None)

@@ -95,6 +95,8 @@ fn timers() -> Timers {
         interval: Duration::from_millis(100),
         lease: Duration::from_secs(30),
         provisioning_timeout: Duration::from_secs(600),
+        offline_after: Duration::from_secs(45),
+        offline_fail: Duration::from_secs(600),
     }
 }
 
