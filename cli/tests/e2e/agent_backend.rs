@@ -226,3 +226,80 @@ fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
         "noted once: nothing happened since the first, and a timeline never repeats its latest note"
     );
 }
+
+/// The controller killed with SIGKILL under 20 connected machines: its restart settles until
+/// they have all reconnected, marks none offline, and changes no workload.
+#[test]
+fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
+    const MACHINES: usize = 20;
+    let (solo, agents) = solo(&[("EINSORA_CONTROLLER_LEASE", "2s")]);
+    let owner = Owner::of(&solo);
+    let who = &owner.session;
+    let mut machines = Vec::new();
+    for i in 0..MACHINES {
+        let body = json!({ "name": format!("box-{i}") });
+        let made = call(&solo, who, "POST", "/v1/enrolment-tokens", Some(body));
+        let token = made.json()["token"].as_str().unwrap().to_owned();
+        let state = solo.e.dir().join(format!("agent-{i}"));
+        let env = [("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap())];
+        let controller = format!("https://{agents}");
+        let args = [
+            "agent",
+            "join",
+            "--token",
+            &token,
+            "--controller",
+            &controller,
+        ];
+        let out = solo.e.run(&args, &env);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let agent = run_agent(&solo, &state);
+        machines.push(agent);
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = call(&solo, who, "GET", "/v1/machines", None).json();
+        let online = listed["machines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["drivers"] == json!(["sim"]))
+            .count();
+        if online == MACHINES {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{online} of {MACHINES} synced");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut ids = Vec::new();
+    for i in 0..MACHINES {
+        let (status, made) = create(&solo, who, &format!("w-{i}"), "cpu-1c-2g");
+        assert_eq!(status, 202, "{made}");
+        ids.push(made["id"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        wait_for(&solo, who, id, "running");
+    }
+    let before: Vec<_> = ids.iter().map(|id| timeline(&solo, who, id)).collect();
+
+    let controller = solo.child("controller").expect("up runs a controller");
+    crate::support::signal(controller, "KILL");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while solo.child("controller").is_none_or(|pid| pid == controller) {
+        assert!(Instant::now() < deadline, "up restarts its controller");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Past the lease, the settling window and a few passes.
+    std::thread::sleep(Duration::from_secs(12));
+    let after: Vec<_> = ids.iter().map(|id| timeline(&solo, who, id)).collect();
+    assert_eq!(after, before, "no workload changed, nothing was noted");
+    let listed = call(&solo, who, "GET", "/v1/machines", None).json();
+    let offline: Vec<_> = listed["machines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["status"] != "online")
+        .collect();
+    assert!(offline.is_empty(), "{offline:?}");
+    drop(machines);
+}
