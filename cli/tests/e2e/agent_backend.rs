@@ -303,3 +303,81 @@ fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
     assert!(offline.is_empty(), "{offline:?}");
     drop(machines);
 }
+
+/// The agent killed with SIGKILL 50 times at random moments, mid-start and mid-stop included,
+/// while its workloads are stopped and started: nothing is deleted, restarted or failed that
+/// wasn't asked for, and every timeline replays cleanly.
+#[test]
+fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
+    let (solo, agents) = solo(&[]);
+    let owner = Owner::of(&solo);
+    let who = &owner.session;
+    let (machine_id, state) = join(&solo, &owner, &agents);
+    let mut agent = run_agent(&solo, &state);
+    online(&solo, &owner, &machine_id, &agent);
+    // Two: a cpu-1c-2g each, and this machine may have only two CPUs.
+    let ids: Vec<String> = (0..2)
+        .map(|i| {
+            let (_, made) = create(&solo, who, &format!("k-{i}"), "cpu-1c-2g");
+            made["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    for id in &ids {
+        wait_for(&solo, who, id, "running");
+    }
+    let mut acknowledged = Vec::new();
+    let mut seed = u64::from(std::process::id()) | 1;
+    let mut random = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for round in 0..50 {
+        let id = &ids[usize::try_from(random(2)).unwrap()];
+        let state_now = crate::lifecycle::state(&solo, who, id);
+        let (action, to, reason) = match state_now.as_str() {
+            "running" | "provisioning" => ("stop", "stopping", "stop requested by"),
+            "stopped" => ("start", "pending", "start requested by"),
+            _ => ("", "", ""),
+        };
+        if !action.is_empty() && act(&solo, who, id, action).0 == 202 {
+            acknowledged.push(crate::replay::Acknowledged {
+                workload: id.clone(),
+                state: to.parse().unwrap(),
+                reason,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(random(300)));
+        drop(agent);
+        agent = run_agent(&solo, &state);
+        if round % 10 == 9 {
+            online(&solo, &owner, &machine_id, &agent);
+        }
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    crate::controllers::eventually(Duration::from_secs(60), "everything settles", || {
+        rt.block_on(crate::replay::unsettled(&solo.database)) == 0
+    });
+    let findings = rt.block_on(crate::replay::check(&solo.database, &acknowledged));
+    assert!(findings.clean(), "{findings:#?}");
+    for id in &ids {
+        let steps = steps(&solo, &owner, id);
+        assert!(
+            !steps
+                .iter()
+                .any(|s| s.starts_with("failed:") || s.starts_with("deleted")),
+            "{steps:?}"
+        );
+        let admissions = steps
+            .iter()
+            .filter(|s| s.starts_with("provisioning:"))
+            .count();
+        let starts = acknowledged
+            .iter()
+            .filter(|a| &a.workload == id && a.reason == "start requested by")
+            .count();
+        assert_eq!(admissions, starts + 1, "one attempt per start: {steps:?}");
+    }
+    drop(agent);
+}
