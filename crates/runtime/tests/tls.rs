@@ -296,6 +296,20 @@ async fn the_agents_port_admits_only_machine_certificates_of_the_agents_ca() {
 }
 
 #[tokio::test]
+async fn an_expired_machine_certificate_is_refused_by_the_agents_port() {
+    let (ca, agents, server) = agents_port().await;
+    let now = OffsetDateTime::now_utc();
+    let expired = Validity {
+        not_before: now - time::Duration::days(2),
+        not_after: now - time::Duration::days(1),
+    };
+    let stale = agents.issue(agent(), expired).unwrap();
+    let machine = ClientTls::new(ca.cert_pem(), Some(&stale), Role::Controller).unwrap();
+    assert_refused(check(&machine, &server.addr).await, "CertificateExpired");
+    assert!(server.seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn a_machine_certificate_is_refused_by_a_service_port() {
     let (ca, server) = controller(&[RoleKind::Api, RoleKind::Agent]).await;
     let agents = Ca::generate("test agents").unwrap();
