@@ -5,6 +5,7 @@ pub mod drivers;
 mod identity;
 pub mod inventory;
 pub mod join;
+mod renew;
 mod sync;
 
 use std::path::PathBuf;
@@ -63,6 +64,6 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .unwrap_or_else(|| identity.controller.clone());
     tracing::info!(machine = %identity.machine_id, %controller, "agent starting");
     let mut drivers = drivers::Drivers::new(&cfg.state_dir, cfg.sim);
-    sync::run(&identity, &controller, &mut drivers, &shutdown).await?;
+    sync::run(&cfg.state_dir, &controller, &mut drivers, &shutdown).await?;
     Ok(())
 }

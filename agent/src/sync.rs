@@ -4,6 +4,7 @@
 //! `HEARTBEAT`. It reconnects with jittered backoff, except once its controller says the
 //! machine was revoked.
 
+use std::path::Path;
 use std::time::Duration;
 
 use einsora_proto::agent::v1 as pb;
@@ -18,6 +19,7 @@ use tonic::Code;
 
 use crate::drivers::Drivers;
 use crate::identity::Identity;
+use crate::renew::Renewal;
 
 const HEARTBEAT: Duration = Duration::from_secs(10);
 /// How often workload statuses are looked at for a change.
@@ -35,19 +37,22 @@ pub enum SyncError {
     Lost(String),
 }
 
-/// Syncs until `shutdown`; `Err` only when the machine was revoked.
+/// Syncs until `shutdown`; `Err` only when the machine was revoked. Each connection uses the
+/// identity as the state directory has it then, so a renewed certificate takes over.
 pub async fn run(
-    identity: &Identity,
+    state_dir: &Path,
     controller: &str,
     drivers: &mut Drivers,
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
-    let tls = ClientTls::new(&identity.ca_pem, Some(&identity.cert), Role::Controller)
-        .map_err(|e| SyncError::Lost(e.to_string()))?;
     let mut backoff = FIRST_BACKOFF;
     while !shutdown.is_triggered() {
         let started = tokio::time::Instant::now();
-        match session(&tls, controller, drivers, shutdown).await {
+        let identity = Identity::load(state_dir).map_err(|e| SyncError::Lost(e.to_string()))?;
+        let tls = ClientTls::new(&identity.ca_pem, Some(&identity.cert), Role::Controller)
+            .map_err(|e| SyncError::Lost(e.to_string()))?;
+        let mut renewal = Renewal::new(state_dir, &identity.cert.cert_pem);
+        match session(&tls, controller, drivers, &mut renewal, shutdown).await {
             Ok(()) => return Ok(()),
             Err(SyncError::Revoked) => return Err(SyncError::Revoked),
             Err(SyncError::Lost(why)) => {
@@ -71,6 +76,7 @@ async fn session(
     tls: &ClientTls,
     controller: &str,
     drivers: &mut Drivers,
+    renewal: &mut Renewal,
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
     let lost = |e: &dyn std::fmt::Display| SyncError::Lost(e.to_string());
@@ -93,6 +99,9 @@ async fn session(
             () = shutdown.cancelled() => return Ok(()),
             state = desired.message() => match state {
                 Ok(Some(state)) => {
+                    if let Some(renewed) = &state.renewed_certificate {
+                        renewal.renewed(renewed);
+                    }
                     drivers.apply(&state.workloads);
                     true
                 }
@@ -100,7 +109,12 @@ async fn session(
                 Err(status) => return Err(refused(status)),
             },
             _ = heartbeat.tick() => true,
-            _ = check.tick() => false,
+            _ = check.tick() => {
+                if let Some(request) = renewal.request() {
+                    tx.send(request).await.map_err(|e| lost(&e))?;
+                }
+                false
+            }
         };
         // A changed status (checked every STATUS_CHECK) or an applied desired state is sent at
         // once; the heartbeat resends them anyway.

@@ -381,3 +381,40 @@ fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
     }
     drop(agent);
 }
+
+/// A machine certificate is renewed over the stream before it expires; the stream lives on,
+/// and a restarted agent connects with the renewed one after the first expired.
+#[test]
+fn a_machine_certificate_is_renewed_over_the_stream() {
+    let (solo, agents) = solo(&[("EINSORA_AGENT_CERT_LIFETIME", "10s")]);
+    let owner = Owner::of(&solo);
+    let (machine_id, state) = join(&solo, &owner, &agents);
+    let joined = Instant::now();
+    let first = std::fs::read_to_string(state.join("agent.pem")).unwrap();
+    let agent = run_agent(&solo, &state);
+    online(&solo, &owner, &machine_id, &agent);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(state.join("agent.pem")).unwrap() == first {
+        assert!(
+            Instant::now() < deadline,
+            "never renewed:\n{}",
+            agent.logs.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Past the first certificate's end: the stream carried on with the renewed one.
+    std::thread::sleep(Duration::from_secs(11).saturating_sub(joined.elapsed()));
+    let logs = agent.logs.lock().unwrap().clone();
+    assert!(!logs.contains("was revoked"), "{logs}");
+    drop(agent);
+    let again = run_agent(&solo, &state);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !again.logs.lock().unwrap().contains("syncing") {
+        let logs = again.logs.lock().unwrap().clone();
+        assert!(
+            Instant::now() < deadline && !logs.contains("was revoked"),
+            "the restarted agent didn't sync with its renewed certificate:\n{logs}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -6,7 +6,7 @@ use einsora_core::ids::MachineId;
 use einsora_core::workload::Workload;
 use time::OffsetDateTime;
 
-use crate::{MachineRecord, MachineRegistration, StoreError};
+use crate::{MachineCertificate, MachineRecord, MachineRegistration, StoreError};
 
 #[async_trait]
 pub trait AgentStore: Send + Sync {
@@ -32,6 +32,13 @@ pub trait AgentStore: Send + Sync {
     /// an unrevoked machine, leaving its identity, owner, region and sharing alone. Whether it
     /// was recorded.
     async fn record_inventory(&self, reg: &MachineRegistration) -> Result<bool, StoreError>;
+
+    /// Records a certificate issued to an unrevoked machine (a renewal); whether it was.
+    async fn add_machine_certificate(
+        &self,
+        machine: MachineId,
+        certificate: &MachineCertificate,
+    ) -> Result<bool, StoreError>;
 
     /// Records that the machine's agent was heard from (for its status; nothing else changes).
     async fn machine_seen(&self, machine: MachineId, at: OffsetDateTime) -> Result<(), StoreError>;

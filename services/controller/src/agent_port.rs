@@ -18,7 +18,7 @@ use einsora_store::{Store, StoreError};
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 
-use crate::agents::{Hub, SyncApi};
+use crate::agents::{Hub, Renewals, SyncApi};
 use crate::config::{AGENT_ADDR, Config};
 use crate::enrol::{self, EnrolError};
 
@@ -36,18 +36,23 @@ impl AgentPort {
         hub: Arc<Hub>,
         shutdown: &Shutdown,
     ) -> anyhow::Result<AgentPort> {
-        let agents_ca = cfg.tls.agents_ca()?;
+        let agents_ca = Arc::new(cfg.tls.agents_ca()?);
         let (tls, ca_pem) = cfg.tls.agents_server(Role::Controller)?;
         let listener = grpc::bind(AGENT_ADDR, cfg.agent_addr).await?;
         let sync = SyncApi::new(
             Arc::clone(&store),
             Arc::clone(&cfg.catalog),
             hub,
+            Renewals {
+                agents_ca: Arc::clone(&agents_ca),
+                lifetime: cfg.timers.cert_lifetime,
+            },
             shutdown.clone(),
         );
         let enrolment = Enrolment {
             store,
-            agents_ca: Arc::new(agents_ca),
+            agents_ca: Arc::clone(&agents_ca),
+            cert_lifetime: cfg.timers.cert_lifetime,
             ca_pem,
         };
         tracing::info!(addr = %cfg.agent_addr, "agents' port serving");
@@ -70,6 +75,7 @@ impl AgentPort {
 struct Enrolment {
     store: Arc<dyn Store>,
     agents_ca: Arc<Ca>,
+    cert_lifetime: std::time::Duration,
     /// The installation CA, which the agent trusts on Sync.
     ca_pem: String,
 }
@@ -87,6 +93,7 @@ impl EnrolmentService for Enrolment {
             &req.enrolment_token,
             &req.csr_pem,
             &req.hostname,
+            self.cert_lifetime,
         )
         .await
         .map_err(status)?;

@@ -25,6 +25,8 @@ pub const PROVISIONING_TIMEOUT: &str = "EINSORA_PROVISIONING_TIMEOUT";
 pub const OFFLINE_AFTER: &str = "EINSORA_AGENT_OFFLINE_AFTER";
 /// A machine offline this long fails its running workloads and stops its stopping ones.
 pub const OFFLINE_FAIL: &str = "EINSORA_AGENT_OFFLINE_FAIL";
+/// How long a machine certificate lasts; agents renew theirs over Sync at half of it.
+pub const CERT_LIFETIME: &str = "EINSORA_AGENT_CERT_LIFETIME";
 
 const MIN_DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
@@ -63,6 +65,7 @@ pub struct Timers {
     /// Agents: silent this long, a machine is offline; offline this long, its workloads fail.
     pub offline_after: Duration,
     pub offline_fail: Duration,
+    pub cert_lifetime: Duration,
 }
 
 impl Timers {
@@ -119,6 +122,7 @@ impl Config {
             )?,
             offline_after: positive(settings.duration(OFFLINE_AFTER, "45s")?, OFFLINE_AFTER)?,
             offline_fail: positive(settings.duration(OFFLINE_FAIL, "10m")?, OFFLINE_FAIL)?,
+            cert_lifetime: positive(settings.duration(CERT_LIFETIME, "30d")?, CERT_LIFETIME)?,
         };
         let cfg = Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8082")?,

@@ -10,10 +10,6 @@ use einsora_core::region::Region;
 use einsora_runtime::pki::{AgentCertificate, Ca, PkiError, Validity};
 use einsora_store::{MachineCertificate, Redemption, Store, StoreError, secret_hash};
 
-/// How long a machine certificate lasts. Until agents renew theirs over Sync (issue 5), as long
-/// as a role's: an expired certificate is refused like a revoked one.
-pub const CERT_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
-
 #[derive(Debug)]
 pub struct Enrolled {
     pub machine_id: MachineId,
@@ -39,9 +35,10 @@ pub async fn enrol(
     token: &str,
     csr_pem: &str,
     hostname: &str,
+    lifetime: Duration,
 ) -> Result<Enrolled, EnrolError> {
     let machine_id = MachineId::new();
-    let validity = Validity::from_now(CERT_LIFETIME);
+    let validity = Validity::from_now(lifetime);
     let certificate = agents_ca.sign_agent_csr(csr_pem, *machine_id.as_uuid(), validity)?;
     let redemption = Redemption {
         token_hash: secret_hash(token),

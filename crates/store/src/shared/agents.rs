@@ -58,6 +58,27 @@ impl crate::AgentStore for ThisStore {
         Ok(done.rows_affected() > 0)
     }
 
+    async fn add_machine_certificate(
+        &self,
+        machine: MachineId,
+        cert: &crate::MachineCertificate,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO machine_certificates (serial, machine_id, fingerprint, not_before, \
+             not_after, created_at) SELECT $1, id, $3, $4, $5, $6 FROM machines \
+             WHERE id = $2 AND revoked_at IS NULL",
+        )
+        .bind(&cert.serial)
+        .bind(machine.as_uuid())
+        .bind(&cert.fingerprint[..])
+        .bind(crate::time_ms::to_ms(cert.not_before))
+        .bind(crate::time_ms::to_ms(cert.not_after))
+        .bind(now_ms())
+        .execute(&mut *self.writer().await?)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     async fn machine_seen(
         &self,
         machine: MachineId,

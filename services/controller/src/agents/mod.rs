@@ -5,8 +5,10 @@ mod backend;
 mod desired;
 mod hub;
 mod inventory;
+mod renew;
 mod sync;
 
 pub use backend::AgentBackend;
 pub use hub::Hub;
+pub use renew::Renewals;
 pub use sync::SyncApi;

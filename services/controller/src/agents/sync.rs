@@ -27,6 +27,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::hub::{Hub, Reported};
+use super::renew::Renewals;
 use super::{desired, inventory};
 
 /// The desired state is sent at least this often.
@@ -46,6 +47,7 @@ pub struct SyncApi {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
     hub: Arc<Hub>,
+    renewals: Renewals,
     shutdown: Shutdown,
 }
 
@@ -54,12 +56,14 @@ impl SyncApi {
         store: Arc<dyn Store>,
         catalog: Arc<Catalog>,
         hub: Arc<Hub>,
+        renewals: Renewals,
         shutdown: Shutdown,
     ) -> Self {
         SyncApi {
             store,
             catalog,
             hub,
+            renewals,
             shutdown,
         }
     }
@@ -87,6 +91,8 @@ impl SyncService for SyncApi {
             store: Arc::clone(&self.store),
             catalog: Arc::clone(&self.catalog),
             hub: Arc::clone(&self.hub),
+            renewals: self.renewals.clone(),
+            renewed: None,
             machine,
             fingerprint,
             tx,
@@ -154,6 +160,9 @@ struct Session {
     store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
     hub: Arc<Hub>,
+    renewals: Renewals,
+    /// A renewed certificate to go with the next desired state.
+    renewed: Option<pb::RenewedCertificate>,
     machine: MachineRecord,
     fingerprint: [u8; 32],
     tx: mpsc::Sender<Result<pb::DesiredState, Status>>,
@@ -217,12 +226,12 @@ impl Session {
             }
         };
         let workloads = desired::workloads(&on_machine, &self.catalog, self.machine.machine.owner);
-        if !force && self.sent.as_ref() == Some(&workloads) {
+        if !force && self.renewed.is_none() && self.sent.as_ref() == Some(&workloads) {
             return Ok(());
         }
         let state = pb::DesiredState {
             workloads: workloads.clone(),
-            renewed_certificate: None,
+            renewed_certificate: self.renewed.take(),
             generated_at: Some(timestamp(OffsetDateTime::now_utc())),
         };
         match tokio::time::timeout(SEND_TIMEOUT, self.tx.send(Ok(state))).await {
@@ -259,7 +268,20 @@ impl Session {
                 self.hub
                     .report(self.machine.machine.id, reported(&statuses));
             }
-            Some(pb::agent_report::Report::RenewCertificate(_)) | None => {}
+            Some(pb::agent_report::Report::RenewCertificate(request)) => {
+                let id = self.machine.machine.id;
+                let renewed = self
+                    .renewals
+                    .renew(&*self.store, id, &request.csr_pem)
+                    .await;
+                if let Some((certificate, fingerprint)) = renewed {
+                    // The stream is the machine's: from now on it answers for the new one.
+                    self.fingerprint = fingerprint;
+                    self.renewed = Some(certificate);
+                    self.next_send = Instant::now();
+                }
+            }
+            None => {}
         }
         self.hub.heard(self.machine.machine.id);
         if self.seen_at.is_none_or(|at| at.elapsed() >= SEEN_EVERY) {

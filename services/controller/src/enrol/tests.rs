@@ -10,6 +10,8 @@ use time::OffsetDateTime;
 
 use super::*;
 
+const HOUR: Duration = Duration::from_secs(3600);
+
 async fn store_with_token(token: &str) -> (Arc<dyn Store>, TenantId, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
@@ -59,7 +61,7 @@ async fn a_token_and_a_csr_make_a_machine_of_the_tokens_tenant_once() {
     let token = "enr_0123456789abcdefghijklmnopqrstuv";
     let (store, tenant, _dir) = store_with_token(token).await;
     let agents = Ca::generate("agents").unwrap();
-    let enrolled = enrol(&*store, &agents, token, &csr(), "lab-box-3")
+    let enrolled = enrol(&*store, &agents, token, &csr(), "lab-box-3", HOUR)
         .await
         .unwrap();
     assert_eq!(
@@ -76,11 +78,11 @@ async fn a_token_and_a_csr_make_a_machine_of_the_tokens_tenant_once() {
         "the host name is its label"
     );
 
-    let again = enrol(&*store, &agents, token, &csr(), "another")
+    let again = enrol(&*store, &agents, token, &csr(), "another", HOUR)
         .await
         .unwrap_err();
     assert!(matches!(again, EnrolError::Token), "{again}");
-    let unknown = enrol(&*store, &agents, "enr_nope", &csr(), "x")
+    let unknown = enrol(&*store, &agents, "enr_nope", &csr(), "x", HOUR)
         .await
         .unwrap_err();
     assert_eq!(
@@ -99,12 +101,12 @@ async fn a_bad_csr_is_refused_without_using_the_token_up() {
     let token = "enr_0123456789abcdefghijklmnopqrstuv";
     let (store, tenant, _dir) = store_with_token(token).await;
     let agents = Ca::generate("agents").unwrap();
-    let err = enrol(&*store, &agents, token, "garbage", "x")
+    let err = enrol(&*store, &agents, token, "garbage", "x", HOUR)
         .await
         .unwrap_err();
     assert!(matches!(err, EnrolError::Csr(_)), "{err}");
     assert!(store.machines_of(tenant).await.unwrap().is_empty());
-    enrol(&*store, &agents, token, &csr(), "x")
+    enrol(&*store, &agents, token, &csr(), "x", HOUR)
         .await
         .expect("the token is still good");
 }

@@ -97,6 +97,7 @@ fn timers() -> Timers {
         provisioning_timeout: Duration::from_secs(600),
         offline_after: Duration::from_secs(45),
         offline_fail: Duration::from_secs(600),
+        cert_lifetime: Duration::from_secs(3600),
     }
 }
 
