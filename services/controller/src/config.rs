@@ -122,7 +122,7 @@ impl Config {
             )?,
             offline_after: positive(settings.duration(OFFLINE_AFTER, "45s")?, OFFLINE_AFTER)?,
             offline_fail: positive(settings.duration(OFFLINE_FAIL, "10m")?, OFFLINE_FAIL)?,
-            cert_lifetime: positive(settings.duration(CERT_LIFETIME, "30d")?, CERT_LIFETIME)?,
+            cert_lifetime: positive(settings.duration(CERT_LIFETIME, "720h")?, CERT_LIFETIME)?,
         };
         let cfg = Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8082")?,
@@ -151,4 +151,21 @@ fn positive(d: Duration, setting: &str) -> Result<Duration, ConfigError> {
         return Err(ConfigError::new(setting, "must be longer than zero"));
     }
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_parses() {
+        let settings = Settings::from_map([("EINSORA_DATA_DIR", "/tmp/einsora-test")]);
+        let cfg = Config::from_settings(&settings).unwrap();
+        assert_eq!(
+            cfg.timers.cert_lifetime,
+            Duration::from_secs(30 * 24 * 3600)
+        );
+        assert_eq!(cfg.timers.offline_after, Duration::from_secs(45));
+        assert_eq!(cfg.timers.lease, Duration::from_secs(30));
+    }
 }
