@@ -1,8 +1,9 @@
 //! A machine's Sync stream. The machine is known by its certificate (role and fingerprint,
 //! checked against the store, again every `RECHECK`, so a revoked machine's stream ends within
-//! seconds), never by what it reports. It is sent its complete desired state on connect,
-//! whenever the store changes it, and at least every `HEARTBEAT`; its inventory reports update
-//! its registration when they fit it.
+//! seconds), never by what it reports. It is sent its complete desired state (computed from the
+//! store each time) on connect, whenever the controller runs, parks or deletes one of its
+//! workloads (which wakes only this machine's stream, through the hub), and at least every
+//! `HEARTBEAT`; its inventory reports update its registration when they fit it.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -183,7 +184,6 @@ impl Session {
         let id = self.machine.machine.id;
         tracing::info!(machine = %id, "machine connected");
         let wake = self.hub.connected(id);
-        let mut changes = self.store.changes();
         let mut recheck = tokio::time::interval(RECHECK);
         loop {
             let step = tokio::select! {
@@ -195,7 +195,6 @@ impl Session {
                     }
                     _ => break,
                 },
-                _ = changes.changed() => self.send(false).await,
                 () = wake.notified() => self.send(false).await,
                 () = tokio::time::sleep_until(self.next_send) => self.send(true).await,
                 _ = recheck.tick() => self.still_trusted().await,
