@@ -59,6 +59,8 @@ impl Config {
 /// EINSORA_AGENT_CONTROLLER says otherwise. Stops with an error once the machine is revoked.
 pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let identity = identity::Identity::load(&cfg.state_dir)?;
+    // One agent per machine, whatever the timing: held until this process ends.
+    let _lock = lock_state_dir(&cfg.state_dir)?;
     let controller = cfg
         .controller
         .unwrap_or_else(|| identity.controller.clone());
@@ -66,4 +68,23 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let mut drivers = drivers::Drivers::new(&cfg.state_dir, cfg.sim);
     sync::run(&cfg.state_dir, &controller, &mut drivers, &shutdown).await?;
     Ok(())
+}
+
+/// An OS lock on the state directory, so two agents never drive one machine's workloads.
+fn lock_state_dir(dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let path = dir.join(".agent.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another agent already runs for this machine ({}): one agent per machine",
+            dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => anyhow::bail!("{}: {e}", path.display()),
+    }
 }

@@ -418,3 +418,22 @@ fn a_machine_certificate_is_renewed_over_the_stream() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A second agent on the same machine (its state directory) refuses to run beside the first.
+#[test]
+fn one_agent_per_machine() {
+    let (solo, agents) = solo(&[]);
+    let owner = Owner::of(&solo);
+    let (machine_id, state) = join(&solo, &owner, &agents);
+    let first = run_agent(&solo, &state);
+    online(&solo, &owner, &machine_id, &first);
+    let env = [("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap())];
+    let second = crate::support::finish(solo.e.spawn(&["agent"], &env), Duration::from_secs(30));
+    assert!(!second.status.success());
+    assert!(
+        stderr(&second).contains("another agent already runs for this machine"),
+        "{}",
+        stderr(&second)
+    );
+    drop(first);
+}
