@@ -12,23 +12,19 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use einsora_core::ids::{EnrolmentTokenId, TenantId, UserId, WorkloadId};
-use einsora_core::kind::WorkloadKind;
+use einsora_core::ids::{EnrolmentTokenId, TenantId, UserId};
 use einsora_core::lifecycle::State;
-use einsora_core::reasons::{Actor, Credential, Reason};
 use einsora_core::region::Region;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::enrolment_service_client::EnrolmentServiceClient;
 use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
 use einsora_runtime::pki::{IssuedCert, Role, fingerprint};
 use einsora_runtime::tls::ClientTls;
-use einsora_store::{
-    DatabaseUrl, NewEnrolmentToken, NewTenant, NewUser, NewWorkload, QuotaClass, secret_hash,
-};
+use einsora_store::{DatabaseUrl, NewEnrolmentToken, NewTenant, NewUser, QuotaClass, secret_hash};
 use time::OffsetDateTime;
 use tokio_stream::wrappers::ReceiverStream;
 
-use support::{einsora, free_addr};
+use support::{created_by_bench, einsora, free_addr, install, notebook};
 
 /// When each workload's desired state reached its machine.
 type Received = Arc<Mutex<HashMap<String, OffsetDateTime>>>;
@@ -69,9 +65,7 @@ async fn run(n: usize) -> anyhow::Result<()> {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
-    for args in [&["migrate"][..], &["pki", "init"]] {
-        anyhow::ensure!(einsora(args, &env).status()?.success(), "{args:?} failed");
-    }
+    install(&env)?;
     let (store, _) = einsora_store::migrate(&DatabaseUrl::parse(&url)?).await?;
     let tenant = TenantId::new();
     let owner = NewTenant {
@@ -151,26 +145,9 @@ async fn run(n: usize) -> anyhow::Result<()> {
 
     let pushes = 50.min(n);
     let mut ids = Vec::with_capacity(pushes);
-    let by = Reason::Created {
-        by: Actor {
-            subject: "bench".into(),
-            credential: Credential::Dev,
-        },
-    };
+    let by = created_by_bench();
     for i in 0..pushes {
-        let w = NewWorkload {
-            id: WorkloadId::new(),
-            tenant_id: tenant,
-            kind: WorkloadKind::Notebook,
-            name: format!("push-{i}"),
-            gpu_class: "cpu-1c-2g".into(),
-            units: 1,
-            image: "jupyterlab".into(),
-            region: Region::new("local")?,
-            fallback: vec![],
-            fallback_after_s: None,
-            params: "{}".into(),
-        };
+        let w = notebook(tenant, &format!("push-{i}"));
         store.create_workload(&w, &by).await?;
         ids.push(w.id);
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -13,17 +13,15 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use einsora_core::ids::{TenantId, WorkloadId};
-use einsora_core::kind::WorkloadKind;
-use einsora_core::reasons::{Actor, Credential, Reason};
-use einsora_store::{DatabaseUrl, NewTenant, NewWorkload, QuotaClass};
+use einsora_core::ids::TenantId;
+use einsora_store::{DatabaseUrl, NewTenant, QuotaClass};
 use hyper::Method;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use support::{Api, Http, Stack, einsora, free_addr};
+use support::{Api, Http, Stack, created_by_bench, einsora, free_addr, install, notebook};
 
 const CREATES: usize = 200;
 
@@ -180,9 +178,7 @@ async fn admission(database: Option<&str>, n: usize) -> anyhow::Result<(f64, f64
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
-    for args in [&["migrate"][..], &["pki", "init"]] {
-        anyhow::ensure!(einsora(args, &env).status()?.success(), "{args:?} failed");
-    }
+    install(&env)?;
     let (store, _) = einsora_store::migrate(&DatabaseUrl::parse(&url)?).await?;
     let tenant = TenantId::new();
     store
@@ -195,26 +191,9 @@ async fn admission(database: Option<&str>, n: usize) -> anyhow::Result<(f64, f64
         .await?;
     store.set_quota(tenant, &QuotaClass::Default, None).await?;
     let region = einsora_core::region::Region::new("local")?;
-    let by = Reason::Created {
-        by: Actor {
-            subject: "bench".into(),
-            credential: Credential::Dev,
-        },
-    };
+    let by = created_by_bench();
     for i in 0..n {
-        let w = NewWorkload {
-            id: WorkloadId::new(),
-            tenant_id: tenant,
-            kind: WorkloadKind::Notebook,
-            name: format!("w{i}"),
-            gpu_class: "cpu-1c-2g".into(),
-            units: 1,
-            image: "jupyterlab".into(),
-            region: region.clone(),
-            fallback: vec![],
-            fallback_after_s: None,
-            params: "{}".into(),
-        };
+        let w = notebook(tenant, &format!("w{i}"));
         store.create_workload(&w, &by).await?;
     }
     let started = Instant::now();

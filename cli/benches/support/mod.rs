@@ -98,12 +98,7 @@ impl Stack {
             cmd.stdin(Stdio::null());
             cmd
         };
-        for args in [&["migrate"][..], &["pki", "init"]] {
-            anyhow::ensure!(
-                run(args).stderr(Stdio::null()).status()?.success(),
-                "{args:?} failed"
-            );
-        }
+        install(&env)?;
         let mut children = Vec::new();
         let mut api_out = None;
         for role in roles {
@@ -218,4 +213,44 @@ pub fn einsora(args: &[&str], env: &[(String, String)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_einsora"));
     cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
     cmd
+}
+
+/// Migrates the database and issues the certificates, as an install does.
+pub fn install(env: &[(String, String)]) -> anyhow::Result<()> {
+    for args in [&["migrate"][..], &["pki", "init"]] {
+        let status = einsora(args, env)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        anyhow::ensure!(status.success(), "{args:?} failed");
+    }
+    Ok(())
+}
+
+/// A `cpu-1c-2g` notebook of `tenant` in the `local` region, as the benches create them.
+pub fn notebook(tenant: einsora_core::ids::TenantId, name: &str) -> einsora_store::NewWorkload {
+    einsora_store::NewWorkload {
+        id: einsora_core::ids::WorkloadId::new(),
+        tenant_id: tenant,
+        kind: einsora_core::kind::WorkloadKind::Notebook,
+        name: name.to_owned(),
+        gpu_class: "cpu-1c-2g".into(),
+        units: 1,
+        image: "jupyterlab".into(),
+        region: einsora_core::region::Region::new("local").expect("a valid region"),
+        fallback: vec![],
+        fallback_after_s: None,
+        params: "{}".into(),
+    }
+}
+
+/// What a bench's own creates are recorded as.
+pub fn created_by_bench() -> einsora_core::reasons::Reason {
+    use einsora_core::reasons::{Actor, Credential, Reason};
+    Reason::Created {
+        by: Actor {
+            subject: "bench".into(),
+            credential: Credential::Dev,
+        },
+    }
 }

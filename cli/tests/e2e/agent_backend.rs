@@ -41,9 +41,9 @@ fn solo(extra: &[(&str, &str)]) -> (Solo, String) {
     (Solo::start(&env), agents)
 }
 
-/// Joins this machine; its ID and state directory.
-fn join(solo: &Solo, owner: &Owner, agents: &str) -> (String, PathBuf) {
-    let body = json!({ "name": "box" });
+/// Joins a machine called `name` (its state directory `agent-<name>`); its ID and that directory.
+fn join(solo: &Solo, owner: &Owner, agents: &str, name: &str) -> (String, PathBuf) {
+    let body = json!({ "name": name });
     let made = call(
         solo,
         &owner.session,
@@ -53,7 +53,7 @@ fn join(solo: &Solo, owner: &Owner, agents: &str) -> (String, PathBuf) {
     );
     assert_eq!(made.status, 200, "{}", made.body);
     let token = made.json()["token"].as_str().unwrap().to_owned();
-    let state = solo.e.dir().join("agent");
+    let state = solo.e.dir().join(format!("agent-{name}"));
     let env = [("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap())];
     let controller = format!("https://{agents}");
     let args = [
@@ -128,7 +128,7 @@ fn a_notebook_lives_its_whole_life_on_a_joined_machine() {
     let (solo, agents) = solo(&[]);
     let owner = Owner::of(&solo);
     let who = &owner.session;
-    let (machine_id, state) = join(&solo, &owner, &agents);
+    let (machine_id, state) = join(&solo, &owner, &agents, "box");
     let agent = run_agent(&solo, &state);
     let machine = online(&solo, &owner, &machine_id, &agent);
     let name = machine["name"].as_str().unwrap().to_owned();
@@ -184,7 +184,7 @@ fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
     ]);
     let owner = Owner::of(&solo);
     let who = &owner.session;
-    let (machine_id, state) = join(&solo, &owner, &agents);
+    let (machine_id, state) = join(&solo, &owner, &agents, "box");
     let agent = run_agent(&solo, &state);
     online(&solo, &owner, &machine_id, &agent);
     let (_, made) = create(&solo, who, "away", "cpu-1c-2g");
@@ -237,22 +237,7 @@ fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
     let who = &owner.session;
     let mut machines = Vec::new();
     for i in 0..MACHINES {
-        let body = json!({ "name": format!("box-{i}") });
-        let made = call(&solo, who, "POST", "/v1/enrolment-tokens", Some(body));
-        let token = made.json()["token"].as_str().unwrap().to_owned();
-        let state = solo.e.dir().join(format!("agent-{i}"));
-        let env = [("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap())];
-        let controller = format!("https://{agents}");
-        let args = [
-            "agent",
-            "join",
-            "--token",
-            &token,
-            "--controller",
-            &controller,
-        ];
-        let out = solo.e.run(&args, &env);
-        assert!(out.status.success(), "{}", stderr(&out));
+        let (_, state) = join(&solo, &owner, &agents, &format!("box-{i}"));
         let agent = run_agent(&solo, &state);
         machines.push(agent);
     }
@@ -312,7 +297,7 @@ fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
     let (solo, agents) = solo(&[]);
     let owner = Owner::of(&solo);
     let who = &owner.session;
-    let (machine_id, state) = join(&solo, &owner, &agents);
+    let (machine_id, state) = join(&solo, &owner, &agents, "box");
     let mut agent = run_agent(&solo, &state);
     online(&solo, &owner, &machine_id, &agent);
     // Two: a cpu-1c-2g each, and this machine may have only two CPUs.
@@ -388,7 +373,7 @@ fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
 fn a_machine_certificate_is_renewed_over_the_stream() {
     let (solo, agents) = solo(&[("EINSORA_AGENT_CERT_LIFETIME", "10s")]);
     let owner = Owner::of(&solo);
-    let (machine_id, state) = join(&solo, &owner, &agents);
+    let (machine_id, state) = join(&solo, &owner, &agents, "box");
     let joined = Instant::now();
     let first = std::fs::read_to_string(state.join("agent.pem")).unwrap();
     let agent = run_agent(&solo, &state);
@@ -424,7 +409,7 @@ fn a_machine_certificate_is_renewed_over_the_stream() {
 fn one_agent_per_machine() {
     let (solo, agents) = solo(&[]);
     let owner = Owner::of(&solo);
-    let (machine_id, state) = join(&solo, &owner, &agents);
+    let (machine_id, state) = join(&solo, &owner, &agents, "box");
     let first = run_agent(&solo, &state);
     online(&solo, &owner, &machine_id, &first);
     let env = [("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap())];

@@ -133,10 +133,11 @@ fn endpoint(addr: &str) -> Result<Endpoint, TlsError> {
     Ok(endpoint.connect_timeout(CONNECT_TIMEOUT))
 }
 
+/// The chain to the CA, then the server's role. `pinned` builds one per handshake.
 #[derive(Debug)]
-struct RoleVerifier {
-    chain: Arc<WebPkiServerVerifier>,
-    expected: Role,
+pub(super) struct RoleVerifier {
+    pub(super) chain: Arc<WebPkiServerVerifier>,
+    pub(super) expected: Role,
 }
 
 impl ServerCertVerifier for RoleVerifier {

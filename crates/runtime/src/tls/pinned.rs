@@ -11,8 +11,9 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use sha2::{Digest, Sha256};
 
+use super::client::RoleVerifier;
 use super::{provider, refuse};
-use crate::pki::{Role, role_of};
+use crate::pki::Role;
 
 #[derive(Debug)]
 pub(super) struct PinnedVerifier {
@@ -38,16 +39,11 @@ impl ServerCertVerifier for PinnedVerifier {
         let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
             .map_err(|e| refuse(e.to_string()))?;
-        let verified =
-            chain.verify_server_cert(end_entity, &[], server_name, ocsp_response, now)?;
-        match role_of(end_entity) {
-            Ok(role) if role == self.expected => Ok(verified),
-            Ok(role) => Err(refuse(format!(
-                "the server is {role}, not the expected {}",
-                self.expected
-            ))),
-            Err(err) => Err(refuse(err.to_string())),
-        }
+        let verifier = RoleVerifier {
+            chain,
+            expected: self.expected,
+        };
+        verifier.verify_server_cert(end_entity, &[], server_name, ocsp_response, now)
     }
 
     fn verify_tls12_signature(
