@@ -12,7 +12,8 @@ use time::OffsetDateTime;
 
 use super::*;
 
-fn workload(kind: WorkloadKind, class: &str, units: u32, image: &str) -> Workload {
+/// A pending workload in `local`, of a new tenant.
+pub(super) fn workload(kind: WorkloadKind, class: &str, units: u32, image: &str) -> Workload {
     let now = OffsetDateTime::now_utc();
     Workload {
         id: WorkloadId::new(),

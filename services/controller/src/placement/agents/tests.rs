@@ -1,15 +1,12 @@
 use einsora_core::accelerator::AcceleratorKind;
-use einsora_core::attempt::Attempt;
 use einsora_core::catalog::Catalog;
-use einsora_core::ids::{MachineId, TenantId, WorkloadId};
+use einsora_core::ids::{MachineId, TenantId};
 use einsora_core::kind::WorkloadKind;
-use einsora_core::lifecycle::State;
 use einsora_core::machine::{Device, Machine};
 use einsora_core::reasons::Reason;
 use einsora_core::region::Region;
 use einsora_core::sharing::SharingLevel;
 use einsora_core::workload::Workload;
-use time::OffsetDateTime;
 
 use super::*;
 
@@ -46,29 +43,12 @@ fn candidate(m: Machine, drivers: &[&str]) -> Candidate {
 }
 
 fn workload(tenant: TenantId, kind: WorkloadKind, class: &str, image: &str) -> Workload {
-    let now = OffsetDateTime::now_utc();
-    let catalog = Catalog::builtin();
+    let units = Catalog::builtin()
+        .class(class)
+        .map_or(1, |c| c.devices().max(1));
     Workload {
-        id: WorkloadId::new(),
         tenant_id: tenant,
-        kind,
-        name: "w".into(),
-        gpu_class: class.into(),
-        placed_class: None,
-        units: catalog.class(class).map_or(1, |c| c.devices().max(1)),
-        image: image.into(),
-        region: Region::new("local").unwrap(),
-        machine_id: None,
-        driver: None,
-        attempt: Attempt::NONE,
-        fallback: vec![],
-        fallback_after_s: None,
-        params: "{}".into(),
-        state: State::Pending,
-        reason: String::new(),
-        version: 1,
-        created_at: now,
-        updated_at: now,
+        ..crate::placement::tests::workload(kind, class, units, image)
     }
 }
 
