@@ -11,6 +11,7 @@ use rustix::process::{Pid, Signal, kill_process};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
+use super::local_agent;
 use super::plan::Plan;
 
 /// Set in each child's environment to the supervisor's PID (see `role::follow_supervisor`).
@@ -18,7 +19,7 @@ pub const SUPERVISOR_PID: &str = "EINSORA_SUPERVISOR_PID";
 
 const PROBE_EVERY: Duration = Duration::from_millis(20);
 
-/// A role `einsora up` spawns. The agent joins them with the node agents.
+/// A role `einsora up` spawns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ChildRole {
     Api,
@@ -26,10 +27,13 @@ pub enum ChildRole {
     Metering,
     Access,
     Gateway,
+    /// This machine's node agent (agent backend only).
+    Agent,
 }
 
 impl ChildRole {
-    pub const ALL: [ChildRole; 5] = [
+    /// The roles every installation runs.
+    pub const SERVICES: [ChildRole; 5] = [
         ChildRole::Api,
         ChildRole::Controller,
         ChildRole::Metering,
@@ -45,6 +49,7 @@ impl ChildRole {
             ChildRole::Metering => "metering",
             ChildRole::Access => "access",
             ChildRole::Gateway => "gateway",
+            ChildRole::Agent => "agent",
         }
     }
 
@@ -65,11 +70,22 @@ impl ChildRole {
             .spawn()
     }
 
+    /// What must hold before the role starts: the local agent is enrolled.
+    pub async fn prepare(self, plan: &Plan, tls: &InternalTls) -> anyhow::Result<()> {
+        match (self, &plan.local_agent) {
+            (ChildRole::Agent, Some(agent)) => local_agent::ensure_joined(plan, agent, tls).await,
+            _ => Ok(()),
+        }
+    }
+
     /// Completes once the role answers: gRPC health over mutual TLS for the gRPC roles (as the
     /// role that calls each one, the only callers they admit), a TCP connection for the HTTP
-    /// ones (access has no gRPC server; the gateway dials the api on first use).
+    /// ones (access has no gRPC server; the gateway dials the api on first use). The agent
+    /// serves nothing: enrolled and started, it is as ready as the supervisor can tell (its
+    /// machine's status shows the rest).
     pub async fn ready(self, plan: &Plan, tls: &InternalTls) -> anyhow::Result<()> {
         let (addr, client) = match self {
+            ChildRole::Agent => return Ok(()),
             ChildRole::Api => (plan.api_addr, Some(tls.client(Role::Gateway, Role::Api)?)),
             ChildRole::Controller => (
                 plan.controller_addr,

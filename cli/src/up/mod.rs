@@ -8,6 +8,7 @@
 //! parent-death signal (Linux) is tied to a thread that lives as long as the process.
 
 mod children;
+mod local_agent;
 mod logs;
 mod owner;
 mod plan;

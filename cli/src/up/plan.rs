@@ -9,11 +9,20 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use einsora_api::setup::AuthMode;
+use einsora_api::setup::{AuthMode, DEV_OWNER_SLUG, OWNER_SLUG};
 use einsora_runtime::settings::{DATA_DIR, Settings};
 use einsora_runtime::telemetry::LOG_FILE;
 
+use einsora_controller::BackendKind;
+
 use super::Profile;
+use super::children::ChildRole;
+use super::local_agent::LocalAgent;
+
+/// `false`: this machine runs no workloads (a Lab's control host); no local agent.
+pub const LOCAL_AGENT: &str = "EINSORA_LOCAL_AGENT";
+/// The tenant (slug) that owns this machine: `owner`, or in dev auth mode `acme`.
+pub const MACHINE_OWNER: &str = "EINSORA_MACHINE_OWNER";
 
 /// How long a child has to stop after SIGTERM before it gets SIGKILL.
 pub const STOP_GRACE: &str = "EINSORA_STOP_GRACE";
@@ -32,6 +41,8 @@ pub struct Plan {
     pub controller_addr: SocketAddr,
     pub metering_addr: SocketAddr,
     pub stop_grace: Duration,
+    /// On the agent backend (the default), this machine's own agent.
+    pub local_agent: Option<LocalAgent>,
     /// Addresses the operator chose, with their settings, to check before starting.
     ports: Vec<(&'static str, SocketAddr)>,
 }
@@ -53,10 +64,9 @@ impl Plan {
         };
         default(DATA_DIR, data_dir.clone().into());
         default(LOG_FILE, data_dir.join("einsora.log").into());
-        // The agent backend becomes `up`'s default with the node agents.
-        default(einsora_controller::BACKEND, "fake".into());
         if profile == Profile::Dev {
             default(einsora_api::setup::AUTH_MODE, "dev".into());
+            default(einsora_controller::BACKEND, "fake".into());
         }
         // Internal ports, and the agents' port (a Lab that enrols other machines sets
         // EINSORA_AGENT_ADDR to a routable address).
@@ -83,6 +93,27 @@ impl Plan {
         let controller = einsora_controller::Config::from_settings(&settings)?;
         let metering = einsora_metering::Config::from_settings(&settings)?;
         let gateway = einsora_gateway::Config::from_settings(&settings)?;
+        let agent = einsora_agent::Config::from_settings(&settings)?;
+        let runs_agent =
+            settings.choice(LOCAL_AGENT, &[("true", true), ("false", false)], "true")?;
+        let owner_slug = match api.auth_mode {
+            AuthMode::Local => OWNER_SLUG,
+            AuthMode::Dev => DEV_OWNER_SLUG,
+        };
+        let owner = settings.parse_with(MACHINE_OWNER, owner_slug, |slug| Ok(slug.to_owned()))?;
+        let on_agents = controller.backend == BackendKind::Agent;
+        let local_agent = (on_agents && runs_agent).then(|| {
+            let mut dial = controller.agent_addr;
+            if dial.ip().is_unspecified() {
+                dial.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            LocalAgent {
+                state_dir: agent.state_dir,
+                controller: dial.to_string(),
+                region: controller.region.clone(),
+                owner,
+            }
+        });
         let ports = [
             (einsora_gateway::HTTP_ADDR, gateway.http_addr),
             (einsora_access::ADDR, access.addr),
@@ -102,11 +133,21 @@ impl Plan {
             api_addr: api.addr,
             controller_addr: controller.addr,
             metering_addr: metering.addr,
+            local_agent,
             data_dir,
             defaults,
             ports,
             settings,
         })
+    }
+
+    /// The roles to run: every service, and this machine's agent on the agent backend.
+    pub fn roles(&self) -> Vec<ChildRole> {
+        let mut roles = ChildRole::SERVICES.to_vec();
+        if self.local_agent.is_some() {
+            roles.push(ChildRole::Agent);
+        }
+        roles
     }
 
     /// The data directory, created owner-only (0700), or made so if it exists.

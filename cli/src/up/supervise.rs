@@ -40,8 +40,10 @@ pub async fn run(plan: Arc<Plan>, tls: InternalTls, shutdown: Shutdown) -> anyho
     let begun = Instant::now();
     let exe = Arc::new(std::env::current_exe().context("finding the einsora binary")?);
     let (started, mut reports) = mpsc::unbounded_channel();
-    let keepers: Vec<_> = ChildRole::ALL
-        .into_iter()
+    let roles = plan.roles();
+    let keepers: Vec<_> = roles
+        .iter()
+        .copied()
         .map(|role| {
             let keeper = Keeper {
                 role,
@@ -56,7 +58,7 @@ pub async fn run(plan: Arc<Plan>, tls: InternalTls, shutdown: Shutdown) -> anyho
         .collect();
     drop(started);
 
-    let mut waiting: Vec<ChildRole> = ChildRole::ALL.to_vec();
+    let mut waiting = roles;
     let deadline = tokio::time::sleep(START_TIMEOUT);
     tokio::pin!(deadline);
     let outcome = loop {
@@ -139,6 +141,10 @@ impl Keeper {
     /// it exited after being ready, `Err` when it could not start or exited before it was.
     async fn run_once(&self, ever_ready: &mut bool) -> anyhow::Result<Option<String>> {
         let (role, grace) = (self.role, self.plan.stop_grace);
+        tokio::select! {
+            prepared = role.prepare(&self.plan, &self.tls) => prepared?,
+            () = self.shutdown.cancelled() => return Ok(None),
+        }
         let mut child = role
             .spawn(&self.plan, &self.exe)
             .context("starting the process")?;

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::lifecycle::{Owner, act, create, timeline, wait_for};
+use crate::cli_flow::Cli;
+use crate::lifecycle::{Owner, act, create, state, timeline, wait_for};
 use crate::solo::Solo;
 use crate::support::{free_addr, stderr, terminate};
 use crate::world::call;
@@ -30,12 +31,14 @@ impl Drop for Agent {
     }
 }
 
-/// `einsora up` on the agent backend, with `extra` settings; and its agents' port.
+/// `einsora up` on the agent backend, without a local agent (the test's machines join), with
+/// `extra` settings; and its agents' port.
 fn solo(extra: &[(&str, &str)]) -> (Solo, String) {
     let agents = free_addr();
     let mut env = vec![
         ("EINSORA_AGENT_ADDR", agents.as_str()),
         ("EINSORA_CLUSTER_BACKEND", "agent"),
+        ("EINSORA_LOCAL_AGENT", "false"),
     ];
     env.extend_from_slice(extra);
     (Solo::start(&env), agents)
@@ -158,6 +161,58 @@ fn a_notebook_lives_its_whole_life_on_a_joined_machine() {
         steps.last().unwrap(),
         "deleted: deleted, with everything it stored"
     );
+}
+
+/// Solo as a user meets it: `einsora up` enrols the machine it runs on and supervises its
+/// agent; a workload runs there; `up` restarted, the same machine comes back and the workload
+/// is adopted, still running, its timeline untouched.
+#[test]
+fn up_enrols_this_machine_and_its_workloads_outlive_a_restart() {
+    let mut solo = Solo::start(&[
+        ("EINSORA_CLUSTER_BACKEND", "agent"),
+        ("EINSORA_AGENT_SIM", "true"),
+    ]);
+    assert!(solo.child("agent").is_some(), "{:?}", solo.children());
+    let owner = Owner::of(&solo);
+    let this_machine = |solo: &Solo| {
+        let cli = Cli::with_token(solo, &owner.token);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let listed = cli.json(&["machines"]);
+            let machines = listed["machines"].as_array().unwrap().clone();
+            assert!(machines.len() <= 1, "one machine: {listed}");
+            if let Some(m) = machines.first().filter(|m| m["status"] == "online") {
+                return m.clone();
+            }
+            assert!(Instant::now() < deadline, "{listed}\n{}", solo.logs());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let machine = this_machine(&solo);
+    assert!(machine["cpus"].as_u64().unwrap() >= 1, "{machine}");
+    let memory: u64 = machine["memory_bytes"].as_str().unwrap().parse().unwrap();
+    assert!(memory > 0, "{machine}");
+    assert_eq!(machine["drivers"], json!(["sim"]), "{machine}");
+    let table = Cli::with_token(&solo, &owner.token).ok(&["machines"]);
+    assert!(table.contains(machine["name"].as_str().unwrap()), "{table}");
+
+    let who = &owner.session;
+    let (status, made) = create(&solo, who, "at-home", "cpu-1c-2g");
+    assert_eq!(status, 202, "{made}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    wait_for(&solo, who, &id, "running");
+    let before = steps(&solo, &owner, &id);
+
+    solo.restart();
+    let again = this_machine(&solo);
+    assert_eq!(
+        again["id"], machine["id"],
+        "the same machine, not a second one"
+    );
+    // A few controller passes after it re-synced: nothing was started again.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(state(&solo, who, &id), "running");
+    assert_eq!(steps(&solo, &owner, &id), before);
 }
 
 #[test]

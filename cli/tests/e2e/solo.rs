@@ -30,6 +30,8 @@ pub struct Solo {
     /// EINSORA_DATABASE_URL of this stack.
     pub database: String,
     up: Option<Child>,
+    /// What `up` was started with, for [`Solo::restart`].
+    env: Vec<(String, String)>,
     logs: Arc<Mutex<String>>,
     stdout: Arc<Mutex<String>>,
 }
@@ -68,6 +70,7 @@ impl Solo {
 
     /// [`Solo::start_on`] on the data directory of `e`. Outside dev auth mode, the owner
     /// ([`OWNER_EMAIL`]) is made first with `einsora setup`, as `up` without a terminal needs.
+    /// Workloads run on the fake backend unless `env` names another.
     pub fn launch(e: Einsora, engine: Engine, env: &[(&str, &str)]) -> Solo {
         let database = match engine {
             Engine::Sqlite => format!("sqlite:{}", e.db().display()),
@@ -86,47 +89,67 @@ impl Solo {
             ("EINSORA_ACCESS_ADDR", &access),
             ("EINSORA_DATABASE_URL", &database),
             ("EINSORA_CONTROLLER_INTERVAL", "200ms"),
+            ("EINSORA_CLUSTER_BACKEND", "fake"),
         ];
         common.extend_from_slice(env);
         let up = e.spawn(&["up"], &common);
-        Solo::watch(e, up, http, access, database)
+        let env = common
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut solo = Solo::watch(e, up, http, access, database);
+        solo.env = env;
+        solo
+    }
+
+    /// Stops `up` and starts it again, as launched, on the same data.
+    pub fn restart(&mut self) {
+        self.stop();
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let up = self.e.spawn(&["up"], &env);
+        self.follow(up);
     }
 
     /// Follows an `einsora up` (or `dev`) already spawned with piped output until it is ready.
-    pub fn watch(
-        e: Einsora,
-        mut up: Child,
-        http: String,
-        access: String,
-        database: String,
-    ) -> Solo {
-        let logs = Arc::new(Mutex::new(String::new()));
-        let stdout = Arc::new(Mutex::new(String::new()));
-        collect(up.stderr.take().unwrap(), &logs);
-        collect(up.stdout.take().unwrap(), &stdout);
+    pub fn watch(e: Einsora, up: Child, http: String, access: String, database: String) -> Solo {
         let mut solo = Solo {
             e,
             http,
             access,
             database,
-            up: Some(up),
-            logs,
-            stdout,
+            up: None,
+            env: Vec::new(),
+            logs: Arc::default(),
+            stdout: Arc::default(),
         };
+        solo.follow(up);
+        solo
+    }
+
+    /// Collects the output of `up` and waits until it says it is ready (again, after a
+    /// restart: its earlier lines are kept).
+    fn follow(&mut self, mut up: Child) {
+        let ready_before = self.stdout().matches("Einsora is ready: ").count();
+        collect(up.stderr.take().unwrap(), &self.logs);
+        collect(up.stdout.take().unwrap(), &self.stdout);
+        self.up = Some(up);
         let deadline = Instant::now() + Duration::from_secs(60);
-        while !solo.stdout().contains("Einsora is ready: ") {
-            if let Some(status) = solo.up.as_mut().unwrap().try_wait().unwrap() {
-                solo.up = None; // reaped: nothing for Drop to signal
-                panic!("up exited ({status}):\n{}", solo.logs());
+        while self.stdout().matches("Einsora is ready: ").count() == ready_before {
+            if let Some(status) = self.up.as_mut().unwrap().try_wait().unwrap() {
+                self.up = None; // reaped: nothing for Drop to signal
+                panic!("up exited ({status}):\n{}", self.logs());
             }
             assert!(
                 Instant::now() < deadline,
                 "up was never ready:\n{}",
-                solo.logs()
+                self.logs()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        solo
     }
 
     /// What the processes printed on standard output (dev mode's accounts, the ready line).
@@ -215,7 +238,7 @@ impl Drop for Solo {
     }
 }
 
-fn make_owner(e: &Einsora, database: &str) {
+pub fn make_owner(e: &Einsora, database: &str) {
     let args = ["setup", "--email", OWNER_EMAIL, "--password-stdin"];
     let mut setup = e
         .command(&args, &[("EINSORA_DATABASE_URL", database)])

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::cli_flow::dev_password;
-use crate::solo::{Engine, OWNER_EMAIL, OWNER_PASSWORD, Solo};
+use crate::solo::{Engine, OWNER_EMAIL, OWNER_PASSWORD, Solo, make_owner};
 use crate::support::{Einsora, finish, free_addr, processes_on, signal, stderr};
 
 const ROLES: [&str; 5] = ["api", "controller", "metering", "access", "gateway"];
@@ -126,6 +126,29 @@ fn a_port_in_use_is_one_line_naming_it_and_its_setting() {
         assert!(err.contains(setting), "{err}");
         assert!(processes_on(e.dir()).is_empty(), "a process was left");
     }
+}
+
+#[test]
+fn a_machine_owner_that_does_not_exist_stops_up_naming_the_setting() {
+    let e = Einsora::new();
+    let database = format!("sqlite:{}", e.db().display());
+    make_owner(&e, &database);
+    let (http, access) = (free_addr(), free_addr());
+    let env = [
+        ("EINSORA_HTTP_ADDR", http.as_str()),
+        ("EINSORA_ACCESS_ADDR", access.as_str()),
+        ("EINSORA_MACHINE_OWNER", "nobody"),
+    ];
+    let out = finish(e.spawn(&["up"], &env), WITHIN);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("EINSORA_MACHINE_OWNER: there is no tenant `nobody`"),
+        "{err}"
+    );
+    assert!(!e.dir().join("agent/machine-id").exists(), "nothing joined");
+    assert!(processes_on(e.dir()).is_empty(), "a process was left");
 }
 
 #[test]

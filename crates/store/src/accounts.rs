@@ -109,6 +109,9 @@ pub trait AccountStore: Send + Sync {
     /// The tenant with this slug, if any.
     async fn tenant_by_slug(&self, slug: &str) -> Result<Option<TenantId>, StoreError>;
 
+    /// The tenant's first user (its founder), if it has any.
+    async fn tenant_founder(&self, tenant: TenantId) -> Result<Option<UserId>, StoreError>;
+
     /// A user with their password. `InvalidInput` if the email is taken.
     async fn create_user(&self, user: &NewUser) -> Result<(), StoreError>;
 

@@ -10,12 +10,12 @@
 use std::sync::Arc;
 
 use einsora_core::catalog::Catalog;
-use einsora_core::ids::EnrolmentTokenId;
+use einsora_core::ids::{EnrolmentTokenId, TenantId, UserId};
 use einsora_core::region::Region;
 use einsora_proto::convert::optional_time;
 use einsora_proto::enrolment::v1 as pb;
 use einsora_proto::enrolment::v1::enrolment_token_service_server::EnrolmentTokenService;
-use einsora_store::{NewEnrolmentToken, Store};
+use einsora_store::{EnrolmentTokenRecord, NewEnrolmentToken, Store, StoreError};
 use time::{Duration, OffsetDateTime};
 use tonic::{Request, Response, Status};
 
@@ -29,6 +29,8 @@ use crate::{scoped, wire};
 pub const DEFAULT_LIFETIME: Duration = Duration::hours(1);
 /// The longest `expires_at` may ask for: a day of setting up a lab's machines.
 pub const MAX_LIFETIME: Duration = Duration::hours(24);
+/// `einsora up` redeems the local machine's token at once.
+const LOCAL_LIFETIME: Duration = Duration::minutes(5);
 
 #[derive(Debug, Clone)]
 pub struct EnrolmentApi {
@@ -50,7 +52,7 @@ impl EnrolmentApi {
             store,
             auth,
             catalog,
-            ca_pin: ca_fingerprint.iter().map(|b| format!("{b:02x}")).collect(),
+            ca_pin: hex(&ca_fingerprint),
         }
     }
 
@@ -67,6 +69,70 @@ impl EnrolmentApi {
             ))
         })
     }
+}
+
+/// What a new token is for.
+struct Draft {
+    tenant: TenantId,
+    created_by: UserId,
+    name: String,
+    region: Region,
+    expires_at: OffsetDateTime,
+}
+
+/// Records a new token and returns it: the fresh `secret`, then the CA's fingerprint, so the
+/// joining agent can pin the controller with nothing but the token (as kubeadm's discovery
+/// hash).
+async fn mint(
+    store: &dyn Store,
+    draft: Draft,
+    secret: String,
+    ca_pin: &str,
+) -> Result<(String, EnrolmentTokenRecord), StoreError> {
+    let token = format!("{secret}.{ca_pin}");
+    let new = NewEnrolmentToken {
+        id: EnrolmentTokenId::new(),
+        tenant_id: draft.tenant,
+        name: draft.name,
+        region: draft.region,
+        prefix: secrets::display_prefix(&token),
+        token_hash: secrets::sha256(&token),
+        created_by: draft.created_by,
+        expires_at: draft.expires_at,
+    };
+    let record = store.create_enrolment_token(&new).await?;
+    Ok((token, record))
+}
+
+/// A token with which `einsora up` enrols the machine it runs on, as any other machine joins:
+/// owned by the tenant `owner` (a slug), in the controller's `region`, good for a few minutes.
+/// `None` while that tenant has no user (in dev mode, until the api has seeded it).
+pub async fn local_machine_token(
+    store: &dyn Store,
+    owner: &str,
+    region: Region,
+    ca_fingerprint: [u8; 32],
+) -> anyhow::Result<Option<String>> {
+    let Some(tenant) = store.tenant_by_slug(owner).await? else {
+        return Ok(None);
+    };
+    let Some(created_by) = store.tenant_founder(tenant).await? else {
+        return Ok(None);
+    };
+    let draft = Draft {
+        tenant,
+        created_by,
+        name: "this machine".into(),
+        region,
+        expires_at: OffsetDateTime::now_utc() + LOCAL_LIFETIME,
+    };
+    let secret = secrets::new_enrolment_token()?;
+    let (token, _) = mint(store, draft, secret, &hex(&ca_fingerprint)).await?;
+    Ok(Some(token))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// When a token created at `now` expires: `DEFAULT_LIFETIME` later, unless the request asks for
@@ -103,23 +169,15 @@ impl EnrolmentTokenService for EnrolmentApi {
         let requested =
             optional_time("expires_at", req.expires_at.as_ref()).map_err(status::invalid)?;
         let expires_at = expiry(OffsetDateTime::now_utc(), requested)?;
-        // The secret, then the CA's fingerprint, so the joining agent can pin the controller
-        // with nothing but the token (as kubeadm's discovery hash).
-        let secret = secrets::new_enrolment_token().map_err(status::internal)?;
-        let token = format!("{secret}.{}", self.ca_pin);
-        let new = NewEnrolmentToken {
-            id: EnrolmentTokenId::new(),
-            tenant_id: caller.tenant,
+        let draft = Draft {
+            tenant: caller.tenant,
+            created_by: caller.user,
             name: req.name,
             region,
-            prefix: secrets::display_prefix(&token),
-            token_hash: secrets::sha256(&token),
-            created_by: caller.user,
             expires_at,
         };
-        let record = self
-            .store
-            .create_enrolment_token(&new)
+        let secret = secrets::new_enrolment_token().map_err(status::internal)?;
+        let (token, record) = mint(&*self.store, draft, secret, &self.ca_pin)
             .await
             .map_err(status::store)?;
         // The prefix only: it names the token without giving it away.

@@ -10,6 +10,8 @@ use crate::accounts::{normalize_email, passwords, secrets};
 
 pub const AUTH_MODE: &str = "EINSORA_AUTH_MODE";
 pub const OWNER_SLUG: &str = "owner";
+/// The trusted dev tenant, which stands for the owner in dev auth mode.
+pub const DEV_OWNER_SLUG: &str = "acme";
 
 /// `local`: accounts made with `einsora setup`; `dev`: also the seeded dev accounts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +86,7 @@ pub struct DevAccount {
 pub async fn seed_dev(store: &dyn Store) -> anyhow::Result<Vec<DevAccount>> {
     let mut accounts = Vec::new();
     for (slug, name, trusted, email) in [
-        ("acme", "Acme", true, "dev@acme"),
+        (DEV_OWNER_SLUG, "Acme", true, "dev@acme"),
         ("globex", "Globex", false, "dev@globex"),
     ] {
         let tenant = match store.tenant_by_slug(slug).await? {

@@ -28,6 +28,16 @@ mod accounts_sql {
             Ok(id.map(TenantId::from_uuid))
         }
 
+        async fn tenant_founder(&self, tenant: TenantId) -> Result<Option<UserId>, StoreError> {
+            let id: Option<Uuid> = sqlx::query_scalar(
+                "SELECT id FROM users WHERE tenant_id = $1 ORDER BY created_at, id LIMIT 1",
+            )
+            .bind(tenant.as_uuid())
+            .fetch_optional(self.reader())
+            .await?;
+            Ok(id.map(UserId::from_uuid))
+        }
+
         async fn create_user(&self, user: &NewUser) -> Result<(), StoreError> {
             let now = now_ms();
             let mut conn = self.writer().await?;

@@ -84,6 +84,8 @@ pub async fn users_are_unique_by_email(db: TestDb) {
     let slug = format!("t-{a}");
     assert_eq!(store.tenant_by_slug(&slug).await.unwrap(), Some(a));
     assert_eq!(store.tenant_by_slug("missing").await.unwrap(), None);
+    assert_eq!(store.tenant_founder(a).await.unwrap(), Some(you.id));
+    assert_eq!(store.tenant_founder(b).await.unwrap(), None);
 }
 
 /// A session is found by its hash until it expires or ends; a password change ends the others.
