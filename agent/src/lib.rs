@@ -17,6 +17,9 @@ use einsora_runtime::shutdown::Shutdown;
 pub const CONTROLLER: &str = "EINSORA_AGENT_CONTROLLER";
 /// Where the agent keeps its machine ID, certificate and workload state.
 pub const STATE_DIR: &str = "EINSORA_AGENT_STATE_DIR";
+/// The longest the agent stays silent on its stream (the controller's offline threshold must
+/// be well above it).
+pub const HEARTBEAT: &str = "EINSORA_AGENT_HEARTBEAT";
 /// Offers the `sim` driver, which runs nothing: for development and tests only.
 pub const SIM: &str = "EINSORA_AGENT_SIM";
 
@@ -26,6 +29,7 @@ pub struct Config {
     pub controller: Option<String>,
     pub state_dir: PathBuf,
     pub sim: bool,
+    pub heartbeat: std::time::Duration,
 }
 
 impl Config {
@@ -51,6 +55,12 @@ impl Config {
                 .transpose()?,
             state_dir: settings.path(STATE_DIR, &default_state)?,
             sim: settings.choice(SIM, &[("true", true), ("false", false)], "false")?,
+            heartbeat: match settings.duration(HEARTBEAT, "10s")? {
+                zero if zero.is_zero() => {
+                    return Err(ConfigError::new(HEARTBEAT, "must be more than zero"));
+                }
+                heartbeat => heartbeat,
+            },
         })
     }
 }
@@ -66,7 +76,14 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .unwrap_or_else(|| identity.controller.clone());
     tracing::info!(machine = %identity.machine_id, %controller, "agent starting");
     let mut drivers = drivers::Drivers::new(&cfg.state_dir, cfg.sim);
-    sync::run(&cfg.state_dir, &controller, &mut drivers, &shutdown).await?;
+    sync::run(
+        &cfg.state_dir,
+        &controller,
+        cfg.heartbeat,
+        &mut drivers,
+        &shutdown,
+    )
+    .await?;
     Ok(())
 }
 

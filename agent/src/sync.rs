@@ -1,7 +1,8 @@
 //! The agent's side of Sync: one stream to its controller over mutual TLS with its machine
 //! certificate. It sends its inventory first, then its workloads' statuses whenever they change
 //! (checked every `STATUS_CHECK`) or a desired state was applied, and at least every
-//! `HEARTBEAT`. It reconnects with jittered backoff, except once its controller says the
+//! heartbeat (EINSORA_AGENT_HEARTBEAT): silence is what makes the controller call a machine
+//! offline. It reconnects with jittered backoff, except once its controller says the
 //! machine was revoked.
 
 use std::path::Path;
@@ -21,7 +22,6 @@ use crate::drivers::Drivers;
 use crate::identity::Identity;
 use crate::renew::Renewal;
 
-const HEARTBEAT: Duration = Duration::from_secs(10);
 /// How often workload statuses are looked at for a change.
 const STATUS_CHECK: Duration = Duration::from_secs(2);
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
@@ -42,6 +42,7 @@ pub enum SyncError {
 pub async fn run(
     state_dir: &Path,
     controller: &str,
+    heartbeat: Duration,
     drivers: &mut Drivers,
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
@@ -52,7 +53,12 @@ pub async fn run(
         let tls = ClientTls::new(&identity.ca_pem, Some(&identity.cert), Role::Controller)
             .map_err(|e| SyncError::Lost(e.to_string()))?;
         let mut renewal = Renewal::new(state_dir, &identity.cert.cert_pem);
-        match session(&tls, controller, drivers, &mut renewal, shutdown).await {
+        let link = Link {
+            tls: &tls,
+            controller,
+            heartbeat,
+        };
+        match session(&link, drivers, &mut renewal, shutdown).await {
             Ok(()) => return Ok(()),
             Err(SyncError::Revoked) => return Err(SyncError::Revoked),
             Err(SyncError::Lost(why)) => {
@@ -72,15 +78,22 @@ pub async fn run(
     Ok(())
 }
 
+/// Where and how often one session talks.
+struct Link<'a> {
+    tls: &'a ClientTls,
+    controller: &'a str,
+    heartbeat: Duration,
+}
+
 async fn session(
-    tls: &ClientTls,
-    controller: &str,
+    link: &Link<'_>,
     drivers: &mut Drivers,
     renewal: &mut Renewal,
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
     let lost = |e: &dyn std::fmt::Display| SyncError::Lost(e.to_string());
-    let channel = tls.connect(controller).await.map_err(|e| lost(&e))?;
+    let (controller, heartbeat) = (link.controller, link.heartbeat);
+    let channel = link.tls.connect(controller).await.map_err(|e| lost(&e))?;
     let (tx, rx) = mpsc::channel(8);
     tx.send(inventory(drivers).await)
         .await
@@ -91,7 +104,7 @@ async fn session(
         .map_err(refused)?;
     tracing::info!(controller, "syncing");
     let mut desired = response.into_inner();
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    let mut heartbeat = tokio::time::interval(heartbeat);
     let mut check = tokio::time::interval(STATUS_CHECK);
     let mut reported: Option<pb::WorkloadStatuses> = None;
     loop {

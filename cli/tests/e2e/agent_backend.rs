@@ -4,7 +4,7 @@
 //! workloads failed if not.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,15 +12,26 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::cli_flow::Cli;
+use crate::lan::{Host, Lan};
 use crate::lifecycle::{Owner, act, create, state, timeline, wait_for};
 use crate::solo::Solo;
-use crate::support::{free_addr, stderr, terminate};
+use crate::support::{stderr, terminate};
 use crate::world::call;
 
 /// An agent process, its output kept; stopped when dropped.
-struct Agent {
+pub struct Agent {
     child: Option<Child>,
     logs: Arc<Mutex<String>>,
+}
+
+impl Agent {
+    /// SIGKILL: no chance to tidy up.
+    fn kill(mut self) {
+        if let Some(mut child) = self.child.take() {
+            crate::support::signal(child.id(), "KILL");
+            let _ = child.wait();
+        }
+    }
 }
 
 impl Drop for Agent {
@@ -31,21 +42,31 @@ impl Drop for Agent {
     }
 }
 
-/// `einsora up` on the agent backend, without a local agent (the test's machines join), with
-/// `extra` settings; and its agents' port.
-fn solo(extra: &[(&str, &str)]) -> (Solo, String) {
-    let agents = free_addr();
+/// A joined machine: its ID, its state directory, and the namespace it lives in.
+pub struct Machine {
+    pub id: String,
+    pub state: PathBuf,
+    pub host: Host,
+}
+
+/// `einsora up` on the agent backend, listening for agents on the test's own network (`Lan`),
+/// without a local agent (the test's machines join), with `extra` settings; and the agents'
+/// port. Declared in this order, the machines' processes stop before their network goes.
+pub fn solo(extra: &[(&str, &str)]) -> (Solo, Lan, String) {
+    let lan = Lan::new();
+    let agents = lan.free_addr();
     let mut env = vec![
         ("EINSORA_AGENT_ADDR", agents.as_str()),
         ("EINSORA_CLUSTER_BACKEND", "agent"),
         ("EINSORA_LOCAL_AGENT", "false"),
     ];
     env.extend_from_slice(extra);
-    (Solo::start(&env), agents)
+    (Solo::start(&env), lan, agents)
 }
 
-/// Joins a machine called `name` (its state directory `agent-<name>`); its ID and that directory.
-fn join(solo: &Solo, owner: &Owner, agents: &str, name: &str) -> (String, PathBuf) {
+/// Joins a machine called `name` (its state directory `agent-<name>`) from a namespace of its
+/// own on `lan`.
+pub fn join(solo: &Solo, owner: &Owner, lan: &Lan, agents: &str, name: &str) -> Machine {
     let body = json!({ "name": name });
     let made = call(
         solo,
@@ -67,21 +88,24 @@ fn join(solo: &Solo, owner: &Owner, agents: &str, name: &str) -> (String, PathBu
         "--controller",
         &controller,
     ];
-    let out = solo.e.run(&args, &env);
+    let host = lan.host();
+    let out = host.wrap(&solo.e.command(&args, &env)).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let id = std::fs::read_to_string(state.join("machine-id")).unwrap();
-    (id, state)
+    Machine { id, state, host }
 }
 
-/// The joined machine's agent, with the sim driver.
-fn run_agent(solo: &Solo, state: &Path) -> Agent {
+/// The machine's agent, in its namespace, with the sim driver, heartbeating well within the
+/// scaled-down offline thresholds.
+pub fn run_agent(solo: &Solo, machine: &Machine) -> Agent {
     let env = [
-        ("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap()),
+        ("EINSORA_AGENT_STATE_DIR", machine.state.to_str().unwrap()),
         ("EINSORA_AGENT_SIM", "true"),
+        ("EINSORA_AGENT_HEARTBEAT", "500ms"),
     ];
-    let mut child = solo
-        .e
-        .command(&["agent"], &env)
+    let mut child = machine
+        .host
+        .wrap(&solo.e.command(&["agent"], &env))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -101,7 +125,7 @@ fn run_agent(solo: &Solo, state: &Path) -> Agent {
 }
 
 /// Waits until the machine reads online with the sim driver; the machine as read.
-fn online(solo: &Solo, owner: &Owner, machine_id: &str, agent: &Agent) -> Value {
+pub fn online(solo: &Solo, owner: &Owner, machine_id: &str, agent: &Agent) -> Value {
     let path = format!("/v1/machines/{machine_id}");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -119,7 +143,7 @@ fn online(solo: &Solo, owner: &Owner, machine_id: &str, agent: &Agent) -> Value 
 }
 
 /// The timeline's steps, notes left out.
-fn steps(solo: &Solo, owner: &Owner, id: &str) -> Vec<String> {
+pub fn steps(solo: &Solo, owner: &Owner, id: &str) -> Vec<String> {
     timeline(solo, &owner.session, id)
         .into_iter()
         .filter(|e| !e.starts_with("note:"))
@@ -128,20 +152,22 @@ fn steps(solo: &Solo, owner: &Owner, id: &str) -> Vec<String> {
 
 #[test]
 fn a_notebook_lives_its_whole_life_on_a_joined_machine() {
-    let (solo, agents) = solo(&[]);
+    let (solo, lan, agents) = solo(&[]);
     let owner = Owner::of(&solo);
     let who = &owner.session;
-    let (machine_id, state) = join(&solo, &owner, &agents, "box");
-    let agent = run_agent(&solo, &state);
-    let machine = online(&solo, &owner, &machine_id, &agent);
-    let name = machine["name"].as_str().unwrap().to_owned();
+    let machine = join(&solo, &owner, &lan, &agents, "box");
+    let agent = run_agent(&solo, &machine);
+    let name = online(&solo, &owner, &machine.id, &agent)["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
     let (status, made) = create(&solo, who, "on-the-box", "cpu-1c-2g");
     assert_eq!(status, 202, "{made}");
     let id = made["id"].as_str().unwrap().to_owned();
     wait_for(&solo, who, &id, "running");
     let placed = call(&solo, who, "GET", &format!("/v1/workloads/{id}"), None).json();
-    assert_eq!(placed["machine_id"], machine_id.as_str(), "{placed}");
+    assert_eq!(placed["machine_id"], machine.id.as_str(), "{placed}");
     assert_eq!(placed["driver"], "sim", "{placed}");
     assert_eq!(act(&solo, who, &id, "stop").0, 202);
     wait_for(&solo, who, &id, "stopped");
@@ -217,7 +243,7 @@ fn up_enrols_this_machine_and_its_workloads_outlive_a_restart() {
 
 #[test]
 fn without_a_machine_a_workload_waits_with_the_seeds_reason() {
-    let (solo, _) = solo(&[]);
+    let (solo, _lan, _) = solo(&[]);
     let owner = Owner::of(&solo);
     let (status, made) = create(&solo, &owner.session, "nowhere", "cpu-1c-2g");
     assert_eq!(status, 202, "{made}");
@@ -233,15 +259,15 @@ fn without_a_machine_a_workload_waits_with_the_seeds_reason() {
 /// nothing else happens; back in time, nothing changes; away too long, they fail.
 #[test]
 fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
-    let (solo, agents) = solo(&[
+    let (solo, lan, agents) = solo(&[
         ("EINSORA_AGENT_OFFLINE_AFTER", "2s"),
         ("EINSORA_AGENT_OFFLINE_FAIL", "8s"),
     ]);
     let owner = Owner::of(&solo);
     let who = &owner.session;
-    let (machine_id, state) = join(&solo, &owner, &agents, "box");
-    let agent = run_agent(&solo, &state);
-    online(&solo, &owner, &machine_id, &agent);
+    let machine = join(&solo, &owner, &lan, &agents, "box");
+    let agent = run_agent(&solo, &machine);
+    online(&solo, &owner, &machine.id, &agent);
     let (_, made) = create(&solo, who, "away", "cpu-1c-2g");
     let id = made["id"].as_str().unwrap().to_owned();
     wait_for(&solo, who, &id, "running");
@@ -259,8 +285,8 @@ fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
         assert!(Instant::now() < deadline, "{:?}", timeline(&solo, who, &id));
         std::thread::sleep(Duration::from_millis(100));
     }
-    let back = run_agent(&solo, &state);
-    online(&solo, &owner, &machine_id, &back);
+    let back = run_agent(&solo, &machine);
+    online(&solo, &owner, &machine.id, &back);
     std::thread::sleep(Duration::from_secs(10));
     assert_eq!(
         steps(&solo, &owner, &id).len(),
@@ -287,14 +313,14 @@ fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
 #[test]
 fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
     const MACHINES: usize = 20;
-    let (solo, agents) = solo(&[("EINSORA_CONTROLLER_LEASE", "2s")]);
+    let (solo, lan, agents) = solo(&[("EINSORA_CONTROLLER_LEASE", "2s")]);
     let owner = Owner::of(&solo);
     let who = &owner.session;
     let mut machines = Vec::new();
     for i in 0..MACHINES {
-        let (_, state) = join(&solo, &owner, &agents, &format!("box-{i}"));
-        let agent = run_agent(&solo, &state);
-        machines.push(agent);
+        let machine = join(&solo, &owner, &lan, &agents, &format!("box-{i}"));
+        let agent = run_agent(&solo, &machine);
+        machines.push((agent, machine));
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -349,12 +375,12 @@ fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
 /// wasn't asked for, and every timeline replays cleanly.
 #[test]
 fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
-    let (solo, agents) = solo(&[]);
+    let (solo, lan, agents) = solo(&[]);
     let owner = Owner::of(&solo);
     let who = &owner.session;
-    let (machine_id, state) = join(&solo, &owner, &agents, "box");
-    let mut agent = run_agent(&solo, &state);
-    online(&solo, &owner, &machine_id, &agent);
+    let machine = join(&solo, &owner, &lan, &agents, "box");
+    let mut agent = run_agent(&solo, &machine);
+    online(&solo, &owner, &machine.id, &agent);
     // Two: a cpu-1c-2g each, and this machine may have only two CPUs.
     let ids: Vec<String> = (0..2)
         .map(|i| {
@@ -389,10 +415,10 @@ fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
             });
         }
         std::thread::sleep(Duration::from_millis(random(300)));
-        drop(agent);
-        agent = run_agent(&solo, &state);
+        agent.kill();
+        agent = run_agent(&solo, &machine);
         if round % 10 == 9 {
-            online(&solo, &owner, &machine_id, &agent);
+            online(&solo, &owner, &machine.id, &agent);
         }
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -426,15 +452,15 @@ fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
 /// and a restarted agent connects with the renewed one after the first expired.
 #[test]
 fn a_machine_certificate_is_renewed_over_the_stream() {
-    let (solo, agents) = solo(&[("EINSORA_AGENT_CERT_LIFETIME", "10s")]);
+    let (solo, lan, agents) = solo(&[("EINSORA_AGENT_CERT_LIFETIME", "10s")]);
     let owner = Owner::of(&solo);
-    let (machine_id, state) = join(&solo, &owner, &agents, "box");
+    let machine = join(&solo, &owner, &lan, &agents, "box");
     let joined = Instant::now();
-    let first = std::fs::read_to_string(state.join("agent.pem")).unwrap();
-    let agent = run_agent(&solo, &state);
-    online(&solo, &owner, &machine_id, &agent);
+    let first = std::fs::read_to_string(machine.state.join("agent.pem")).unwrap();
+    let agent = run_agent(&solo, &machine);
+    online(&solo, &owner, &machine.id, &agent);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while std::fs::read_to_string(state.join("agent.pem")).unwrap() == first {
+    while std::fs::read_to_string(machine.state.join("agent.pem")).unwrap() == first {
         assert!(
             Instant::now() < deadline,
             "never renewed:\n{}",
@@ -447,7 +473,7 @@ fn a_machine_certificate_is_renewed_over_the_stream() {
     let logs = agent.logs.lock().unwrap().clone();
     assert!(!logs.contains("was revoked"), "{logs}");
     drop(agent);
-    let again = run_agent(&solo, &state);
+    let again = run_agent(&solo, &machine);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !again.logs.lock().unwrap().contains("syncing") {
         let logs = again.logs.lock().unwrap().clone();
@@ -462,12 +488,12 @@ fn a_machine_certificate_is_renewed_over_the_stream() {
 /// A second agent on the same machine (its state directory) refuses to run beside the first.
 #[test]
 fn one_agent_per_machine() {
-    let (solo, agents) = solo(&[]);
+    let (solo, lan, agents) = solo(&[]);
     let owner = Owner::of(&solo);
-    let (machine_id, state) = join(&solo, &owner, &agents, "box");
-    let first = run_agent(&solo, &state);
-    online(&solo, &owner, &machine_id, &first);
-    let env = [("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap())];
+    let machine = join(&solo, &owner, &lan, &agents, "box");
+    let first = run_agent(&solo, &machine);
+    online(&solo, &owner, &machine.id, &first);
+    let env = [("EINSORA_AGENT_STATE_DIR", machine.state.to_str().unwrap())];
     let second = crate::support::finish(solo.e.spawn(&["agent"], &env), Duration::from_secs(30));
     assert!(!second.status.success());
     assert!(

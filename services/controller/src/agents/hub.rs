@@ -24,7 +24,8 @@ pub struct Hub {
     /// When this controller started knowing: a machine unheard of since counts from here, so
     /// no offline clock runs on the controller's or the store's own downtime.
     started: Instant,
-    /// Silent this long (and not connected), a machine is offline.
+    /// Silent this long, a machine is offline: connected or not (a partitioned machine's
+    /// stream stays open until keepalive gives up on it), since agents heartbeat.
     offline_after: Duration,
 }
 
@@ -90,7 +91,7 @@ impl Hub {
         }
     }
 
-    /// Connected (a vanished peer's connection ends by keepalive), or heard from recently.
+    /// Heard from within the offline threshold.
     pub fn online(&self, machine: MachineId) -> bool {
         self.offline_for(machine).is_none()
     }
@@ -98,7 +99,6 @@ impl Hub {
     /// How long the machine has been silent, if it is offline.
     pub fn offline_for(&self, machine: MachineId) -> Option<Duration> {
         let silent = match self.machines().get(&machine) {
-            Some(live) if live.streams > 0 => return None,
             Some(live) => live.heard.elapsed(),
             None => self.started.elapsed(),
         };
@@ -126,5 +126,24 @@ impl Hub {
             .machines()
             .get(&machine)
             .and_then(|l| l.statuses.get(&workload).copied()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connected_machine_that_falls_silent_is_offline_and_back_once_heard() {
+        let hub = Hub::new(Duration::from_millis(50));
+        let machine = MachineId::new();
+        hub.connected(machine);
+        assert!(hub.online(machine));
+        std::thread::sleep(Duration::from_millis(80));
+        // Its stream is still open (a partition leaves it so until keepalive gives up).
+        let silent = hub.offline_for(machine).expect("offline while silent");
+        assert!(silent >= Duration::from_millis(50), "{silent:?}");
+        hub.heard(machine);
+        assert!(hub.online(machine));
     }
 }
