@@ -5,6 +5,7 @@ pub mod drivers;
 mod identity;
 pub mod inventory;
 pub mod join;
+pub mod models;
 mod renew;
 mod sync;
 
@@ -30,12 +31,16 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub sim: bool,
     pub heartbeat: std::time::Duration,
+    /// `None` when the docker driver is turned off.
+    pub docker: Option<drivers::docker::DockerConfig>,
 }
 
 impl Config {
     pub fn from_settings(settings: &Settings) -> Result<Self, ConfigError> {
         let default_state = settings.data_dir()?.join("agent");
+        let state_dir = settings.path(STATE_DIR, &default_state)?;
         Ok(Config {
+            docker: drivers::docker::DockerConfig::from_settings(settings, &state_dir)?,
             controller: settings
                 .is_set(CONTROLLER)
                 .then(|| {
@@ -53,7 +58,7 @@ impl Config {
                     })
                 })
                 .transpose()?,
-            state_dir: settings.path(STATE_DIR, &default_state)?,
+            state_dir,
             sim: settings.choice(SIM, &[("true", true), ("false", false)], "false")?,
             heartbeat: match settings.duration(HEARTBEAT, "10s")? {
                 zero if zero.is_zero() => {
@@ -75,7 +80,11 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .controller
         .unwrap_or_else(|| identity.controller.clone());
     tracing::info!(machine = %identity.machine_id, %controller, "agent starting");
-    let mut drivers = drivers::Drivers::new(&cfg.state_dir, cfg.sim);
+    let docker = cfg.docker.map(|docker| drivers::docker::DockerConfig {
+        machine: identity.machine_id.clone(),
+        ..docker
+    });
+    let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, cfg.sim).await;
     sync::run(
         &cfg.state_dir,
         &controller,

@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 
-use crate::{client, join, migrate, role, setup, up};
+use crate::{client, images, join, migrate, role, setup, up};
 
 /// Einsora turns the machines you own into a small GPU cloud. Every setting is an EINSORA_*
 /// environment variable with a Solo default (docs/operations.md).
@@ -60,8 +60,20 @@ pub enum Command {
         #[arg(long)]
         reset_password: bool,
     },
+    /// Container images for the docker driver, built on this machine with no registry.
+    Images {
+        #[command(subcommand)]
+        command: ImagesCommand,
+    },
     #[command(flatten)]
     Client(client::ClientCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// Build the notebook (JupyterLab) and endpoint (llama.cpp) images from Debian packages
+    /// and Python wheels (needs root and a Docker engine; started if none answers).
+    Build,
 }
 
 #[derive(Debug, Subcommand)]
@@ -101,6 +113,9 @@ impl Cli {
                 reset_password,
                 ..
             } => setup::run(&settings, &email, reset_password),
+            Command::Images {
+                command: ImagesCommand::Build,
+            } => images::build(&settings),
             Command::Pki {
                 command: PkiCommand::Init,
             } => {

@@ -2,6 +2,7 @@
 
 mod client;
 mod commands;
+mod images;
 mod join;
 mod migrate;
 mod role;

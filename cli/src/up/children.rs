@@ -57,7 +57,13 @@ impl ChildRole {
     /// has), standard error piped to the supervisor, standard output shared (dev mode's
     /// accounts), in its own process group so a Ctrl-C reaches the supervisor alone.
     pub fn spawn(self, plan: &Plan, exe: &std::path::Path) -> std::io::Result<Child> {
-        Command::new(exe)
+        let mut command = Command::new(exe);
+        // The agents' port is chosen afresh at every start unless pinned: the local agent
+        // dials the current one, not the one it joined through.
+        if let (ChildRole::Agent, Some(agent)) = (self, &plan.local_agent) {
+            command.env(einsora_agent::CONTROLLER, &agent.controller);
+        }
+        command
             .arg(self.name())
             .envs(plan.defaults.iter().map(|(k, v)| (k, v)))
             .env(SUPERVISOR_PID, std::process::id().to_string())

@@ -101,6 +101,7 @@ pub fn run_agent(solo: &Solo, machine: &Machine) -> Agent {
     let env = [
         ("EINSORA_AGENT_STATE_DIR", machine.state.to_str().unwrap()),
         ("EINSORA_AGENT_SIM", "true"),
+        ("EINSORA_AGENT_DOCKER", "false"),
         ("EINSORA_AGENT_HEARTBEAT", "500ms"),
     ];
     let mut child = machine
@@ -197,6 +198,7 @@ fn up_enrols_this_machine_and_its_workloads_outlive_a_restart() {
     let mut solo = Solo::start(&[
         ("EINSORA_CLUSTER_BACKEND", "agent"),
         ("EINSORA_AGENT_SIM", "true"),
+        ("EINSORA_AGENT_DOCKER", "false"),
     ]);
     assert!(solo.child("agent").is_some(), "{:?}", solo.children());
     let owner = Owner::of(&solo);
@@ -239,6 +241,9 @@ fn up_enrols_this_machine_and_its_workloads_outlive_a_restart() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(state(&solo, who, &id), "running");
     assert_eq!(steps(&solo, &owner, &id), before);
+    // And the restarted agent obeys (it syncs with the restarted controller).
+    assert_eq!(act(&solo, who, &id, "stop").0, 202);
+    wait_for(&solo, who, &id, "stopped");
 }
 
 #[test]

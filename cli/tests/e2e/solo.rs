@@ -265,7 +265,7 @@ fn collect(from: impl Read + Send + 'static, into: &Arc<Mutex<String>>) {
     });
 }
 
-fn parse(raw: &[u8]) -> Option<Answer> {
+pub fn parse(raw: &[u8]) -> Option<Answer> {
     let text = String::from_utf8_lossy(raw);
     let (head, rest) = text.split_once("\r\n\r\n")?;
     let mut lines = head.lines();

@@ -34,6 +34,10 @@ word_enum! {
         IsolationRefused = "isolation_refused",
         DiskMissing = "disk_missing",
         SandboxChanged = "sandbox_changed",
+        ModelUnavailable = "model_unavailable",
+        ModelRefused = "model_refused",
+        ModelChecksumMismatch = "model_checksum_mismatch",
+        ModelInvalid = "model_invalid",
         /// A problem the agent has no code for. Not "status unknown", which is what the
         /// controller reads for an offline machine and which decides nothing.
         Other = "other",
@@ -63,6 +67,14 @@ impl StatusCode {
             StatusCode::SandboxChanged => {
                 "its sandbox changed; start it again to run under the new one with its saved data"
             }
+            StatusCode::ModelUnavailable => "its model couldn't be fetched onto its machine",
+            StatusCode::ModelRefused => {
+                "its machine refused its model: not a file in its models directory, or too large"
+            }
+            StatusCode::ModelChecksumMismatch => {
+                "its model file doesn't match its SHA-256 checksum"
+            }
+            StatusCode::ModelInvalid => "its model isn't a valid GGUF file; nothing was served",
             StatusCode::Other => "its machine reported a problem",
         }
     }
@@ -79,6 +91,10 @@ impl StatusCode {
                 | StatusCode::IsolationRefused
                 | StatusCode::DiskMissing
                 | StatusCode::SandboxChanged
+                | StatusCode::ModelUnavailable
+                | StatusCode::ModelRefused
+                | StatusCode::ModelChecksumMismatch
+                | StatusCode::ModelInvalid
                 | StatusCode::Other
         )
     }

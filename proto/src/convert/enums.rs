@@ -137,6 +137,10 @@ enum_pair!(StatusCode, agent_pb::StatusCode, "code", Unspecified, {
     IsolationRefused <=> IsolationRefused,
     DiskMissing <=> DiskMissing,
     SandboxChanged <=> SandboxChanged,
+    ModelUnavailable <=> ModelUnavailable,
+    ModelRefused <=> ModelRefused,
+    ModelChecksumMismatch <=> ModelChecksumMismatch,
+    ModelInvalid <=> ModelInvalid,
     Other <=> Other,
 });
 

@@ -1,75 +1,107 @@
-//! The access role: the access proxy that opens a running notebook at its own origin
-//! (`w-<id>.localhost`) with one-time tickets, and serves endpoints to API tokens.
+//! The access role: the access proxy. Each running notebook is served at its own origin
+//! (`w-<id>.localhost`), opened with a one-time ticket that becomes a session cookie for that
+//! host alone; endpoints are served at `<EINSORA_ACCESS_URL>/e/<id>/v1` to API tokens. Requests
+//! go to the workload's Unix socket with the workload's own token, which never leaves here.
 //!
-//! Until the proxy arrives (docs/architecture.md) it binds its address, so a port clash is
-//! reported like any other role's, and answers every request 404 with the JSON error envelope.
+//! The api answers who a ticket or API token belongs to, the controller where a tenant's ready
+//! workload listens; both over mutual TLS, dialled on first use, so the proxy
+//! starts (and answers 503) while they are down.
+
+mod app;
+mod body;
+mod endpoint;
+mod errors;
+mod forward;
+mod host;
+mod notebook;
+mod open;
+mod public_url;
+mod session;
+mod upstream;
 
 use std::net::SocketAddr;
 
 use anyhow::Context;
-use axum::http::header::{CONTENT_TYPE, HeaderValue};
-use axum::http::{HeaderName, StatusCode};
-use axum::response::{IntoResponse, Response};
-use einsora_runtime::grpc;
+use einsora_runtime::grpc::{self, InternalTls};
+use einsora_runtime::pki::Role;
 use einsora_runtime::settings::{ConfigError, Settings};
 use einsora_runtime::shutdown::Shutdown;
 use tokio::net::TcpListener;
 
+pub use public_url::PublicUrl;
+
 pub const ADDR: &str = "EINSORA_ACCESS_ADDR";
 pub const URL: &str = "EINSORA_ACCESS_URL";
-
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+// The api's and the controller's own settings (`einsora_api::ADDR`, `einsora_controller::ADDR`),
+// named again here rather than depending on those crates.
+pub const API_ADDR: &str = "EINSORA_API_ADDR";
+pub const CONTROLLER_ADDR: &str = "EINSORA_CONTROLLER_ADDR";
 
 #[derive(Debug, Clone)]
 pub struct Config {
     pub addr: SocketAddr,
-    /// What links are built from.
-    pub public_url: String,
+    /// What links are built from: the scheme and port browsers see, the endpoints' host.
+    pub public_url: PublicUrl,
+    pub api_addr: SocketAddr,
+    pub controller_addr: SocketAddr,
+    pub tls: InternalTls,
 }
 
 impl Config {
     pub fn from_settings(settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8090")?,
-            public_url: settings.url(URL, &["http", "https"], "http://localhost:8090")?,
+            public_url: settings.parse_with(URL, "http://localhost:8090", PublicUrl::parse)?,
+            api_addr: settings.socket_addr(API_ADDR, "127.0.0.1:8081")?,
+            controller_addr: settings.socket_addr(CONTROLLER_ADDR, "127.0.0.1:8082")?,
+            tls: InternalTls::from_settings(settings)?,
         })
     }
 }
 
-/// Binds `EINSORA_ACCESS_ADDR` and serves until shutdown.
+/// Checks the certificates, binds `EINSORA_ACCESS_ADDR`, and serves until shutdown.
 pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    let app = prepare(&cfg, &shutdown)?;
     let listener = grpc::bind(ADDR, cfg.addr).await?;
-    serve(listener, cfg, shutdown).await
+    serve_app(listener, app, &cfg, shutdown).await
 }
 
 /// [`run`] on a listener the caller bound.
 pub async fn serve(listener: TcpListener, cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    let app = prepare(&cfg, &shutdown)?;
+    serve_app(listener, app, &cfg, shutdown).await
+}
+
+fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<axum::Router> {
+    let api = cfg
+        .tls
+        .client(Role::Access, Role::Api)?
+        .connect_lazy(&cfg.api_addr.to_string())
+        .context(API_ADDR)?;
+    let controller = cfg
+        .tls
+        .client(Role::Access, Role::Controller)?
+        .connect_lazy(&cfg.controller_addr.to_string())
+        .context(CONTROLLER_ADDR)?;
+    Ok(app::router(app::Proxy {
+        public: cfg.public_url.clone(),
+        upstream: upstream::Upstream::new(api, controller),
+        sessions: session::Sessions::default(),
+        shutdown: shutdown.clone(),
+    }))
+}
+
+/// Serves until shutdown; streams and WebSockets still open end with it.
+async fn serve_app(
+    listener: TcpListener,
+    app: axum::Router,
+    cfg: &Config,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(addr = %addr, public_url = %cfg.public_url, "access serving");
-    let app = axum::Router::new().fallback(nothing_here);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled())
         .await
         .context("access")
 }
-
-async fn nothing_here() -> Response {
-    let id = uuid::Uuid::now_v7().to_string();
-    let body = serde_json::json!({
-        "error": {
-            "code": "not_found",
-            "message": "nothing is served here yet: workload access arrives in a later release",
-            "request_id": id,
-        }
-    });
-    let mut response = (StatusCode::NOT_FOUND, body.to_string()).into_response();
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        headers.insert(REQUEST_ID, value);
-    }
-    response
-}
-
-#[cfg(test)]
-mod tests;

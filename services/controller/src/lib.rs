@@ -6,6 +6,7 @@ mod agents;
 mod config;
 pub mod enrol;
 pub mod fake;
+mod internal;
 mod lead;
 mod lease;
 mod placement;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use einsora_core::backend::Backend;
+use einsora_proto::internal::v1::controller_internal_service_server::ControllerInternalServiceServer;
 use einsora_runtime::grpc;
 use einsora_runtime::pki::{Role, RoleKind};
 use einsora_runtime::shutdown::Shutdown;
@@ -40,12 +42,10 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let agent_port =
         agent_port::AgentPort::bind(&cfg, Arc::clone(&store), Arc::clone(&hub), &shutdown).await?;
     let server_stop = Shutdown::new();
-    let server = tokio::spawn(grpc::serve(
-        listener,
-        tls,
-        Routes::default(),
-        server_stop.clone(),
-    ));
+    let internal =
+        internal::Internal::new(Arc::clone(&store), Arc::clone(&hub), cfg.region.clone());
+    let routes = Routes::default().add_service(ControllerInternalServiceServer::new(internal));
+    let server = tokio::spawn(grpc::serve(listener, tls, routes, server_stop.clone()));
     let agents_port = tokio::spawn(agent_port.serve(server_stop.clone()));
     // The runtime is read once this controller leads, so a standby never acts on a stale view.
     let fake = cfg.fake.clone();

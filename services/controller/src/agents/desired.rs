@@ -9,6 +9,7 @@ use einsora_core::lifecycle::State;
 use einsora_core::workload::Workload;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::common::v1 as common_pb;
+use einsora_proto::convert::WorkloadParams;
 
 pub fn mode(w: &Workload) -> Mode {
     match w.state {
@@ -56,7 +57,11 @@ pub fn workloads(
                         device_uuids: Vec::new(),
                     }),
                     requires_strong_isolation: w.tenant_id != owner,
-                    params: None,
+                    // The store validated them when they were written; a row that no longer
+                    // reads is sent without, and the agent refuses what it can't run.
+                    params: WorkloadParams::from_json(w.kind, &w.params)
+                        .ok()
+                        .map(Into::into),
                 }),
             }
         })

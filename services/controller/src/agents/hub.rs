@@ -11,11 +11,30 @@ use einsora_core::ids::{MachineId, WorkloadId};
 use tokio::sync::Notify;
 
 /// A workload's status as its machine reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reported {
     pub attempt: u32,
     pub mode: Mode,
     pub code: StatusCode,
+    /// Where a ready notebook or endpoint listens, as its agent said.
+    pub target: Option<AccessTarget>,
+}
+
+/// A ready workload's Unix socket and its own token. Kept in memory only: never stored,
+/// logged, exported or put in a URL.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccessTarget {
+    pub socket_path: String,
+    /// SECRET.
+    pub token: String,
+}
+
+impl std::fmt::Debug for AccessTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessTarget")
+            .field("socket_path", &self.socket_path)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -125,7 +144,22 @@ impl Hub {
         Ok(self
             .machines()
             .get(&machine)
-            .and_then(|l| l.statuses.get(&workload).copied()))
+            .and_then(|l| l.statuses.get(&workload).cloned()))
+    }
+
+    /// Where the workload's `attempt` listens, if its machine is online and reported it ready
+    /// and running.
+    pub fn target(
+        &self,
+        machine: MachineId,
+        workload: WorkloadId,
+        attempt: u32,
+    ) -> Option<AccessTarget> {
+        let reported = self.status(machine, workload).ok()??;
+        let ready = reported.attempt == attempt
+            && reported.mode == Mode::Run
+            && reported.code == StatusCode::Ready;
+        ready.then_some(reported.target).flatten()
     }
 }
 

@@ -27,7 +27,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::hub::{Hub, Reported};
+use super::hub::{AccessTarget, Hub, Reported};
 use super::renew::Renewals;
 use super::{desired, inventory};
 
@@ -142,10 +142,20 @@ fn reported(statuses: &pb::WorkloadStatuses) -> HashMap<WorkloadId, Reported> {
                     attempt: s.attempt,
                     mode,
                     code,
+                    target: s.access_target.as_ref().and_then(target),
                 },
             ))
         })
         .collect()
+}
+
+/// An absolute socket path and a token, or nothing.
+fn target(t: &pb::AccessTarget) -> Option<AccessTarget> {
+    let absolute = std::path::Path::new(&t.socket_path).is_absolute();
+    (absolute && !t.token.is_empty()).then(|| AccessTarget {
+        socket_path: t.socket_path.clone(),
+        token: t.token.clone(),
+    })
 }
 
 fn revoked() -> Status {

@@ -1,0 +1,239 @@
+//! The few Docker Engine API calls the driver makes, over the engine's Unix socket (HTTP/1.1,
+//! one connection per call). Every call has a time limit, so a stuck engine never stalls the
+//! agent's sync loop.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Method, Request, StatusCode};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::uds;
+
+/// A call that takes longer than this failed (pulls have their own, longer limit).
+const CALL_LIMIT: Duration = Duration::from_secs(30);
+/// API version: Debian's engine (20.10) speaks 1.41; newer engines accept it too.
+const API: &str = "/v1.41";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("the Docker engine at {0} doesn't answer: {1}")]
+    Unreachable(String, String),
+    #[error("the Docker engine took longer than {0:?}")]
+    Timeout(Duration),
+    #[error("not found")]
+    NotFound,
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("the Docker engine answered {status}: {message}")]
+    Refused { status: u16, message: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct Engine {
+    socket: PathBuf,
+}
+
+/// A container as the driver sees it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ContainerSummary {
+    #[serde(rename = "Id")]
+    pub id: String,
+    #[serde(rename = "Labels", default)]
+    pub labels: std::collections::HashMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ContainerState {
+    pub running: bool,
+    pub exit_code: i64,
+    pub oom_killed: bool,
+}
+
+impl Engine {
+    pub fn new(socket: PathBuf) -> Engine {
+        Engine { socket }
+    }
+
+    pub async fn ping(&self) -> Result<(), EngineError> {
+        self.call(Method::GET, "/_ping", None).await.map(drop)
+    }
+
+    /// The runtimes the engine offers (`runc`, `nvidia`, …).
+    pub async fn runtimes(&self) -> Result<Vec<String>, EngineError> {
+        let info = self.json(Method::GET, "/info", None).await?;
+        Ok(info["Runtimes"]
+            .as_object()
+            .map(|r| r.keys().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    /// The image's ID, or `None` if the engine doesn't have it.
+    pub async fn image_id(&self, image: &str) -> Result<Option<String>, EngineError> {
+        let path = format!("/images/{}/json", encode(image));
+        match self.json(Method::GET, &path, None).await {
+            Ok(v) => Ok(v["Id"].as_str().map(str::to_owned)),
+            Err(EngineError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Pulls `image` (a reference with a tag or digest); `limit` bounds the whole pull.
+    pub async fn pull(&self, image: &str, limit: Duration) -> Result<(), EngineError> {
+        let path = format!("/images/create?fromImage={}", encode(image));
+        let body = tokio::time::timeout(limit, self.send(Method::POST, &path, None))
+            .await
+            .map_err(|_| EngineError::Timeout(limit))??;
+        // The engine streams progress lines; a failure is a line with `error`.
+        for line in body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            if let Ok(v) = serde_json::from_slice::<Value>(line)
+                && let Some(error) = v["error"].as_str()
+            {
+                return Err(EngineError::Refused {
+                    status: 500,
+                    message: error.to_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Containers carrying `label` (`key=value` or `key`), stopped ones included.
+    pub async fn containers(&self, label: &str) -> Result<Vec<ContainerSummary>, EngineError> {
+        let filters = serde_json::json!({ "label": [label] }).to_string();
+        let path = format!("/containers/json?all=true&filters={}", encode(&filters));
+        let v = self.json(Method::GET, &path, None).await?;
+        serde_json::from_value(v).map_err(|e| EngineError::Refused {
+            status: 200,
+            message: e.to_string(),
+        })
+    }
+
+    pub async fn create(&self, name: &str, spec: &Value) -> Result<String, EngineError> {
+        let path = format!("/containers/create?name={}", encode(name));
+        let v = self.json(Method::POST, &path, Some(spec)).await?;
+        Ok(v["Id"].as_str().unwrap_or_default().to_owned())
+    }
+
+    pub async fn start(&self, id: &str) -> Result<(), EngineError> {
+        let path = format!("/containers/{}/start", encode(id));
+        self.call(Method::POST, &path, None).await.map(drop)
+    }
+
+    /// SIGTERM, then SIGKILL after `grace`.
+    pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
+        let path = format!("/containers/{}/stop?t={}", encode(id), grace.as_secs());
+        self.call(Method::POST, &path, None).await.map(drop)
+    }
+
+    pub async fn remove(&self, id: &str) -> Result<(), EngineError> {
+        let path = format!("/containers/{}?force=true&v=true", encode(id));
+        match self.call(Method::DELETE, &path, None).await {
+            Ok(_) | Err(EngineError::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub async fn state(&self, id: &str) -> Result<ContainerState, EngineError> {
+        let v = self
+            .json(
+                Method::GET,
+                &format!("/containers/{}/json", encode(id)),
+                None,
+            )
+            .await?;
+        let s = &v["State"];
+        Ok(ContainerState {
+            running: s["Running"].as_bool().unwrap_or(false),
+            exit_code: s["ExitCode"].as_i64().unwrap_or(0),
+            oom_killed: s["OOMKilled"].as_bool().unwrap_or(false),
+        })
+    }
+
+    async fn json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, EngineError> {
+        let bytes = self.call(method, path, body).await?;
+        Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Bytes, EngineError> {
+        tokio::time::timeout(CALL_LIMIT, self.send(method, path, body))
+            .await
+            .map_err(|_| EngineError::Timeout(CALL_LIMIT))?
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Bytes, EngineError> {
+        let payload = body.map(|b| b.to_string()).unwrap_or_default();
+        let request = Request::builder()
+            .method(method)
+            .uri(format!("{API}{path}"))
+            .header("host", "docker")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(payload)))
+            .expect("a valid request");
+        let (status, bytes) = uds::send(&self.socket, request).await.map_err(|e| {
+            EngineError::Unreachable(self.socket.display().to_string(), e.to_string())
+        })?;
+        match status {
+            s if s.is_success() => Ok(bytes),
+            StatusCode::NOT_FOUND => Err(EngineError::NotFound),
+            StatusCode::CONFLICT => Err(EngineError::Conflict(message(&bytes))),
+            // 304: already started or stopped.
+            StatusCode::NOT_MODIFIED => Ok(bytes),
+            s => Err(EngineError::Refused {
+                status: s.as_u16(),
+                message: message(&bytes),
+            }),
+        }
+    }
+}
+
+fn message(body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect())
+}
+
+/// Percent-encodes everything but unreserved characters, for a path segment or query value.
+fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(char::from(b));
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn references_and_filters_are_encoded_whole() {
+        assert_eq!(
+            super::encode("einsora/notebook:local"),
+            "einsora%2Fnotebook%3Alocal"
+        );
+        assert_eq!(super::encode(r#"{"a":1}"#), "%7B%22a%22%3A1%7D");
+    }
+}

@@ -1,0 +1,131 @@
+//! `docker`: notebooks and endpoints as containers of a local Docker engine, each listening on a
+//! Unix socket in its private run directory and on no TCP or UDP port (spec.rs has the
+//! sandbox). The driver applies its desired state in a task of its own, beside the sync loop,
+//! every call time-limited, so a slow engine or pull never makes the machine look offline.
+//!
+//! Offered only when the engine answers when the agent starts; NVIDIA classes only when the
+//! engine has the `nvidia` runtime.
+
+mod config;
+mod dirs;
+mod engine;
+mod model;
+mod reconcile;
+mod records;
+mod spec;
+mod uds;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use einsora_core::agent::{Mode, StatusCode};
+use einsora_proto::agent::v1 as pb;
+use tokio::sync::watch;
+
+pub use config::{ENABLED, IMAGES, SOCKET};
+pub use engine::Engine;
+
+pub const NAME: &str = "docker";
+
+/// How the driver is set up on this machine.
+#[derive(Debug, Clone)]
+pub struct DockerConfig {
+    /// The engine's Unix socket.
+    pub socket: PathBuf,
+    /// This machine's ID: its containers carry it, so agents sharing an engine (tests, a
+    /// reinstalled machine) never touch each other's.
+    pub machine: String,
+    pub state_dir: PathBuf,
+    /// Where endpoints' models may come from (EINSORA_MODELS_DIR).
+    pub models_dir: Option<PathBuf>,
+    /// The container image for each catalog runtime.
+    pub images: BTreeMap<String, String>,
+}
+
+/// What the controller wants of one workload on this driver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wanted {
+    pub workload: String,
+    pub attempt: u32,
+    pub mode: Mode,
+    pub spec: pb::WorkloadSpec,
+}
+
+/// One workload's status, as last seen.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub attempt: u32,
+    pub mode: Mode,
+    pub code: StatusCode,
+    /// A ready server's socket and token (SECRET).
+    pub target: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seen")
+            .field("attempt", &self.attempt)
+            .field("mode", &self.mode)
+            .field("code", &self.code)
+            .finish_non_exhaustive()
+    }
+}
+
+pub type SeenMap = Arc<Mutex<BTreeMap<String, Seen>>>;
+
+#[derive(Debug)]
+pub struct Docker {
+    /// `None` until the first desired state: before it, nothing is "unlisted".
+    wanted: watch::Sender<Option<Vec<Wanted>>>,
+    seen: SeenMap,
+    nvidia: bool,
+}
+
+impl Docker {
+    /// The driver, if the engine answers; its worker runs until the driver is dropped.
+    pub async fn detect(config: DockerConfig) -> Option<Docker> {
+        let engine = Engine::new(config.socket.clone());
+        if let Err(e) = tokio::time::timeout(Duration::from_secs(5), engine.ping())
+            .await
+            .unwrap_or_else(|_| Err(engine::EngineError::Timeout(Duration::from_secs(5))))
+        {
+            tracing::info!(error = %e, "no docker driver: the engine doesn't answer");
+            return None;
+        }
+        let nvidia = engine
+            .runtimes()
+            .await
+            .is_ok_and(|r| r.iter().any(|name| name == "nvidia"));
+        let (wanted, receiver) = watch::channel(None);
+        let seen = SeenMap::default();
+        let worker = reconcile::Worker::new(engine, config, Arc::clone(&seen), nvidia);
+        tokio::spawn(worker.run(receiver));
+        tracing::info!(nvidia, "docker driver ready");
+        Some(Docker {
+            wanted,
+            seen,
+            nvidia,
+        })
+    }
+
+    /// Whether NVIDIA classes can run here.
+    pub fn nvidia(&self) -> bool {
+        self.nvidia
+    }
+
+    /// The driver's whole desired state; applied by its worker at once.
+    pub fn apply(&self, wanted: Vec<Wanted>) {
+        self.wanted.send_if_modified(|current| {
+            let changed = current.as_ref() != Some(&wanted);
+            *current = Some(wanted);
+            changed
+        });
+    }
+
+    pub fn statuses(&self) -> Vec<(String, Seen)> {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.iter().map(|(id, s)| (id.clone(), s.clone())).collect()
+    }
+}

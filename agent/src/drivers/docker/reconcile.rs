@@ -1,0 +1,354 @@
+//! The docker driver's worker: applies the desired state on every change and every second
+//! (containers are found by label, so an agent restart adopts them), and keeps what it saw for
+//! the sync loop.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::PoisonError;
+use std::time::Duration;
+
+use bytes::Bytes;
+use einsora_core::agent::{Mode, StatusCode};
+use einsora_proto::common::v1 as common_pb;
+use http_body_util::Full;
+use tokio::sync::watch;
+
+use super::dirs::{self, Places};
+use super::engine::{ContainerSummary, Engine, EngineError};
+use super::records::{Record, Records};
+use super::spec::{
+    LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_WORKLOAD, Sandbox, Serves,
+};
+use super::{DockerConfig, Seen, SeenMap, Wanted, uds};
+
+const PASS_EVERY: Duration = Duration::from_secs(1);
+const STOP_GRACE: Duration = Duration::from_secs(10);
+const PULL_LIMIT: Duration = Duration::from_secs(30 * 60);
+/// The user a workload runs as when the agent is root: no account of this machine's.
+const WORKLOAD_USER: (u32, u32) = (61_000, 61_000);
+
+pub struct Worker {
+    engine: Engine,
+    config: DockerConfig,
+    seen: SeenMap,
+    nvidia: bool,
+    records: Records,
+    user: (u32, u32),
+    /// Images being pulled, and those whose pull failed.
+    pulls: HashMap<String, watch::Receiver<Option<bool>>>,
+}
+
+/// What one workload came to in a pass.
+type Outcome = (StatusCode, Option<(String, String)>);
+
+impl Worker {
+    pub fn new(engine: Engine, config: DockerConfig, seen: SeenMap, nvidia: bool) -> Worker {
+        let euid = rustix::process::geteuid().as_raw();
+        // Not root: the agent's own user, so the workload's socket stays private to it.
+        let user = if euid == 0 {
+            WORKLOAD_USER
+        } else {
+            (euid, rustix::process::getegid().as_raw())
+        };
+        Worker {
+            records: Records::open(&config.state_dir),
+            engine,
+            config,
+            seen,
+            nvidia,
+            user,
+            pulls: HashMap::new(),
+        }
+    }
+
+    pub async fn run(mut self, mut wanted: watch::Receiver<Option<Vec<Wanted>>>) {
+        let mut tick = tokio::time::interval(PASS_EVERY);
+        loop {
+            tokio::select! {
+                changed = wanted.changed() => if changed.is_err() { return },
+                _ = tick.tick() => {}
+            }
+            let Some(current) = wanted.borrow_and_update().clone() else {
+                continue;
+            };
+            if let Err(e) = self.pass(&current).await {
+                tracing::warn!(error = %e, "the docker engine failed a pass; trying again");
+            }
+        }
+    }
+
+    async fn pass(&mut self, wanted: &[Wanted]) -> Result<(), EngineError> {
+        let mut ours: BTreeMap<String, Vec<ContainerSummary>> = BTreeMap::new();
+        let this_machine = format!("{LABEL_MACHINE}={}", self.config.machine);
+        for c in self.engine.containers(&this_machine).await? {
+            let id = c.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
+            ours.entry(id).or_default().push(c);
+        }
+        let busy_gpus = self.gpus_in_use(wanted, &ours).await;
+        let mut seen = BTreeMap::new();
+        for w in wanted {
+            let containers = ours.remove(&w.workload).unwrap_or_default();
+            let (code, target) = match w.mode {
+                Mode::Run => self.run_one(w, &containers, &busy_gpus).await?,
+                Mode::Park => (self.park(&containers).await?, None),
+                Mode::Remove => (self.remove(w, &containers).await?, None),
+            };
+            let s = Seen {
+                attempt: w.attempt,
+                mode: w.mode,
+                code,
+                target,
+            };
+            seen.insert(w.workload.clone(), s);
+        }
+        // One it wasn't told about: stopped and kept.
+        for containers in ours.values() {
+            self.park(containers).await?;
+        }
+        *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = seen;
+        Ok(())
+    }
+
+    async fn run_one(
+        &mut self,
+        w: &Wanted,
+        containers: &[ContainerSummary],
+        busy_gpus: &HashMap<String, String>,
+    ) -> Result<Outcome, EngineError> {
+        let refused = |code| Ok((code, None));
+        let nvidia = w.spec.accelerator == common_pb::AcceleratorKind::Nvidia as i32;
+        if nvidia && !self.nvidia {
+            // A GPU request never silently becomes CPU.
+            return refused(StatusCode::StartFailed);
+        }
+        let Some(image) = self.config.images.get(&w.spec.runtime).cloned() else {
+            return refused(StatusCode::ImageMissing);
+        };
+        let Some(image_id) = self.image(&image).await? else {
+            return refused(self.pull_status(&image));
+        };
+        let places = Places::of(&self.config.state_dir, &w.workload);
+        let sandbox = self.sandbox(w, image, image_id, &places);
+        for old in containers.iter().filter(|c| !of_attempt(c, w.attempt)) {
+            self.engine.remove(&old.id).await?;
+        }
+        if let Some(c) = containers.iter().find(|c| of_attempt(c, w.attempt)) {
+            return self.running(c, &sandbox).await;
+        }
+        let record = self.records.get(&w.workload);
+        if record.started_attempt >= w.attempt {
+            // Started once already, and its container is gone: never started again.
+            return refused(StatusCode::Exited);
+        }
+        let held_by_another = |g: &String| busy_gpus.get(g).is_some_and(|by| *by != w.workload);
+        if sandbox.gpus.iter().any(held_by_another) {
+            return refused(StatusCode::GpuBusy);
+        }
+        match self.prepare(&sandbox, &places, &record, w).await {
+            Ok(()) => {}
+            Err(code) => return refused(code),
+        }
+        let next = Record {
+            started_attempt: w.attempt,
+            had_disk: record.had_disk || matches!(sandbox.serves, Serves::Notebook { .. }),
+        };
+        if let Err(e) = self.records.set(&w.workload, next) {
+            tracing::warn!(error = %e, "can't record a start; not starting");
+            return refused(StatusCode::StartFailed);
+        }
+        let id = self
+            .engine
+            .create(&sandbox.name(), &sandbox.create_body())
+            .await?;
+        self.engine.start(&id).await?;
+        tracing::info!(workload = %w.workload, attempt = w.attempt, "container started");
+        Ok((StatusCode::Starting, None))
+    }
+
+    /// An existing container of the attempt: the same sandbox, or stopped as changed.
+    async fn running(
+        &self,
+        c: &ContainerSummary,
+        sandbox: &Sandbox,
+    ) -> Result<Outcome, EngineError> {
+        let state = self.engine.state(&c.id).await?;
+        if c.labels.get(LABEL_FINGERPRINT) != Some(&sandbox.fingerprint()) {
+            if state.running {
+                tracing::warn!(workload = %sandbox.workload, "its sandbox changed; stopping it");
+                self.engine.stop(&c.id, STOP_GRACE).await?;
+            }
+            return Ok((StatusCode::SandboxChanged, None));
+        }
+        if !state.running {
+            let code = if state.oom_killed {
+                StatusCode::OutOfMemory
+            } else {
+                StatusCode::Exited
+            };
+            return Ok((code, None));
+        }
+        let token = std::fs::read_to_string(sandbox.token_file()).unwrap_or_default();
+        let socket = sandbox.socket();
+        if !token.is_empty() && answers(&socket, &sandbox.serves, &token).await {
+            let target = (socket.display().to_string(), token);
+            return Ok((StatusCode::Ready, Some(target)));
+        }
+        Ok((StatusCode::Starting, None))
+    }
+
+    /// Its places made, its token written, its model ready: or why it can't start.
+    async fn prepare(
+        &self,
+        sandbox: &Sandbox,
+        places: &Places,
+        record: &Record,
+        w: &Wanted,
+    ) -> Result<(), StatusCode> {
+        let failed = |e: std::io::Error| {
+            tracing::warn!(workload = %w.workload, error = %e, "can't prepare its directories");
+            StatusCode::StartFailed
+        };
+        if let Serves::Notebook { data } = &sandbox.serves {
+            if record.had_disk && !data.exists() {
+                return Err(StatusCode::DiskMissing);
+            }
+            dirs::private_dir(data, self.user).map_err(failed)?;
+        }
+        dirs::private_dir(&places.run, self.user).map_err(failed)?;
+        // A stale socket from an earlier run would look ready.
+        let _ = std::fs::remove_file(sandbox.socket());
+        let token = dirs::new_token().map_err(failed)?;
+        dirs::secret_file(&sandbox.token_file(), &token, self.user).map_err(failed)?;
+        if let Serves::Endpoint { .. } = &sandbox.serves {
+            let models_dir = self.config.models_dir.as_deref();
+            super::model::prepare(&w.spec, models_dir, &places.model, self.user).await?;
+        }
+        Ok(())
+    }
+
+    async fn park(&self, containers: &[ContainerSummary]) -> Result<StatusCode, EngineError> {
+        for c in containers {
+            if self.engine.state(&c.id).await?.running {
+                self.engine.stop(&c.id, STOP_GRACE).await?;
+            }
+        }
+        Ok(StatusCode::Stopped)
+    }
+
+    async fn remove(
+        &mut self,
+        w: &Wanted,
+        containers: &[ContainerSummary],
+    ) -> Result<StatusCode, EngineError> {
+        for c in containers {
+            self.engine.remove(&c.id).await?;
+        }
+        let places = Places::of(&self.config.state_dir, &w.workload);
+        if let Err(e) = places
+            .remove_all()
+            .and_then(|()| self.records.forget(&w.workload))
+        {
+            tracing::warn!(workload = %w.workload, error = %e, "can't delete its data yet");
+            return Ok(StatusCode::Stopping);
+        }
+        Ok(StatusCode::Removed)
+    }
+
+    fn sandbox(&self, w: &Wanted, image: String, image_id: String, places: &Places) -> Sandbox {
+        let resources = w.spec.resources.clone().unwrap_or_default();
+        let serves = match &w.spec.params {
+            Some(einsora_proto::agent::v1::workload_spec::Params::Endpoint(p)) => {
+                Serves::Endpoint {
+                    model: places.model.join("model.gguf"),
+                    alias: p.model.clone(),
+                }
+            }
+            _ => Serves::Notebook {
+                data: places.data.clone(),
+            },
+        };
+        Sandbox {
+            machine: self.config.machine.clone(),
+            workload: w.workload.clone(),
+            attempt: w.attempt,
+            image,
+            image_id,
+            user: self.user,
+            cpus: resources.cpus,
+            memory_bytes: resources.memory_bytes,
+            gpus: resources.device_uuids,
+            run_dir: places.run.clone(),
+            serves,
+        }
+    }
+
+    /// The image's ID; `None` while it is being pulled (a pull starts in the background).
+    async fn image(&mut self, image: &str) -> Result<Option<String>, EngineError> {
+        if let Some(id) = self.engine.image_id(image).await? {
+            self.pulls.remove(image);
+            return Ok(Some(id));
+        }
+        if !self.pulls.contains_key(image) {
+            let (done, receiver) = watch::channel(None);
+            let (engine, name) = (self.engine.clone(), image.to_owned());
+            tokio::spawn(async move {
+                let pulled = engine.pull(&name, PULL_LIMIT).await;
+                if let Err(e) = &pulled {
+                    tracing::warn!(image = %name, error = %e, "pull failed");
+                }
+                let _ = done.send(Some(pulled.is_ok()));
+            });
+            self.pulls.insert(image.to_owned(), receiver);
+        }
+        Ok(None)
+    }
+
+    fn pull_status(&self, image: &str) -> StatusCode {
+        match self.pulls.get(image).and_then(|p| *p.borrow()) {
+            Some(false) => StatusCode::ImageMissing,
+            _ => StatusCode::PullingImage,
+        }
+    }
+
+    /// The GPUs held by workloads whose containers run, and by which.
+    async fn gpus_in_use(
+        &self,
+        wanted: &[Wanted],
+        ours: &BTreeMap<String, Vec<ContainerSummary>>,
+    ) -> HashMap<String, String> {
+        let mut busy = HashMap::new();
+        for w in wanted {
+            let Some(containers) = ours.get(&w.workload) else {
+                continue;
+            };
+            for c in containers {
+                if self.engine.state(&c.id).await.is_ok_and(|s| s.running) {
+                    let resources = w.spec.resources.clone().unwrap_or_default();
+                    for gpu in resources.device_uuids {
+                        busy.insert(gpu, w.workload.clone());
+                    }
+                }
+            }
+        }
+        busy
+    }
+}
+
+fn of_attempt(c: &ContainerSummary, attempt: u32) -> bool {
+    c.labels.get(LABEL_ATTEMPT) == Some(&attempt.to_string())
+}
+
+/// Whether the server answers its own token on its socket.
+async fn answers(socket: &Path, serves: &Serves, token: &str) -> bool {
+    let (path, auth) = match serves {
+        Serves::Notebook { .. } => ("/api/status", format!("token {token}")),
+        Serves::Endpoint { .. } => ("/health", format!("Bearer {token}")),
+    };
+    let request = hyper::Request::get(path)
+        .header("host", "localhost")
+        .header("authorization", auth)
+        .body(Full::new(Bytes::new()))
+        .expect("a valid request");
+    let probe = tokio::time::timeout(Duration::from_secs(2), uds::send(socket, request));
+    matches!(probe.await, Ok(Ok((status, _))) if status.is_success())
+}

@@ -1,0 +1,56 @@
+//! What the docker driver must remember across agent restarts, in its state directory: the
+//! attempt it last started for each workload (so an attempt is started at most once, even if
+//! its container is gone) and whether the workload's disk was ever made (so a notebook that ran
+//! before never silently gets a fresh one).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub started_attempt: u32,
+    pub had_disk: bool,
+}
+
+#[derive(Debug)]
+pub struct Records {
+    path: PathBuf,
+    records: BTreeMap<String, Record>,
+}
+
+impl Records {
+    /// Those kept in `state_dir` (none yet, or unreadable: none).
+    pub fn open(state_dir: &Path) -> Records {
+        let path = state_dir.join("docker.json");
+        let records = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        Records { path, records }
+    }
+
+    pub fn get(&self, workload: &str) -> Record {
+        self.records.get(workload).cloned().unwrap_or_default()
+    }
+
+    /// Saved before the container starts: a crash right after never starts it twice.
+    pub fn set(&mut self, workload: &str, record: Record) -> std::io::Result<()> {
+        self.records.insert(workload.to_owned(), record);
+        self.save()
+    }
+
+    pub fn forget(&mut self, workload: &str) -> std::io::Result<()> {
+        if self.records.remove(workload).is_some() {
+            self.save()?;
+        }
+        Ok(())
+    }
+
+    fn save(&self) -> std::io::Result<()> {
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec(&self.records)?)?;
+        std::fs::rename(&tmp, &self.path)
+    }
+}

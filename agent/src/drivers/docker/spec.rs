@@ -1,0 +1,232 @@
+//! The container a workload becomes: its sandbox (no network, a read-only root, no
+//! capabilities, no new privileges, the class's CPU, memory and pids limits, a non-root user),
+//! the mounts (its private run directory, where its server listens on a Unix socket; its data;
+//! its model), and the fingerprint of all that, kept as a label so an adopted container is one
+//! with the same sandbox.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+pub const LABEL_MACHINE: &str = "einsora.machine";
+pub const LABEL_WORKLOAD: &str = "einsora.workload";
+pub const LABEL_ATTEMPT: &str = "einsora.attempt";
+pub const LABEL_FINGERPRINT: &str = "einsora.fingerprint";
+
+/// Inside the container: the run directory, the notebook's data, the endpoint's model.
+const RUN_DIR: &str = "/run/einsora";
+const DATA_DIR: &str = "/work";
+const HOME: &str = "/home/einsora";
+const MODEL: &str = "/model/model.gguf";
+
+/// What the workload's container serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Serves {
+    /// JupyterLab, its notebooks in `data` (kept while the workload is stopped).
+    Notebook { data: PathBuf },
+    /// llama.cpp's server with one fixed model, read-only.
+    Endpoint { model: PathBuf, alias: String },
+}
+
+/// Everything a workload's container is made from.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    pub machine: String,
+    pub workload: String,
+    pub attempt: u32,
+    pub image: String,
+    /// The image's ID when the container was made: part of the fingerprint.
+    pub image_id: String,
+    /// `uid:gid` the server runs as.
+    pub user: (u32, u32),
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    /// NVIDIA GPUs by UUID, reserved exactly.
+    pub gpus: Vec<String>,
+    pub run_dir: PathBuf,
+    pub serves: Serves,
+}
+
+impl Sandbox {
+    /// Where the server listens, on this machine.
+    pub fn socket(&self) -> PathBuf {
+        self.run_dir.join(self.socket_name())
+    }
+
+    fn socket_name(&self) -> &'static str {
+        match self.serves {
+            Serves::Notebook { .. } => "jl.sock",
+            Serves::Endpoint { .. } => "llm.sock",
+        }
+    }
+
+    /// The file, in the run directory, that hands the server its token.
+    pub fn token_file(&self) -> PathBuf {
+        self.run_dir.join(match self.serves {
+            Serves::Notebook { .. } => "token",
+            Serves::Endpoint { .. } => "api-key",
+        })
+    }
+
+    pub fn name(&self) -> String {
+        format!("einsora-{}-{}", self.workload, self.attempt)
+    }
+
+    /// The Engine API's create body, labelled with its fingerprint.
+    pub fn create_body(&self) -> Value {
+        let mut body = self.body_without_labels();
+        body["Labels"] = json!({
+            LABEL_MACHINE: self.machine,
+            LABEL_WORKLOAD: self.workload,
+            LABEL_ATTEMPT: self.attempt.to_string(),
+            LABEL_FINGERPRINT: self.fingerprint(),
+        });
+        body
+    }
+
+    /// SHA-256 of the image ID and everything that makes the sandbox, not the attempt.
+    pub fn fingerprint(&self) -> String {
+        let mut body = self.body_without_labels();
+        body["Image"] = json!(self.image_id);
+        let digest = Sha256::digest(body.to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn body_without_labels(&self) -> Value {
+        let (uid, gid) = self.user;
+        let mut binds = vec![bind(&self.run_dir, RUN_DIR, false)];
+        let (env, cmd) = match &self.serves {
+            Serves::Notebook { data } => {
+                binds.push(bind(data, DATA_DIR, false));
+                let env = vec![
+                    format!("EINSORA_RUN_DIR={RUN_DIR}"),
+                    format!("EINSORA_NOTEBOOK_DIR={DATA_DIR}"),
+                    format!("HOME={HOME}"),
+                ];
+                (env, Value::Null)
+            }
+            Serves::Endpoint { model, alias } => {
+                binds.push(bind(model, MODEL, true));
+                let env = vec![
+                    format!("EINSORA_LLM_SOCKET={RUN_DIR}/{}", self.socket_name()),
+                    format!("EINSORA_LLM_API_KEY_FILE={RUN_DIR}/api-key"),
+                    format!("HOME={HOME}"),
+                ];
+                let threads = self.cpus.max(1).to_string();
+                let cmd = json!(["--alias", alias, "--threads", threads, "--parallel", "2"]);
+                (env, cmd)
+            }
+        };
+        let memory = i64::try_from(self.memory_bytes).unwrap_or(i64::MAX);
+        let mut host = json!({
+            "NetworkMode": "none",
+            "ReadonlyRootfs": true,
+            "CapDrop": ["ALL"],
+            "SecurityOpt": ["no-new-privileges"],
+            "PidsLimit": 256,
+            "Memory": memory,
+            "MemorySwap": memory,
+            "NanoCpus": i64::from(self.cpus.max(1)) * 1_000_000_000,
+            "Binds": binds,
+            "Tmpfs": {
+                "/tmp": "rw,nosuid,nodev,size=256m",
+                HOME: format!("rw,nosuid,nodev,size=64m,uid={uid},gid={gid}"),
+            },
+            "RestartPolicy": { "Name": "no" },
+        });
+        if !self.gpus.is_empty() {
+            host["DeviceRequests"] = json!([{
+                "Driver": "nvidia",
+                "DeviceIDs": self.gpus,
+                "Capabilities": [["gpu"]],
+            }]);
+        }
+        let mut body = json!({
+            "Image": self.image,
+            "User": format!("{uid}:{gid}"),
+            "Env": env,
+            "HostConfig": host,
+            "NetworkDisabled": true,
+        });
+        if !cmd.is_null() {
+            body["Cmd"] = cmd;
+        }
+        body
+    }
+}
+
+fn bind(host: &Path, container: &str, read_only: bool) -> String {
+    let mode = if read_only { "ro" } else { "rw" };
+    format!("{}:{container}:{mode}", host.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notebook() -> Sandbox {
+        Sandbox {
+            machine: "m1".into(),
+            workload: "w1".into(),
+            attempt: 1,
+            image: "einsora/notebook:local".into(),
+            image_id: "sha256:aa".into(),
+            user: (1000, 1000),
+            cpus: 1,
+            memory_bytes: 2 << 30,
+            gpus: Vec::new(),
+            run_dir: "/state/run/w1".into(),
+            serves: Serves::Notebook {
+                data: "/state/data/w1".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_sandbox_has_no_network_no_capabilities_and_the_class_limits() {
+        let body = notebook().create_body();
+        let host = &body["HostConfig"];
+        assert_eq!(host["NetworkMode"], "none");
+        assert_eq!(host["ReadonlyRootfs"], true);
+        assert_eq!(host["CapDrop"], json!(["ALL"]));
+        assert_eq!(host["SecurityOpt"], json!(["no-new-privileges"]));
+        assert_eq!(host["Memory"], 2_i64 << 30);
+        assert_eq!(host["NanoCpus"], 1_000_000_000_i64);
+        assert_eq!(body["User"], "1000:1000");
+        assert!(
+            host.get("DeviceRequests").is_none(),
+            "a CPU class gets no GPU"
+        );
+        let env = body["Env"].to_string();
+        assert!(
+            !env.contains("TOKEN"),
+            "no secret in the environment: {env}"
+        );
+    }
+
+    #[test]
+    fn the_fingerprint_follows_the_sandbox_and_the_image_not_the_attempt() {
+        let a = notebook();
+        let mut next = a.clone();
+        next.attempt = 2;
+        assert_eq!(a.fingerprint(), next.fingerprint());
+        let mut rebuilt = a.clone();
+        rebuilt.image_id = "sha256:bb".into();
+        assert_ne!(a.fingerprint(), rebuilt.fingerprint());
+        let mut bigger = a.clone();
+        bigger.memory_bytes *= 2;
+        assert_ne!(a.fingerprint(), bigger.fingerprint());
+    }
+
+    #[test]
+    fn nvidia_classes_reserve_exact_gpus() {
+        let mut s = notebook();
+        s.gpus = vec!["GPU-1234".into()];
+        let body = s.create_body();
+        assert_eq!(
+            body["HostConfig"]["DeviceRequests"][0]["DeviceIDs"],
+            json!(["GPU-1234"])
+        );
+    }
+}

@@ -1,0 +1,311 @@
+//! Real workloads on a real Docker engine: `einsora up` enrols this machine, whose agent has the
+//! docker driver; a JupyterLab notebook and a llama.cpp endpoint run in the images `images/build`
+//! made, and open through the access proxy as a browser and an API client would. Needs the
+//! engine and the images (the README's test command starts one and builds them) and
+//! EINSORA_TEST_MODEL, a small GGUF model.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::cli_flow::Cli;
+use crate::lifecycle::{timeline, wait_for};
+use crate::solo::Solo;
+use crate::wire::{WebSocket, events, exchange, request};
+use crate::world::{Credential, Tenant, call, tenant};
+
+/// What a test leaves on the shared engine: its machine's containers, removed when dropped
+/// (workloads outlive their agent by design).
+pub struct Leftovers {
+    machine_id: PathBuf,
+    _models: tempfile::TempDir,
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        let Ok(machine) = std::fs::read_to_string(&self.machine_id) else {
+            return;
+        };
+        let label = format!("label=einsora.machine={}", machine.trim());
+        let listed = Command::new("docker")
+            .args(["ps", "-aq", "--filter", &label])
+            .output();
+        let ids = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        for id in ids.unwrap_or_default().lines() {
+            let _ = Command::new("docker").args(["rm", "-f", id]).output();
+        }
+    }
+}
+
+/// `einsora up` in dev auth mode on the agent backend, its machine owned by `acme`, with a
+/// models directory holding `tiny.gguf`; and what to clean up after it.
+pub fn solo() -> (Solo, Leftovers) {
+    let answers = Command::new("docker").arg("info").output();
+    assert!(
+        answers.is_ok_and(|o| o.status.success()),
+        "these tests need a Docker engine and the local images: ./scripts/test starts one and \
+         builds them"
+    );
+    let model = std::env::var("EINSORA_TEST_MODEL")
+        .expect("EINSORA_TEST_MODEL names a small GGUF model (./scripts/test makes one)");
+    let models = tempfile::tempdir().unwrap();
+    std::fs::copy(&model, models.path().join("tiny.gguf")).unwrap();
+    let solo = Solo::start(&[
+        ("EINSORA_AUTH_MODE", "dev"),
+        ("EINSORA_CLUSTER_BACKEND", "agent"),
+        ("EINSORA_MODELS_DIR", models.path().to_str().unwrap()),
+    ]);
+    let leftovers = Leftovers {
+        machine_id: solo.e.dir().join("agent").join("machine-id"),
+        _models: models,
+    };
+    (solo, leftovers)
+}
+
+fn token(t: &Tenant) -> &str {
+    match &t.token {
+        Credential::Token(token) => token,
+        _ => unreachable!("a tenant's token"),
+    }
+}
+
+/// The access proxy's port, as links name it.
+fn port(solo: &Solo) -> &str {
+    solo.access.rsplit_once(':').unwrap().1
+}
+
+/// Opens the notebook as the dashboard's link does: its host, and the session cookie the
+/// ticket was traded for.
+fn open(solo: &Solo, who: &Credential, id: &str) -> (String, String) {
+    let path = format!("/v1/workloads/{id}/access");
+    let grant = call(solo, who, "POST", &path, Some(json!({})));
+    assert_eq!(grant.status, 200, "{}", grant.body);
+    let link = grant.json()["notebook"]["link"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let host = format!("w-{id}.localhost:{}", port(solo));
+    let target = link
+        .split_once(&host)
+        .expect("the link names the workload's host")
+        .1;
+    let opened = exchange(&solo.access, &request("GET", target, &host, &[], ""));
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let cookie = opened
+        .header("set-cookie")
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    (host, cookie)
+}
+
+/// A request to the notebook through the proxy, as the browser sends it.
+fn notebook(solo: &Solo, host: &str, cookie: &str, method: &str, path: &str, body: &str) -> Value {
+    let origin = format!("http://{host}");
+    let headers = [
+        ("Cookie", cookie),
+        ("Origin", origin.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let answer = exchange(&solo.access, &request(method, path, host, &headers, body));
+    assert!(
+        (200..300).contains(&answer.status),
+        "{method} {path}: {} {}",
+        answer.status,
+        answer.body
+    );
+    serde_json::from_str(&answer.body).unwrap_or(Value::Null)
+}
+
+/// Runs `code` on a new kernel over its WebSocket, through the proxy; what it printed.
+fn run_cell(solo: &Solo, host: &str, cookie: &str, code: &str) -> String {
+    let kernel = notebook(solo, host, cookie, "POST", "/api/kernels", "{}");
+    let path = format!("/api/kernels/{}/channels", kernel["id"].as_str().unwrap());
+    let origin = format!("http://{host}");
+    let headers = [("Cookie", cookie), ("Origin", origin.as_str())];
+    let mut ws = WebSocket::connect(&solo.access, host, &path, &headers).unwrap();
+    let execute = json!({
+        "header": { "msg_id": "cell-1", "username": "test", "session": "s-1",
+                    "msg_type": "execute_request", "version": "5.3", "date": "" },
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": { "code": code, "silent": false, "store_history": false,
+                     "user_expressions": {}, "allow_stdin": false, "stop_on_error": true },
+    });
+    ws.send(&execute.to_string());
+    loop {
+        let message: Value = serde_json::from_str(&ws.receive()).unwrap();
+        let ours = message["parent_header"]["msg_id"] == "cell-1";
+        match message["header"]["msg_type"].as_str() {
+            Some("stream") if ours => return message["content"]["text"].as_str().unwrap().into(),
+            Some("error") if ours => panic!("the cell failed: {message}"),
+            _ => {}
+        }
+    }
+}
+
+/// This machine's containers of the workload, stopped ones included.
+fn containers(id: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=einsora.workload={id}"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn data_dir(solo: &Solo, id: &str) -> PathBuf {
+    solo.e.dir().join("agent").join("data").join(id)
+}
+
+/// Launched and driven from the CLI, opened with a real HTTP client through the proxy: a cell
+/// runs on a kernel over the WebSocket; stopped and started, its files are still there; deleted,
+/// nothing of it is left.
+#[test]
+fn a_notebook_runs_opens_keeps_its_files_and_is_deleted() {
+    let (solo, _leftovers) = solo();
+    let acme = tenant(&solo, "dev@acme");
+    let cli = Cli::with_token(&solo, token(&acme));
+    let launched = cli.json(&[
+        "launch",
+        "--kind",
+        "notebook",
+        "--name",
+        "nb",
+        "--class",
+        "cpu-1c-2g",
+        "--image",
+        "jupyterlab",
+    ]);
+    let id = launched["id"].as_str().unwrap().to_owned();
+    wait_for(&solo, &acme.session, &id, "running");
+
+    let (host, cookie) = open(&solo, &acme.session, &id);
+    let status = notebook(&solo, &host, &cookie, "GET", "/api/status", "");
+    assert!(status["started"].is_string(), "{status}");
+    assert_eq!(run_cell(&solo, &host, &cookie, "print(6 * 7)"), "42\n");
+    let file = json!({ "type": "file", "format": "text", "content": "still here" }).to_string();
+    notebook(
+        &solo,
+        &host,
+        &cookie,
+        "PUT",
+        "/api/contents/kept.txt",
+        &file,
+    );
+
+    cli.ok(&["stop", &id]);
+    wait_for(&solo, &acme.session, &id, "stopped");
+    assert!(
+        data_dir(&solo, &id).join("kept.txt").is_file(),
+        "its data is kept"
+    );
+    cli.ok(&["start", &id]);
+    wait_for(&solo, &acme.session, &id, "running");
+    let stale = exchange(
+        &solo.access,
+        &request("GET", "/api/status", &host, &[("Cookie", &cookie)], ""),
+    );
+    assert_eq!(stale.status, 401, "a session ends with the run it opened");
+    let (host, cookie) = open(&solo, &acme.session, &id);
+    let kept = notebook(&solo, &host, &cookie, "GET", "/api/contents/kept.txt", "");
+    assert_eq!(kept["content"], "still here");
+
+    cli.ok(&["delete", &id]);
+    wait_for(&solo, &acme.session, &id, "deleted");
+    assert!(containers(&id).is_empty(), "its container is gone");
+    assert!(!data_dir(&solo, &id).exists(), "its data is gone");
+    let steps = timeline(&solo, &acme.session, &id);
+    assert!(steps[1].ends_with("with docker"), "{steps:?}");
+}
+
+/// A llama.cpp endpoint answers chat completions, whole and streamed, to an API token through
+/// the proxy, with the request's region, class and fallback; without a token it is 401, with
+/// another tenant's 404, and with a revoked one 401.
+#[test]
+fn an_endpoint_serves_chat_completions_to_api_tokens_only() {
+    let (solo, _leftovers) = solo();
+    let acme = tenant(&solo, "dev@acme");
+    let body = json!({ "kind": "endpoint", "name": "llm", "gpu_class": "cpu-1c-2g",
+                       "image": "openai-endpoint", "endpoint": { "model": "tiny.gguf" } });
+    let made = call(&solo, &acme.token, "POST", "/v1/workloads", Some(body));
+    assert_eq!(made.status, 202, "{}", made.body);
+    let id = made.json()["id"].as_str().unwrap().to_owned();
+    wait_for(&solo, &acme.session, &id, "running");
+    let grant = call(
+        &solo,
+        &acme.token,
+        "POST",
+        &format!("/v1/workloads/{id}/access"),
+        Some(json!({})),
+    );
+    let base = grant.json()["endpoint"]["base_url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let host = format!("localhost:{}", port(&solo));
+    let prefix = base.split_once(&host).unwrap().1.to_owned();
+
+    let chat = |bearer: Option<&str>, stream: bool| {
+        let body = json!({ "messages": [{ "role": "user", "content": "hello" }],
+                           "max_tokens": 8, "stream": stream })
+        .to_string();
+        let auth = bearer.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(auth) = &auth {
+            headers.push(("Authorization", auth));
+        }
+        request(
+            "POST",
+            &format!("{prefix}/chat/completions"),
+            &host,
+            &headers,
+            &body,
+        )
+    };
+    let answer = exchange(&solo.access, &chat(Some(token(&acme)), false));
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    assert_eq!(
+        answer.json()["object"],
+        "chat.completion",
+        "{}",
+        answer.body
+    );
+    assert_eq!(answer.header("x-einsora-class"), Some("cpu-1c-2g"));
+    assert_eq!(answer.header("x-einsora-fallback"), Some("false"));
+    assert!(answer.header("x-einsora-region").is_some());
+    assert!(answer.header("x-request-id").is_some());
+    let (status, data) = events(&solo.access, &chat(Some(token(&acme)), true));
+    assert!(status.contains(" 200 "), "{status}");
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{data:?}");
+    assert!(data.len() > 2, "streamed in pieces: {data:?}");
+
+    assert_eq!(exchange(&solo.access, &chat(None, false)).status, 401);
+    let globex = tenant(&solo, "dev@globex");
+    assert_eq!(
+        exchange(&solo.access, &chat(Some(token(&globex)), false)).status,
+        404
+    );
+    let tokens = call(&solo, &acme.session, "GET", "/v1/tokens", None).json();
+    let laptop = tokens["tokens"][0]["id"].as_str().unwrap().to_owned();
+    let revoked = call(
+        &solo,
+        &acme.session,
+        "DELETE",
+        &format!("/v1/tokens/{laptop}"),
+        None,
+    );
+    assert!(revoked.status < 300, "{}", revoked.body);
+    assert_eq!(
+        exchange(&solo.access, &chat(Some(token(&acme)), false)).status,
+        401
+    );
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Serve /model/model.gguf with llama.cpp's own HTTP server (xllamacpp) on a Unix socket.
+
+Contract:
+  socket path  --socket, else $EINSORA_LLM_SOCKET, else /run/einsora/llm.sock (must end in .sock)
+  API key      first line of --api-key-file, else $EINSORA_LLM_API_KEY_FILE,
+               else /run/einsora/api-key. The key itself never goes through env or argv.
+  model        fixed: /model/model.gguf (mount it read-only)
+  limits       --ctx-size (total, split over --parallel slots), --n-predict (default
+               max_tokens), --parallel, --threads (default 1)
+"""
+import argparse
+import os
+import signal
+import stat
+import sys
+import threading
+
+MODEL = "/model/model.gguf"
+
+
+def env_default(name, fallback):
+    return os.environ.get(name) or fallback
+
+
+def parse():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--socket", default=env_default("EINSORA_LLM_SOCKET", "/run/einsora/llm.sock"))
+    ap.add_argument("--api-key-file",
+                    default=env_default("EINSORA_LLM_API_KEY_FILE", "/run/einsora/api-key"))
+    ap.add_argument("--alias", default="einsora-local", help="model id in /v1/models")
+    ap.add_argument("--ctx-size", type=int, default=2048, help="total context, shared by slots")
+    ap.add_argument("--n-predict", type=int, default=256, help="max_tokens when a request sets none")
+    ap.add_argument("--parallel", type=int, default=1, help="concurrent request slots")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads for inference")
+    a = ap.parse_args()
+    if not a.socket.endswith(".sock"):
+        ap.error("--socket must end in .sock (llama.cpp binds a Unix socket only then)")
+    for name in ("ctx_size", "n_predict", "parallel", "threads"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1")
+    return a
+
+
+def read_key(path):
+    with open(path, encoding="utf-8") as f:
+        key = f.readline().strip()
+    if not key:
+        sys.exit(f"serve.py: empty API key in {path}")
+    return key
+
+
+def remove_stale_socket(path):
+    # llama.cpp never unlinks its socket, so a restart would fail on the old file.
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        sys.exit(f"serve.py: {path} exists and is not a socket; refusing to remove it")
+    os.unlink(path)
+
+
+def main():
+    a = parse()
+    key = read_key(a.api_key_file)
+    if not os.path.isfile(MODEL):
+        sys.exit(f"serve.py: no model at {MODEL}")
+    remove_stale_socket(a.socket)
+
+    import xllamacpp as xlc
+
+    p = xlc.CommonParams()
+    p.model.path = MODEL
+    p.model_alias = {a.alias}
+    p.hostnames = [a.socket]  # ends in .sock: AF_UNIX, no TCP port
+    p.api_keys = [key]
+    p.n_ctx = a.ctx_size
+    # n_predict is the default for requests that set no max_tokens; a request may ask for
+    # more. The hard cap per request is the slot's context (ctx_size / parallel): with
+    # context shift off, generation stops when the slot is full.
+    p.n_predict = a.n_predict
+    p.ctx_shift = False
+    p.n_parallel = a.parallel
+    p.cpuparams.n_threads = a.threads
+    p.cpuparams_batch.n_threads = a.threads
+    p.n_threads_http = a.parallel + 2
+    p.ui = False
+    p.endpoint_slots = False  # slot dumps show other clients' prompts
+    p.endpoint_metrics = False
+    p.offline = True
+    p.cache_ram_mib = 0  # no host-RAM prompt cache (default 8 GiB); KV reuse per slot stays
+
+    os.umask(0o177)  # the socket is created 0600
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server = xlc.Server(p)
+    print(f"serve.py: listening on {a.socket} model={MODEL} ctx={a.ctx_size} "
+          f"n_predict={a.n_predict} parallel={a.parallel} threads={a.threads}", flush=True)
+    stop.wait()
+    del server
+    try:
+        os.unlink(a.socket)
+    except FileNotFoundError:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Start JupyterLab on a Unix socket, with the token read from a file.
+
+Contract:
+  $EINSORA_RUN_DIR (default /run/einsora), mounted 0700 and owned by uid 1000:
+    token    read at start: first line, stripped; required
+    jl.sock  the server's socket (mode 0600); no TCP port is opened
+  $EINSORA_NOTEBOOK_DIR (default /work): the server's root dir
+  any arguments are passed on to `jupyter lab`
+
+The token is handed to the server as in-process configuration, so it appears in no
+environment variable, no argv (/proc/*/cmdline) and not in `docker inspect`.
+"""
+import os
+import sys
+
+from jupyterlab.labapp import LabApp
+from traitlets.config import Config
+
+
+def main():
+    run_dir = os.environ.get("EINSORA_RUN_DIR") or "/run/einsora"
+    root_dir = os.environ.get("EINSORA_NOTEBOOK_DIR") or "/work"
+    try:
+        with open(os.path.join(run_dir, "token"), encoding="utf-8") as f:
+            token = f.readline().strip()
+    except OSError as e:
+        sys.exit(f"start.py: cannot read the token: {e}")
+    if not token:
+        sys.exit(f"start.py: empty token in {run_dir}/token")
+    os.environ.pop("JUPYTER_TOKEN", None)  # the file is the only source
+
+    c = Config()
+    c.IdentityProvider.token = token
+    # Offline image: no announcements, update checks or PyPI extension manager.
+    c.LabApp.news_url = None
+    c.LabApp.check_for_updates_class = "jupyterlab.handlers.announcements.NeverCheckForUpdate"
+    c.LabApp.extension_manager = "readonly"
+
+    argv = [
+        "--no-browser",
+        f"--sock={run_dir}/jl.sock",
+        "--ServerApp.sock_mode=0600",
+        "--KernelManager.transport=ipc",
+        "--ServerApp.allow_remote_access=True",  # a proxy's Host header; the token still guards
+        f"--ServerApp.root_dir={root_dir}",
+        *sys.argv[1:],
+    ]
+    # What LabApp.launch_instance does, but with our Config given to the ServerApp.
+    server = LabApp.initialize_server(argv=argv, config=c)
+    server.start()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+//! One handler for every request: a request ID, the site from the Host header, then the
+//! notebook's or the endpoints' handling; at shutdown a request still waiting is answered 503.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use einsora_runtime::shutdown::Shutdown;
+use tracing::Instrument;
+
+use crate::errors::{Failure, REQUEST_ID, RequestId};
+use crate::host::{self, Site};
+use crate::public_url::PublicUrl;
+use crate::session::Sessions;
+use crate::upstream::Upstream;
+use crate::{endpoint, notebook};
+
+#[derive(Debug)]
+pub(crate) struct Proxy {
+    pub(crate) public: PublicUrl,
+    pub(crate) upstream: Upstream,
+    pub(crate) sessions: Sessions,
+    pub(crate) shutdown: Shutdown,
+}
+
+pub(crate) fn router(proxy: Proxy) -> axum::Router {
+    axum::Router::new()
+        .fallback(handle)
+        .with_state(Arc::new(proxy))
+}
+
+async fn handle(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
+    let id = RequestId::new();
+    // The path only: a query may carry a ticket.
+    let span = tracing::info_span!(
+        "request",
+        request_id = id.as_str(),
+        method = %request.method(),
+        path = request.uri().path(),
+        tenant = tracing::field::Empty,
+        user = tracing::field::Empty,
+        subject = tracing::field::Empty,
+    );
+    let answer = async {
+        let shutdown = proxy.shutdown.cancelled();
+        tokio::select! {
+            answer = dispatch(&proxy, request, &id) => answer,
+            () = shutdown => Err(Failure::unavailable("the proxy is shutting down")),
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    let mut response = answer.unwrap_or_else(|failure| failure.response(&id));
+    span.in_scope(|| tracing::debug!(status = response.status().as_u16(), "answered"));
+    response.headers_mut().insert(REQUEST_ID, id.header());
+    response
+}
+
+async fn dispatch(
+    proxy: &Proxy,
+    request: Request<Body>,
+    id: &RequestId,
+) -> Result<Response, Failure> {
+    let (parts, body) = request.into_parts();
+    let site = host::site(&parts, &proxy.public)?;
+    let request = Request::from_parts(parts, body);
+    match site {
+        Site::Notebook(workload) => notebook::handle(proxy, workload, request, id).await,
+        Site::Endpoints => endpoint::handle(proxy, request, id).await,
+    }
+}
+
+/// Puts the caller on the request's log lines.
+pub(crate) fn record_caller(tenant_id: &str, user_id: &str, subject: &str) {
+    let span = tracing::Span::current();
+    span.record("tenant", tenant_id);
+    span.record("user", user_id);
+    span.record("subject", subject);
+}

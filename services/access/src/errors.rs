@@ -1,0 +1,108 @@
+//! The proxy's own answers: the JSON error envelope `{"error": {"code", "message",
+//! "request_id"}}`, as the gateway's. Messages are fixed phrases: no ticket, token, cookie or
+//! URL ever reaches one.
+
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER, SET_COOKIE};
+use axum::http::{HeaderName, StatusCode};
+use axum::response::{IntoResponse, Response};
+use uuid::Uuid;
+
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// A request's ID: generated here, never taken from the caller.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestId(String);
+
+impl RequestId {
+    pub(crate) fn new() -> Self {
+        RequestId(Uuid::now_v7().to_string())
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub(crate) fn header(&self) -> HeaderValue {
+        HeaderValue::from_str(&self.0).expect("a UUID is a header value")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    status: StatusCode,
+    code: &'static str,
+    message: &'static str,
+    /// Set-Cookie that ends the browser's session with the answer.
+    clear_cookie: Option<HeaderValue>,
+}
+
+impl Failure {
+    const fn new(status: StatusCode, code: &'static str, message: &'static str) -> Self {
+        Failure {
+            status,
+            code,
+            message,
+            clear_cookie: None,
+        }
+    }
+
+    pub(crate) fn invalid(message: &'static str) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    pub(crate) fn unauthenticated(message: &'static str) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+    }
+
+    pub(crate) fn forbidden(message: &'static str) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub(crate) fn not_found(message: &'static str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub(crate) fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "this path does not take this method",
+        )
+    }
+
+    /// The cause goes to the operator's log, logged by whoever answers this.
+    pub(crate) fn unavailable(message: &'static str) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+
+    pub(crate) fn with_cleared_cookie(mut self, set_cookie: HeaderValue) -> Self {
+        self.clear_cookie = Some(set_cookie);
+        self
+    }
+
+    #[cfg(test)]
+    pub(crate) fn code(&self) -> &'static str {
+        self.code
+    }
+
+    pub(crate) fn response(self, id: &RequestId) -> Response {
+        let body = serde_json::json!({
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "request_id": id.as_str(),
+            }
+        });
+        let mut response = (self.status, body.to_string()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if let Some(cookie) = self.clear_cookie {
+            headers.insert(SET_COOKIE, cookie);
+        }
+        response
+    }
+}

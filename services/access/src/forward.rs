@@ -1,0 +1,137 @@
+//! Forwarding to a workload's Unix socket: HTTP/1.1, a new connection per request (connections
+//! to workloads aren't reused), bodies streamed both ways, and WebSocket upgrades joined.
+
+use std::path::Path;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use axum::http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+
+use einsora_runtime::shutdown::Shutdown;
+
+use crate::errors::Failure;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1), and the proxy's view of the client, which the
+/// workload has no use for.
+const HOP_BY_HOP: [&str; 12] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-real-ip",
+];
+
+/// Whether a request asks to become a WebSocket.
+pub(crate) fn is_websocket(headers: &HeaderMap) -> bool {
+    let upgrade = headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"));
+    upgrade && has_token(headers, header::CONNECTION, "upgrade")
+}
+
+fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+/// Removes hop-by-hop headers, those the Connection header names included; a WebSocket
+/// handshake keeps `Connection: upgrade` and `Upgrade: websocket`.
+pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap, websocket: bool) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+    if websocket {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    }
+}
+
+/// Sends `request` (already rewritten for the workload) over a new connection to `socket`.
+/// A WebSocket handshake the workload accepts is joined to the client's connection until
+/// either side closes or `shutdown` fires.
+pub(crate) async fn send(
+    socket: &Path,
+    mut request: Request<Body>,
+    shutdown: &Shutdown,
+) -> Result<Response<Incoming>, Failure> {
+    let websocket = is_websocket(request.headers());
+    let client_upgrade = websocket.then(|| hyper::upgrade::on(&mut request));
+    let connect = tokio::time::timeout(CONNECT_TIMEOUT, UnixStream::connect(socket));
+    let stream = match connect.await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return Err(unreachable(socket, &e)),
+        Err(_) => return Err(unreachable(socket, &"no connection in time")),
+    };
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| unreachable(socket, &e))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.with_upgrades().await {
+            tracing::debug!(error = %e, "workload connection ended with an error");
+        }
+    });
+    let mut response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| unreachable(socket, &e))?;
+    let switched = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+    match client_upgrade {
+        Some(client) if switched => {
+            let upstream = hyper::upgrade::on(&mut response);
+            tokio::spawn(join(client, upstream, shutdown.clone()));
+        }
+        None if switched => return Err(unreachable(socket, &"switched protocols unasked")),
+        _ => {}
+    }
+    remove_hop_by_hop(response.headers_mut(), switched);
+    Ok(response)
+}
+
+async fn join(client: OnUpgrade, upstream: OnUpgrade, shutdown: Shutdown) {
+    let relay = async {
+        let (client, upstream) = tokio::try_join!(client, upstream)?;
+        let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
+        tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    };
+    tokio::select! {
+        result = relay => if let Err(e) = result {
+            tracing::debug!(error = %e, "websocket relay ended with an error");
+        },
+        () = shutdown.cancelled() => {}
+    }
+}
+
+fn unreachable(socket: &Path, error: &dyn std::fmt::Display) -> Failure {
+    tracing::warn!(socket = %socket.display(), error = %error, "the workload did not answer");
+    Failure::unavailable("the workload isn't answering right now; try again shortly")
+}

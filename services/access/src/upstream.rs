@@ -1,0 +1,177 @@
+//! The two lookups the proxy makes, over mutual TLS: the api says who a ticket or API token
+//! belongs to, the controller says where a tenant's ready workload listens now.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use einsora_proto::common::v1::WorkloadKind;
+use einsora_proto::internal::v1 as pb;
+use einsora_proto::internal::v1::api_internal_service_client::ApiInternalServiceClient;
+use einsora_proto::internal::v1::authenticate_request::Credential;
+use einsora_proto::internal::v1::controller_internal_service_client::ControllerInternalServiceClient;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+use uuid::Uuid;
+
+use crate::errors::{Failure, RequestId};
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who a ticket or API token belongs to.
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    pub(crate) tenant_id: String,
+    pub(crate) user_id: String,
+    pub(crate) subject: String,
+}
+
+/// Where a ready workload listens, and with which token.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub(crate) kind: WorkloadKind,
+    pub(crate) attempt: u32,
+    pub(crate) socket_path: PathBuf,
+    /// SECRET: the workload's own token.
+    pub(crate) token: String,
+    pub(crate) region: String,
+    pub(crate) placed_class: String,
+    pub(crate) gpu_class: String,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("kind", &self.kind)
+            .field("attempt", &self.attempt)
+            .field("socket_path", &self.socket_path)
+            .field("region", &self.region)
+            .field("placed_class", &self.placed_class)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum LookupError {
+    /// UNAUTHENTICATED or NOT_FOUND: the credential or workload isn't the caller's to use.
+    Refused,
+    /// The service didn't answer; its status is for the operator's log only.
+    Unavailable(Status),
+}
+
+impl LookupError {
+    /// 503 for an unavailable service (logged here), else `refused`.
+    pub(crate) fn failure(self, service: &'static str, refused: Failure) -> Failure {
+        match self {
+            LookupError::Refused => refused,
+            LookupError::Unavailable(status) => {
+                tracing::warn!(service, code = ?status.code(), message = status.message(), "lookup failed");
+                Failure::unavailable("the service is unavailable right now; try again shortly")
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Upstream {
+    api: ApiInternalServiceClient<Channel>,
+    controller: ControllerInternalServiceClient<Channel>,
+}
+
+impl Upstream {
+    pub(crate) fn new(api: Channel, controller: Channel) -> Self {
+        Upstream {
+            api: ApiInternalServiceClient::new(api),
+            controller: ControllerInternalServiceClient::new(controller),
+        }
+    }
+
+    pub(crate) async fn authenticate(
+        &self,
+        api_token: &str,
+        id: &RequestId,
+    ) -> Result<Caller, LookupError> {
+        let request = pb::AuthenticateRequest {
+            credential: Some(Credential::ApiToken(api_token.to_owned())),
+            ..Default::default()
+        };
+        let answer = call(self.api.clone().authenticate(request_with(request, id))).await?;
+        Ok(Caller {
+            tenant_id: answer.tenant_id,
+            user_id: answer.user_id,
+            subject: answer.subject,
+        })
+    }
+
+    /// Takes a ticket presented at `workload`'s host; the api makes it work once.
+    pub(crate) async fn redeem(
+        &self,
+        workload: Uuid,
+        ticket: &str,
+        id: &RequestId,
+    ) -> Result<Caller, LookupError> {
+        let request = pb::RedeemTicketRequest {
+            workload_id: workload.to_string(),
+            ticket: ticket.to_owned(),
+        };
+        let answer = call(self.api.clone().redeem_ticket(request_with(request, id))).await?;
+        if !answer.workload_id.is_empty() && answer.workload_id != workload.to_string() {
+            return Err(LookupError::Refused);
+        }
+        Ok(Caller {
+            tenant_id: answer.tenant_id,
+            user_id: answer.user_id,
+            subject: answer.subject,
+        })
+    }
+
+    pub(crate) async fn resolve(
+        &self,
+        workload: Uuid,
+        tenant_id: &str,
+        id: &RequestId,
+    ) -> Result<Target, LookupError> {
+        let request = pb::ResolveAccessTargetRequest {
+            workload_id: workload.to_string(),
+            tenant_id: tenant_id.to_owned(),
+        };
+        let mut controller = self.controller.clone();
+        let answer = call(controller.resolve_access_target(request_with(request, id))).await?;
+        if answer.socket_path.is_empty() {
+            return Err(LookupError::Refused);
+        }
+        Ok(Target {
+            kind: answer.kind(),
+            attempt: answer.attempt,
+            socket_path: PathBuf::from(answer.socket_path),
+            token: answer.token,
+            region: answer.region,
+            placed_class: answer.placed_class,
+            gpu_class: answer.gpu_class,
+        })
+    }
+}
+
+fn request_with<T>(message: T, id: &RequestId) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(CALL_TIMEOUT);
+    if let Ok(value) = id.as_str().parse() {
+        request.metadata_mut().insert("x-request-id", value);
+    }
+    request
+}
+
+async fn call<T>(
+    answer: impl Future<Output = Result<tonic::Response<T>, Status>>,
+) -> Result<T, LookupError> {
+    match tokio::time::timeout(CALL_TIMEOUT, answer).await {
+        Ok(Ok(answer)) => Ok(answer.into_inner()),
+        Ok(Err(status)) if matches!(status.code(), Code::Unauthenticated | Code::NotFound) => {
+            Err(LookupError::Refused)
+        }
+        Ok(Err(status)) => Err(LookupError::Unavailable(status)),
+        Err(_) => Err(LookupError::Unavailable(Status::deadline_exceeded(
+            "no answer in time",
+        ))),
+    }
+}

@@ -1,0 +1,207 @@
+//! Endpoints at `<public URL>/e/<id>/v1`: API tokens on every request, never cookies; the same
+//! 404 for another tenant's and for no endpoint; the worker's own key; placement headers; and
+//! streams that end once their token is revoked.
+
+use std::time::{Duration, Instant};
+
+use uuid::Uuid;
+
+use crate::fakes::{ALICE, BOB};
+use crate::http::{self, Stream, get};
+use crate::{Harness, WORKER_KEY, cookie};
+
+const PUBLIC: &str = "localhost:8090";
+const ALICE_TOKEN: &str = "tsk_aliceSECRET0001";
+const BOB_TOKEN: &str = "tsk_bobSECRET0002";
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+async fn models(h: &Harness, id: Uuid, headers: &[(&str, &str)]) -> http::Answer {
+    get(h.proxy, PUBLIC, &format!("/e/{id}/v1/models"), headers).await
+}
+
+#[tokio::test]
+async fn every_request_needs_a_valid_api_token_and_cookies_never_count() {
+    let h = Harness::start().await;
+    h.api.add_token(ALICE_TOKEN, ALICE);
+    let id = h.endpoint(&ALICE);
+    let notebook = h.notebook(&ALICE);
+    let session = cookie(&h.open(notebook, &ALICE).await);
+    let alice = bearer(ALICE_TOKEN);
+    let refused: [&[(&str, &str)]; 6] = [
+        &[],
+        &[("Authorization", "Bearer tsk_unknown")],
+        &[("Authorization", "Basic dXNlcjpwdw==")],
+        &[("Authorization", "Bearer ")],
+        &[("Cookie", &session)],
+        &[("Authorization", &alice), ("Authorization", &alice)],
+    ];
+    for headers in refused {
+        let answer = models(&h, id, headers).await;
+        assert_eq!(answer.status, 401, "{headers:?}: {answer:?}");
+        assert_eq!(answer.error_code(), "unauthenticated");
+    }
+    assert_eq!(h.workload.accepts(), 0);
+
+    let answer = models(&h, id, &[("Authorization", &alice)]).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let checks = h
+        .api
+        .authentications
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        models(&h, id, &[("Authorization", &alice)]).await.status,
+        200
+    );
+    let after = h
+        .api
+        .authentications
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(after, checks + 1, "each request is checked");
+    h.api.revoke_token(ALICE_TOKEN);
+    let answer = models(&h, id, &[("Authorization", &alice)]).await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert_eq!(h.workload.accepts(), 2);
+}
+
+#[tokio::test]
+async fn another_tenants_endpoint_and_no_endpoint_answer_the_same_404() {
+    let h = Harness::start().await;
+    h.api.add_token(ALICE_TOKEN, ALICE);
+    h.api.add_token(BOB_TOKEN, BOB);
+    let bobs = h.endpoint(&BOB);
+    let alices_notebook = h.notebook(&ALICE);
+    let alice = bearer(ALICE_TOKEN);
+    let auth = [("Authorization", alice.as_str())];
+    let mut bodies = Vec::new();
+    for id in [bobs, Uuid::now_v7(), alices_notebook] {
+        let answer = models(&h, id, &auth).await;
+        assert_eq!(answer.status, 404, "{answer:?}");
+        assert_eq!(answer.error_code(), "not_found");
+        bodies.push(answer.json()["error"]["message"].clone());
+    }
+    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "{bodies:?}");
+
+    let alices = h.endpoint(&ALICE);
+    let upper = alices.to_string().to_uppercase();
+    for path in [
+        format!("/e/{alices}/v1/embeddings"),
+        format!("/e/{alices}/health"),
+        format!("/e/{alices}/v1/models/"),
+        format!("/e/{upper}/v1/models"),
+        format!("/e/{alices}"),
+        "/v1/models".to_owned(),
+        "/".to_owned(),
+    ] {
+        let answer = get(h.proxy, PUBLIC, &path, &auth).await;
+        assert_eq!(answer.status, 404, "{path}: {answer:?}");
+    }
+    // Endpoints are at the public host only.
+    let at_notebook_host = get(
+        h.proxy,
+        &crate::host(alices),
+        &format!("/e/{alices}/v1/models"),
+        &auth,
+    )
+    .await;
+    assert_ne!(at_notebook_host.status, 200, "{at_notebook_host:?}");
+    assert_eq!(h.workload.accepts(), 0);
+
+    let bob = bearer(BOB_TOKEN);
+    assert_eq!(
+        models(&h, bobs, &[("Authorization", &bob)]).await.status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn the_worker_gets_its_own_key_and_answers_say_where_they_ran() {
+    let h = Harness::start().await;
+    h.api.add_token(ALICE_TOKEN, ALICE);
+    let id = h.endpoint(&ALICE);
+    let alice = bearer(ALICE_TOKEN);
+    let head = http::head(
+        "POST",
+        &format!("/e/{id}/v1/chat/completions?x=1"),
+        PUBLIC,
+        &[
+            ("Authorization", &alice),
+            ("Cookie", "einsora_access=abc; other=1"),
+            ("Content-Type", "application/json"),
+        ],
+    );
+    let body = r#"{"model":"m","messages":[]}"#;
+    let answer = http::send(h.proxy, &head, body).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let echo = answer.json();
+    assert_eq!(echo["uri"], "/v1/chat/completions?x=1");
+    assert_eq!(echo["body"], body);
+    assert_eq!(
+        answer.echoed("authorization"),
+        [format!("Bearer {WORKER_KEY}")]
+    );
+    assert!(answer.echoed("cookie").is_empty());
+    assert_eq!(answer.echoed("host"), ["localhost"]);
+    let request_id = answer.header("x-request-id").unwrap();
+    assert_eq!(answer.echoed("x-request-id"), [request_id]);
+    assert_eq!(answer.header("x-einsora-region"), Some("local"));
+    assert_eq!(answer.header("x-einsora-class"), Some("cpu-small"));
+    assert_eq!(answer.header("x-einsora-fallback"), Some("false"));
+    assert!(answer.all("set-cookie").is_empty(), "{answer:?}");
+
+    h.controller.change(&id.to_string(), |t| {
+        t.placed_class = "cpu-large".into();
+        t.gpu_class = "nvidia-a100".into();
+    });
+    let answer = models(&h, id, &[("Authorization", &alice)]).await;
+    assert_eq!(answer.header("x-einsora-class"), Some("cpu-large"));
+    assert_eq!(answer.header("x-einsora-fallback"), Some("true"));
+    let completions = get(
+        h.proxy,
+        PUBLIC,
+        &format!("/e/{id}/v1/completions"),
+        &[("Authorization", &alice)],
+    )
+    .await;
+    assert_eq!(completions.json()["uri"], "/v1/completions");
+}
+
+#[tokio::test]
+async fn a_stream_ends_within_seconds_of_its_token_being_revoked() {
+    let h = Harness::start().await;
+    h.api.add_token(ALICE_TOKEN, ALICE);
+    let id = h.endpoint(&ALICE);
+    let alice = bearer(ALICE_TOKEN);
+    let head = http::head(
+        "POST",
+        &format!("/e/{id}/v1/chat/completions"),
+        PUBLIC,
+        &[
+            ("Authorization", &alice),
+            ("x-test-stream", "1"),
+            ("Content-Length", "0"),
+        ],
+    );
+    let mut stream = Stream::open(h.proxy, &head).await;
+    stream.wait_for("data: tick", 0).await;
+    assert!(stream.seen.starts_with("HTTP/1.1 200"), "{}", stream.seen);
+    assert!(
+        stream.seen.contains("x-einsora-region: local"),
+        "{}",
+        stream.seen
+    );
+    // A valid token keeps the stream going past several checks.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mark = stream.seen.len();
+    stream.wait_for("data: tick", mark).await;
+
+    h.api.revoke_token(ALICE_TOKEN);
+    let revoked = Instant::now();
+    assert!(
+        stream.ends_within(Duration::from_secs(5)).await,
+        "the stream outlived its token"
+    );
+    assert!(revoked.elapsed() < Duration::from_secs(5));
+}

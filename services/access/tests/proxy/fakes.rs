@@ -1,0 +1,166 @@
+//! The api and the controller as the proxy sees them: real tonic servers over mutual TLS,
+//! answering from tables each test fills in.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use einsora_proto::common::v1::WorkloadKind;
+use einsora_proto::internal::v1 as pb;
+use einsora_proto::internal::v1::api_internal_service_server::{
+    ApiInternalService, ApiInternalServiceServer,
+};
+use einsora_proto::internal::v1::authenticate_request::Credential;
+use einsora_proto::internal::v1::controller_internal_service_server::{
+    ControllerInternalService, ControllerInternalServiceServer,
+};
+use tonic::service::Routes;
+use tonic::{Request, Response, Status};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Who {
+    pub tenant: &'static str,
+    pub user: &'static str,
+    pub subject: &'static str,
+}
+
+pub const ALICE: Who = Who {
+    tenant: "0190a5b2-0000-7000-8000-00000000a11c",
+    user: "0190a5b2-0000-7000-8000-0000000000a1",
+    subject: "alice@example.com",
+};
+pub const BOB: Who = Who {
+    tenant: "0190a5b2-0000-7000-8000-000000000b0b",
+    user: "0190a5b2-0000-7000-8000-0000000000b1",
+    subject: "bob@example.com",
+};
+
+/// API tokens and one-time tickets, each ticket taken at most once, at its workload only.
+#[derive(Debug, Default)]
+pub struct Api {
+    tokens: Mutex<HashMap<String, Who>>,
+    tickets: Mutex<HashMap<String, (String, Who)>>,
+    pub authentications: AtomicUsize,
+}
+
+impl Api {
+    pub fn add_token(&self, token: &str, who: Who) {
+        self.tokens.lock().unwrap().insert(token.into(), who);
+    }
+
+    pub fn revoke_token(&self, token: &str) {
+        self.tokens.lock().unwrap().remove(token);
+    }
+
+    pub fn add_ticket(&self, ticket: &str, workload: &str, who: Who) {
+        let entry = (workload.to_owned(), who);
+        self.tickets.lock().unwrap().insert(ticket.into(), entry);
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeApi(pub Arc<Api>);
+
+#[tonic::async_trait]
+impl ApiInternalService for FakeApi {
+    async fn authenticate(
+        &self,
+        request: Request<pb::AuthenticateRequest>,
+    ) -> Result<Response<pb::AuthenticateResponse>, Status> {
+        self.0.authentications.fetch_add(1, Ordering::SeqCst);
+        let Some(Credential::ApiToken(token)) = request.into_inner().credential else {
+            return Err(Status::unauthenticated("no"));
+        };
+        let who = self.0.tokens.lock().unwrap().get(&token).cloned();
+        let who = who.ok_or_else(|| Status::unauthenticated("no"))?;
+        Ok(Response::new(pb::AuthenticateResponse {
+            tenant_id: who.tenant.into(),
+            user_id: who.user.into(),
+            subject: who.subject.into(),
+            ..Default::default()
+        }))
+    }
+
+    async fn redeem_ticket(
+        &self,
+        request: Request<pb::RedeemTicketRequest>,
+    ) -> Result<Response<pb::RedeemTicketResponse>, Status> {
+        let req = request.into_inner();
+        let mut tickets = self.0.tickets.lock().unwrap();
+        match tickets.get(&req.ticket) {
+            Some((workload, _)) if *workload == req.workload_id => {}
+            _ => return Err(Status::unauthenticated("no")),
+        }
+        let (workload, who) = tickets.remove(&req.ticket).unwrap();
+        Ok(Response::new(pb::RedeemTicketResponse {
+            workload_id: workload,
+            tenant_id: who.tenant.into(),
+            user_id: who.user.into(),
+            subject: who.subject.into(),
+        }))
+    }
+}
+
+/// Each running, ready workload: its tenant and target.
+#[derive(Debug, Default)]
+pub struct Controller {
+    targets: Mutex<HashMap<String, (String, pb::ResolveAccessTargetResponse)>>,
+}
+
+impl Controller {
+    pub fn run(&self, workload: &str, who: &Who, kind: WorkloadKind, socket: &str, token: &str) {
+        let target = pb::ResolveAccessTargetResponse {
+            workload_id: workload.into(),
+            kind: kind.into(),
+            attempt: 1,
+            socket_path: socket.into(),
+            token: token.into(),
+            region: "local".into(),
+            placed_class: "cpu-small".into(),
+            gpu_class: "cpu-small".into(),
+        };
+        let entry = (who.tenant.to_owned(), target);
+        self.targets.lock().unwrap().insert(workload.into(), entry);
+    }
+
+    pub fn change(
+        &self,
+        workload: &str,
+        change: impl FnOnce(&mut pb::ResolveAccessTargetResponse),
+    ) {
+        let mut targets = self.targets.lock().unwrap();
+        change(&mut targets.get_mut(workload).unwrap().1);
+    }
+
+    pub fn stop(&self, workload: &str) {
+        self.targets.lock().unwrap().remove(workload);
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FakeController(pub Arc<Controller>);
+
+#[tonic::async_trait]
+impl ControllerInternalService for FakeController {
+    async fn resolve_access_target(
+        &self,
+        request: Request<pb::ResolveAccessTargetRequest>,
+    ) -> Result<Response<pb::ResolveAccessTargetResponse>, Status> {
+        let req = request.into_inner();
+        let targets = self.0.targets.lock().unwrap();
+        match targets.get(&req.workload_id) {
+            Some((tenant, target)) if *tenant == req.tenant_id => Ok(Response::new(target.clone())),
+            _ => Err(Status::not_found("no such workload")),
+        }
+    }
+}
+
+pub fn api_routes(api: &Arc<Api>) -> Routes {
+    Routes::new(ApiInternalServiceServer::new(FakeApi(Arc::clone(api))))
+}
+
+pub fn controller_routes(controller: &Arc<Controller>) -> Routes {
+    Routes::new(ControllerInternalServiceServer::new(FakeController(
+        Arc::clone(controller),
+    )))
+}

@@ -1,0 +1,175 @@
+//! The real proxy (`einsora_access::serve`) between a raw HTTP client and a workload's server on
+//! a Unix socket, with the api and the controller as tonic servers over mutual TLS from a fresh
+//! installation CA.
+
+mod endpoints;
+mod fakes;
+mod http;
+mod lifecycle;
+mod opening;
+mod sessions;
+mod workload;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use einsora_access::{Config, PublicUrl};
+use einsora_proto::common::v1::WorkloadKind;
+use einsora_runtime::grpc::{self, InternalTls};
+use einsora_runtime::pki::{Role, RoleKind};
+use einsora_runtime::settings::Settings;
+use einsora_runtime::shutdown::Shutdown;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use fakes::{Api, Controller, Who};
+use workload::Workload;
+
+pub const NOTEBOOK_TOKEN: &str = "nbtoken-SECRET-7f3a";
+pub const WORKER_KEY: &str = "workerkey-SECRET-91c2";
+
+#[derive(Debug)]
+pub struct Harness {
+    pub proxy: SocketAddr,
+    pub api: Arc<Api>,
+    pub controller: Arc<Controller>,
+    pub workload: Workload,
+    /// The proxy's own; the fakes and the workload stop with `others`.
+    pub shutdown: Shutdown,
+    others: Shutdown,
+    server: Option<JoinHandle<anyhow::Result<()>>>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn settings(dir: &std::path::Path, extra: &[(&str, &str)]) -> Settings {
+    let mut vars = vec![("EINSORA_DATA_DIR".to_owned(), dir.display().to_string())];
+    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Settings::from_map(vars)
+}
+
+impl Harness {
+    pub async fn start() -> Harness {
+        Harness::with_url("http://localhost:8090").await
+    }
+
+    pub async fn with_url(public_url: &str) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let tls = InternalTls::from_settings(&settings(dir.path(), &[])).unwrap();
+        tls.init().unwrap();
+        let others = Shutdown::new();
+        let api = Arc::new(Api::default());
+        let controller = Arc::new(Controller::default());
+        let api_addr = serve_grpc(&tls, Role::Api, fakes::api_routes(&api), &others).await;
+        let controller_routes = fakes::controller_routes(&controller);
+        let controller_addr = serve_grpc(&tls, Role::Controller, controller_routes, &others).await;
+        let workload = Workload::start(&dir.path().join("jl.sock"), &others).await;
+
+        let cfg = Config {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            public_url: PublicUrl::parse(public_url).unwrap(),
+            api_addr,
+            controller_addr,
+            tls,
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy = listener.local_addr().unwrap();
+        let shutdown = Shutdown::new();
+        let server = tokio::spawn(einsora_access::serve(listener, cfg, shutdown.clone()));
+        Harness {
+            proxy,
+            api,
+            controller,
+            workload,
+            shutdown,
+            others,
+            server: Some(server),
+            _dir: dir,
+        }
+    }
+
+    /// A running notebook of `who`'s, served by the test workload.
+    pub fn notebook(&self, who: &Who) -> Uuid {
+        self.run(who, WorkloadKind::Notebook, NOTEBOOK_TOKEN)
+    }
+
+    /// A running endpoint of `who`'s, served by the test workload.
+    pub fn endpoint(&self, who: &Who) -> Uuid {
+        self.run(who, WorkloadKind::Endpoint, WORKER_KEY)
+    }
+
+    fn run(&self, who: &Who, kind: WorkloadKind, token: &str) -> Uuid {
+        let id = Uuid::now_v7();
+        let socket = self.workload.socket();
+        self.controller
+            .run(&id.to_string(), who, kind, socket, token);
+        id
+    }
+
+    /// A fresh ticket for `who` at `workload`.
+    pub fn ticket(&self, workload: Uuid, who: &Who) -> String {
+        let ticket = format!("tkt-SECRET-{}", Uuid::now_v7().simple());
+        self.api
+            .add_ticket(&ticket, &workload.to_string(), who.clone());
+        ticket
+    }
+
+    /// Opens `workload` as `who` with a ticket; the session cookie's value.
+    pub async fn open(&self, workload: Uuid, who: &Who) -> String {
+        let ticket = self.ticket(workload, who);
+        let answer = http::get(self.proxy, &host(workload), &open_path(&ticket), &[]).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let cookie = answer.header("set-cookie").unwrap();
+        let value = cookie.split(';').next().unwrap();
+        value.strip_prefix("einsora_access=").unwrap().to_owned()
+    }
+
+    /// Stops the proxy and waits for `serve` to return.
+    pub async fn stop_proxy(&mut self) {
+        self.shutdown.trigger();
+        let server = self.server.take().unwrap();
+        tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .expect("the proxy stops on shutdown")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+        self.others.trigger();
+    }
+}
+
+async fn serve_grpc(
+    tls: &InternalTls,
+    role: Role,
+    routes: tonic::service::Routes,
+    shutdown: &Shutdown,
+) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server_tls = tls.server(role, &[RoleKind::Access]).unwrap();
+    tokio::spawn(grpc::serve(listener, server_tls, routes, shutdown.clone()));
+    addr
+}
+
+/// The Host a browser sends for a notebook opened from the default public URL.
+pub fn host(workload: Uuid) -> String {
+    format!("w-{workload}.localhost:8090")
+}
+
+pub fn origin(workload: Uuid) -> String {
+    format!("http://w-{workload}.localhost:8090")
+}
+
+pub fn open_path(ticket: &str) -> String {
+    format!("/_einsora/open?ticket={ticket}")
+}
+
+pub fn cookie(session: &str) -> String {
+    format!("einsora_access={session}")
+}
