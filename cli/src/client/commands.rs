@@ -51,6 +51,9 @@ pub enum ClientCommand {
     Start { id: String },
     /// Delete a workload and everything it stored.
     Delete { id: String },
+    /// Open a running workload: a notebook's one-time link (for a browser, valid 60 s), or an
+    /// endpoint's base URL (for an API token).
+    Open { id: String },
     /// What this installation offers: regions, classes, images.
     Catalog,
     /// Your machines.
@@ -230,6 +233,19 @@ async fn execute(
             show(value, None, WORKLOADS)
         }
         ClientCommand::Stop { id } => action(api, &id, "stop", show).await,
+        ClientCommand::Open { id } => {
+            let path = format!("/v1/workloads/{}/access", segment(&id)?);
+            let grant = api.call(Method::POST, &path, Some(json!({}))).await?;
+            if global.json {
+                return output::json(&grant);
+            }
+            let link = grant["notebook"]["link"]
+                .as_str()
+                .or_else(|| grant["endpoint"]["base_url"].as_str())
+                .unwrap_or_default();
+            println!("{link}");
+            Ok(())
+        }
         ClientCommand::Start { id } => action(api, &id, "start", show).await,
         ClientCommand::Delete { id } => {
             let value = api

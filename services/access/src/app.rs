@@ -11,6 +11,7 @@ use tracing::Instrument;
 
 use crate::errors::{Failure, REQUEST_ID, RequestId};
 use crate::host::{self, Site};
+use crate::limits::{InFlight, Limits};
 use crate::public_url::PublicUrl;
 use crate::session::Sessions;
 use crate::upstream::Upstream;
@@ -19,6 +20,8 @@ use crate::{endpoint, notebook};
 #[derive(Debug)]
 pub(crate) struct Proxy {
     pub(crate) public: PublicUrl,
+    pub(crate) limits: Limits,
+    pub(crate) in_flight: InFlight,
     pub(crate) upstream: Upstream,
     pub(crate) sessions: Sessions,
     pub(crate) shutdown: Shutdown,

@@ -1,23 +1,27 @@
 //! Endpoints at the public URL's host: `/e/<id>/v1/{models,completions,chat/completions}` for
 //! API tokens only. The token is checked on every request and, while a response streams, every
 //! [`RECHECK`], so a revoked token's stream ends within seconds. Cookies never authenticate
-//! inference and never reach the worker.
+//! inference and never reach the worker. Each request is held to the endpoint limits
+//! (`limits.rs`).
 
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::header::{AUTHORIZATION, COOKIE, HOST, HeaderMap, HeaderValue, SET_COOKIE};
-use axum::http::{HeaderName, Request, Uri};
+use axum::http::header::{
+    AUTHORIZATION, CONTENT_LENGTH, COOKIE, HOST, HeaderMap, HeaderValue, SET_COOKIE,
+};
+use axum::http::{HeaderName, Method, Request, StatusCode, Uri};
 use axum::response::Response;
 use einsora_proto::common::v1::WorkloadKind;
+use tokio::sync::OwnedSemaphorePermit;
 use uuid::Uuid;
 
 use crate::app::{Proxy, record_caller};
 use crate::body::{Guarded, Stop};
 use crate::errors::{Failure, REQUEST_ID, RequestId};
-use crate::forward;
 use crate::host::canonical_uuid;
 use crate::upstream::{LookupError, Target, Upstream};
+use crate::{forward, limits};
 
 pub(crate) const RECHECK: Duration = Duration::from_secs(2);
 const ROUTES: [&str; 3] = ["models", "completions", "chat/completions"];
@@ -52,8 +56,13 @@ pub(crate) async fn handle(
     if target.kind != WorkloadKind::Endpoint {
         return Err(no_such());
     }
+    let limits = &proxy.limits;
+    let in_flight = proxy.in_flight.enter(workload, limits)?;
 
     let (mut parts, body) = request.into_parts();
+    let generates = parts.method == Method::POST && route != "models";
+    let body = limits::bounded_body(body, limits, generates).await?;
+    parts.headers.remove(CONTENT_LENGTH);
     let query = parts
         .uri
         .query()
@@ -62,12 +71,23 @@ pub(crate) async fn handle(
     parts.uri = Uri::try_from(format!("/v1/{route}{query}"))
         .map_err(|_| Failure::invalid("the request target is not a valid path"))?;
     rewrite_for_worker(&mut parts.headers, &target, id)?;
-    let request = Request::from_parts(parts, body);
-    let mut response = forward::send(&target.socket_path, request, &proxy.shutdown).await?;
+    let request = Request::from_parts(parts, Body::from(body));
+    let answered = forward::send(&target.socket_path, request, &proxy.shutdown);
+    let mut response = tokio::time::timeout(limits.timeout, answered)
+        .await
+        .map_err(|_| {
+            let message = format!(
+                "the endpoint didn't answer within {}s ({})",
+                limits.timeout.as_secs(),
+                limits::TIMEOUT
+            );
+            Failure::over_limit(StatusCode::GATEWAY_TIMEOUT, message)
+        })??;
     let headers = response.headers_mut();
     headers.remove(SET_COOKIE);
     describe(headers, &target);
-    let stop = until_revoked(proxy, api_token, id.clone());
+    // Its place among the endpoint's requests is held until the answer ends.
+    let stop = until_revoked(proxy, api_token, id.clone(), in_flight);
     Ok(response.map(|body| Body::new(Guarded::new(body, stop))))
 }
 
@@ -125,12 +145,20 @@ fn describe(headers: &mut HeaderMap, target: &Target) {
     }
 }
 
-/// Completes at shutdown, or once the API token no longer authenticates. A lookup that fails
-/// for another reason (the api restarting) keeps the stream going.
-fn until_revoked(proxy: &Proxy, api_token: String, id: RequestId) -> Stop {
+/// Completes at shutdown, once the API token no longer authenticates, or when the answer has
+/// streamed for the endpoint's time limit. A lookup that fails for another reason (the api
+/// restarting) keeps the stream going.
+fn until_revoked(
+    proxy: &Proxy,
+    api_token: String,
+    id: RequestId,
+    in_flight: OwnedSemaphorePermit,
+) -> Stop {
     let upstream: Upstream = proxy.upstream.clone();
     let shutdown = proxy.shutdown.cancelled();
+    let limit = proxy.limits.timeout;
     Box::pin(async move {
+        let _in_flight = in_flight;
         let revoked = async {
             loop {
                 tokio::time::sleep(RECHECK).await;
@@ -143,6 +171,7 @@ fn until_revoked(proxy: &Proxy, api_token: String, id: RequestId) -> Stop {
         tokio::select! {
             () = revoked => {}
             () = shutdown => {}
+            () = tokio::time::sleep(limit) => tracing::info!("the answer ran past its time limit; ending it"),
         }
     })
 }

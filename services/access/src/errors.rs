@@ -5,6 +5,7 @@
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER, SET_COOKIE};
 use axum::http::{HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
+use std::borrow::Cow;
 use uuid::Uuid;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -31,19 +32,30 @@ impl RequestId {
 pub(crate) struct Failure {
     status: StatusCode,
     code: &'static str,
-    message: &'static str,
+    message: Cow<'static, str>,
     /// Set-Cookie that ends the browser's session with the answer.
     clear_cookie: Option<HeaderValue>,
 }
 
 impl Failure {
-    const fn new(status: StatusCode, code: &'static str, message: &'static str) -> Self {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<Cow<'static, str>>) -> Self {
         Failure {
             status,
             code,
-            message,
+            message: message.into(),
             clear_cookie: None,
         }
+    }
+
+    /// A request over one of an endpoint's limits, naming it.
+    pub(crate) fn over_limit(status: StatusCode, message: String) -> Self {
+        let code = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+            StatusCode::TOO_MANY_REQUESTS => "too_many_requests",
+            StatusCode::GATEWAY_TIMEOUT => "timeout",
+            _ => "invalid_request",
+        };
+        Self::new(status, code, message)
     }
 
     pub(crate) fn invalid(message: &'static str) -> Self {
@@ -89,7 +101,7 @@ impl Failure {
         let body = serde_json::json!({
             "error": {
                 "code": self.code,
-                "message": self.message,
+                "message": self.message.as_ref(),
                 "request_id": id.as_str(),
             }
         });
@@ -97,7 +109,10 @@ impl Failure {
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if matches!(
+            self.status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
             headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
         }
         if let Some(cookie) = self.clear_cookie {

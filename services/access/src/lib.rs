@@ -13,6 +13,7 @@ mod endpoint;
 mod errors;
 mod forward;
 mod host;
+pub mod limits;
 mod notebook;
 mod open;
 mod public_url;
@@ -45,6 +46,8 @@ pub struct Config {
     pub api_addr: SocketAddr,
     pub controller_addr: SocketAddr,
     pub tls: InternalTls,
+    /// What one request may ask of an endpoint.
+    pub limits: limits::Limits,
 }
 
 impl Config {
@@ -55,6 +58,7 @@ impl Config {
             api_addr: settings.socket_addr(API_ADDR, "127.0.0.1:8081")?,
             controller_addr: settings.socket_addr(CONTROLLER_ADDR, "127.0.0.1:8082")?,
             tls: InternalTls::from_settings(settings)?,
+            limits: limits::Limits::from_settings(settings)?,
         })
     }
 }
@@ -85,6 +89,8 @@ fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<axum::Router> {
         .context(CONTROLLER_ADDR)?;
     Ok(app::router(app::Proxy {
         public: cfg.public_url.clone(),
+        limits: cfg.limits.clone(),
+        in_flight: limits::InFlight::default(),
         upstream: upstream::Upstream::new(api, controller),
         sessions: session::Sessions::default(),
         shutdown: shutdown.clone(),

@@ -137,7 +137,10 @@ async fn the_worker_gets_its_own_key_and_answers_say_where_they_ran() {
     assert_eq!(answer.status, 200, "{answer:?}");
     let echo = answer.json();
     assert_eq!(echo["uri"], "/v1/chat/completions?x=1");
-    assert_eq!(echo["body"], body);
+    // The request as sent, with the token bound the proxy adds when it names none.
+    let sent: serde_json::Value = serde_json::from_str(echo["body"].as_str().unwrap()).unwrap();
+    assert_eq!(sent["model"], "m");
+    assert_eq!(sent["max_tokens"], 4096);
     assert_eq!(
         answer.echoed("authorization"),
         [format!("Bearer {WORKER_KEY}")]
@@ -181,10 +184,11 @@ async fn a_stream_ends_within_seconds_of_its_token_being_revoked() {
         &[
             ("Authorization", &alice),
             ("x-test-stream", "1"),
-            ("Content-Length", "0"),
+            ("Content-Length", "2"),
         ],
     );
-    let mut stream = Stream::open(h.proxy, &head).await;
+    // A generation request's body: a JSON object.
+    let mut stream = Stream::open_with(h.proxy, &head, "{}").await;
     stream.wait_for("data: tick", 0).await;
     assert!(stream.seen.starts_with("HTTP/1.1 200"), "{}", stream.seen);
     assert!(
@@ -204,4 +208,46 @@ async fn a_stream_ends_within_seconds_of_its_token_being_revoked() {
         "the stream outlived its token"
     );
     assert!(revoked.elapsed() < Duration::from_secs(5));
+}
+
+/// Over a limit, a request is refused before it reaches the worker, naming the limit.
+#[tokio::test]
+async fn requests_over_the_limits_never_reach_the_worker() {
+    let h = Harness::start().await;
+    h.api.add_token(ALICE_TOKEN, ALICE);
+    let id = h.endpoint(&ALICE);
+    let alice = bearer(ALICE_TOKEN);
+    let post = |body: &str| {
+        let length = body.len().to_string();
+        let head = http::head(
+            "POST",
+            &format!("/e/{id}/v1/completions"),
+            PUBLIC,
+            &[
+                ("Authorization", &alice),
+                ("Content-Type", "application/json"),
+                ("Content-Length", &length),
+            ],
+        );
+        (head, body.to_owned())
+    };
+    for (body, status, names) in [
+        (
+            r#"{"max_tokens":100000}"#.to_owned(),
+            400,
+            "EINSORA_ENDPOINT_MAX_TOKENS",
+        ),
+        ("not json".to_owned(), 400, "JSON object"),
+        (
+            format!(r#"{{"prompt":"{}"}}"#, "x".repeat(1 << 20)),
+            413,
+            "EINSORA_ENDPOINT_MAX_BODY_BYTES",
+        ),
+    ] {
+        let (head, body) = post(&body);
+        let answer = http::send(h.proxy, &head, &body).await;
+        assert_eq!(answer.status, status, "{answer:?}");
+        assert!(answer.body.contains(names), "{answer:?}");
+    }
+    assert_eq!(h.workload.accepts(), 0, "nothing reached the worker");
 }

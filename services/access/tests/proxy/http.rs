@@ -140,8 +140,13 @@ pub struct Stream {
 
 impl Stream {
     pub async fn open(addr: SocketAddr, head: &str) -> Stream {
+        Stream::open_with(addr, head, "").await
+    }
+
+    /// [`Stream::open`] with a request body.
+    pub async fn open_with(addr: SocketAddr, head: &str, body: &str) -> Stream {
         let mut tcp = TcpStream::connect(addr).await.unwrap();
-        tcp.write_all(format!("{head}\r\n\r\n").as_bytes())
+        tcp.write_all(format!("{head}\r\n\r\n{body}").as_bytes())
             .await
             .unwrap();
         Stream {

@@ -63,10 +63,10 @@ async fn shutdown_ends_open_streams_and_websockets() {
         &[
             ("Authorization", &auth),
             ("x-test-stream", "1"),
-            ("Content-Length", "0"),
+            ("Content-Length", "2"),
         ],
     );
-    let mut sse = Stream::open(h.proxy, &head).await;
+    let mut sse = Stream::open_with(h.proxy, &head, "{}").await;
     sse.wait_for("data: tick", 0).await;
 
     let notebook = h.notebook(&ALICE);

@@ -72,6 +72,7 @@ impl Harness {
             api_addr,
             controller_addr,
             tls,
+            limits: Default::default(),
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy = listener.local_addr().unwrap();
