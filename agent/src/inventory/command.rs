@@ -36,6 +36,23 @@ impl ToolOutput {
     }
 }
 
+/// `program` itself if it names a path, else the first executable file of that name in a PATH
+/// directory.
+fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = std::path::PathBuf::from(program);
+        return executable(&path).then_some(path);
+    }
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(program))
+        .find(|candidate| executable(candidate))
+}
+
 /// Runs `program args…` for at most `limit`; `None` if the program isn't installed. A run
 /// past the limit is killed (the child is dropped with `kill_on_drop`) and is an error.
 pub(crate) async fn run_tool(
@@ -47,7 +64,12 @@ pub(crate) async fn run_tool(
         .chain(args.iter().copied())
         .collect::<Vec<_>>()
         .join(" ");
-    let child = Command::new(program)
+    // Found on PATH here, so that a PATH directory this user can't search (EACCES from the
+    // kernel's own lookup) reads as "not installed", not as a failure.
+    let Some(path) = find_on_path(program) else {
+        return Ok(None);
+    };
+    let child = Command::new(path)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -4,7 +4,7 @@
 //! engine and the images (the README's test command starts one and builds them) and
 //! EINSORA_TEST_MODEL, a small GGUF model.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{Value, json};
@@ -19,7 +19,22 @@ use crate::world::{Credential, Tenant, call, tenant};
 /// (workloads outlive their agent by design).
 pub struct Leftovers {
     machine_id: PathBuf,
-    _models: tempfile::TempDir,
+    models: Option<tempfile::TempDir>,
+}
+
+impl Leftovers {
+    /// The containers of the machine `solo`'s agent enrols.
+    pub fn of(solo: &Solo) -> Leftovers {
+        Leftovers {
+            machine_id: solo.e.dir().join("agent").join("machine-id"),
+            models: None,
+        }
+    }
+
+    /// The models directory [`solo`] made.
+    pub fn models(&self) -> &Path {
+        self.models.as_ref().expect("a models directory").path()
+    }
 }
 
 impl Drop for Leftovers {
@@ -41,6 +56,11 @@ impl Drop for Leftovers {
 /// `einsora up` in dev auth mode on the agent backend, its machine owned by `acme`, with a
 /// models directory holding `tiny.gguf`; and what to clean up after it.
 pub fn solo() -> (Solo, Leftovers) {
+    solo_with(&[])
+}
+
+/// [`solo`] with `extra` settings.
+pub fn solo_with(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
     let answers = Command::new("docker").arg("info").output();
     assert!(
         answers.is_ok_and(|o| o.status.success()),
@@ -51,19 +71,19 @@ pub fn solo() -> (Solo, Leftovers) {
         .expect("EINSORA_TEST_MODEL names a small GGUF model (./scripts/test makes one)");
     let models = tempfile::tempdir().unwrap();
     std::fs::copy(&model, models.path().join("tiny.gguf")).unwrap();
-    let solo = Solo::start(&[
+    let mut env = vec![
         ("EINSORA_AUTH_MODE", "dev"),
         ("EINSORA_CLUSTER_BACKEND", "agent"),
         ("EINSORA_MODELS_DIR", models.path().to_str().unwrap()),
-    ]);
-    let leftovers = Leftovers {
-        machine_id: solo.e.dir().join("agent").join("machine-id"),
-        _models: models,
-    };
+    ];
+    env.extend_from_slice(extra);
+    let solo = Solo::start(&env);
+    let mut leftovers = Leftovers::of(&solo);
+    leftovers.models = Some(models);
     (solo, leftovers)
 }
 
-fn token(t: &Tenant) -> &str {
+pub fn token(t: &Tenant) -> &str {
     match &t.token {
         Credential::Token(token) => token,
         _ => unreachable!("a tenant's token"),
@@ -71,13 +91,13 @@ fn token(t: &Tenant) -> &str {
 }
 
 /// The access proxy's port, as links name it.
-fn port(solo: &Solo) -> &str {
+pub fn port(solo: &Solo) -> &str {
     solo.access.rsplit_once(':').unwrap().1
 }
 
 /// Opens the notebook as the dashboard's link does: its host, and the session cookie the
 /// ticket was traded for.
-fn open(solo: &Solo, who: &Credential, id: &str) -> (String, String) {
+pub fn open(solo: &Solo, who: &Credential, id: &str) -> (String, String) {
     let path = format!("/v1/workloads/{id}/access");
     let grant = call(solo, who, "POST", &path, Some(json!({})));
     assert_eq!(grant.status, 200, "{}", grant.body);
@@ -101,7 +121,14 @@ fn open(solo: &Solo, who: &Credential, id: &str) -> (String, String) {
 }
 
 /// A request to the notebook through the proxy, as the browser sends it.
-fn notebook(solo: &Solo, host: &str, cookie: &str, method: &str, path: &str, body: &str) -> Value {
+pub fn notebook(
+    solo: &Solo,
+    host: &str,
+    cookie: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Value {
     let origin = format!("http://{host}");
     let headers = [
         ("Cookie", cookie),
@@ -119,7 +146,7 @@ fn notebook(solo: &Solo, host: &str, cookie: &str, method: &str, path: &str, bod
 }
 
 /// Runs `code` on a new kernel over its WebSocket, through the proxy; what it printed.
-fn run_cell(solo: &Solo, host: &str, cookie: &str, code: &str) -> String {
+pub fn run_cell(solo: &Solo, host: &str, cookie: &str, code: &str) -> String {
     let kernel = notebook(solo, host, cookie, "POST", "/api/kernels", "{}");
     let path = format!("/api/kernels/{}/channels", kernel["id"].as_str().unwrap());
     let origin = format!("http://{host}");
@@ -145,7 +172,7 @@ fn run_cell(solo: &Solo, host: &str, cookie: &str, code: &str) -> String {
 }
 
 /// This machine's containers of the workload, stopped ones included.
-fn containers(id: &str) -> Vec<String> {
+pub fn containers(id: &str) -> Vec<String> {
     let out = Command::new("docker")
         .args([
             "ps",
@@ -162,7 +189,7 @@ fn containers(id: &str) -> Vec<String> {
         .collect()
 }
 
-fn data_dir(solo: &Solo, id: &str) -> PathBuf {
+pub fn data_dir(solo: &Solo, id: &str) -> PathBuf {
     solo.e.dir().join("agent").join("data").join(id)
 }
 

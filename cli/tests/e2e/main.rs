@@ -16,6 +16,7 @@ mod outage;
 mod partition;
 mod replay;
 mod roles;
+mod sandbox;
 mod schemathesis;
 mod solo;
 mod support;

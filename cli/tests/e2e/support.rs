@@ -6,12 +6,16 @@ use std::time::{Duration, Instant};
 
 pub struct Einsora {
     pub data_dir: tempfile::TempDir,
+    /// The user (uid, gid) every command runs as, with that user's groups, through `setpriv`;
+    /// `None`: the test's own.
+    pub run_as: Option<(u32, u32)>,
 }
 
 impl Einsora {
     pub fn new() -> Self {
         Einsora {
             data_dir: tempfile::tempdir().unwrap(),
+            run_as: None,
         }
     }
 
@@ -24,7 +28,26 @@ impl Einsora {
     }
 
     pub fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_einsora"));
+        let binary = env!("CARGO_BIN_EXE_einsora");
+        let mut cmd = match self.run_as {
+            None => Command::new(binary),
+            Some((uid, gid)) => {
+                let mut cmd = Command::new("setpriv");
+                let (uid, gid) = (uid.to_string(), gid.to_string());
+                cmd.args([
+                    "--reuid",
+                    &uid,
+                    "--regid",
+                    &gid,
+                    "--init-groups",
+                    "--",
+                    binary,
+                ]);
+                cmd
+            }
+        };
+        // The test's PATH for another user too, though it may name directories only the test
+        // can search (root's home): the agent must read those as "not there".
         cmd.args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

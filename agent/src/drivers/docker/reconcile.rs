@@ -36,6 +36,9 @@ pub struct Worker {
     user: (u32, u32),
     /// Images being pulled, and those whose pull failed.
     pulls: HashMap<String, watch::Receiver<Option<bool>>>,
+    /// Attempts that couldn't be prepared, and why: not tried again (a large model isn't
+    /// copied again every second). A new attempt tries afresh.
+    unprepared: HashMap<String, (u32, StatusCode)>,
 }
 
 /// What one workload came to in a pass.
@@ -58,6 +61,7 @@ impl Worker {
             nvidia,
             user,
             pulls: HashMap::new(),
+            unprepared: HashMap::new(),
         }
     }
 
@@ -144,9 +148,15 @@ impl Worker {
         if sandbox.gpus.iter().any(held_by_another) {
             return refused(StatusCode::GpuBusy);
         }
-        match self.prepare(&sandbox, &places, &record, w).await {
-            Ok(()) => {}
-            Err(code) => return refused(code),
+        if let Some(&(attempt, code)) = self.unprepared.get(&w.workload)
+            && attempt == w.attempt
+        {
+            return refused(code);
+        }
+        if let Err(code) = self.prepare(&sandbox, &places, &record, w).await {
+            self.unprepared
+                .insert(w.workload.clone(), (w.attempt, code));
+            return refused(code);
         }
         let next = Record {
             started_attempt: w.attempt,
