@@ -96,28 +96,40 @@ pub fn port(solo: &Solo) -> &str {
 }
 
 /// Opens the notebook as the dashboard's link does: its host, and the session cookie the
-/// ticket was traded for.
+/// ticket was traded for. Until its machine says where it listens (just after a restart), the
+/// proxy answers 503, and each try takes a new link.
 pub fn open(solo: &Solo, who: &Credential, id: &str) -> (String, String) {
-    let path = format!("/v1/workloads/{id}/access");
-    let grant = call(solo, who, "POST", &path, Some(json!({})));
-    assert_eq!(grant.status, 200, "{}", grant.body);
-    let link = grant.json()["notebook"]["link"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let host = format!("w-{id}.localhost:{}", port(solo));
-    let target = link
-        .split_once(&host)
-        .expect("the link names the workload's host")
-        .1;
-    let opened = exchange(&solo.access, &request("GET", target, &host, &[], ""));
-    assert_eq!(opened.status, 200, "{}", opened.body);
-    let cookie = opened
-        .header("set-cookie")
-        .and_then(|c| c.split(';').next())
-        .expect("a session cookie")
-        .to_owned();
-    (host, cookie)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let path = format!("/v1/workloads/{id}/access");
+        let grant = call(solo, who, "POST", &path, Some(json!({})));
+        assert_eq!(grant.status, 200, "{}", grant.body);
+        let link = grant.json()["notebook"]["link"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let host = format!("w-{id}.localhost:{}", port(solo));
+        let target = link
+            .split_once(&host)
+            .expect("the link names the workload's host")
+            .1;
+        let opened = exchange(&solo.access, &request("GET", target, &host, &[], ""));
+        if opened.status == 200 {
+            let cookie = opened
+                .header("set-cookie")
+                .and_then(|c| c.split(';').next())
+                .expect("a session cookie")
+                .to_owned();
+            return (host, cookie);
+        }
+        assert_eq!(opened.status, 503, "{}", opened.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never opened: {}",
+            opened.body
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// A request to the notebook through the proxy, as the browser sends it.
@@ -215,6 +227,9 @@ fn a_notebook_runs_opens_keeps_its_files_and_is_deleted() {
     let id = launched["id"].as_str().unwrap().to_owned();
     wait_for(&solo, &acme.session, &id, "running");
 
+    let link = cli.ok(&["open", &id]);
+    let own_origin = format!("http://w-{id}.localhost:{}/_einsora/open?ticket=", port(&solo));
+    assert!(link.trim().starts_with(&own_origin), "{link}");
     let (host, cookie) = open(&solo, &acme.session, &id);
     let status = notebook(&solo, &host, &cookie, "GET", "/api/status", "");
     assert!(status["started"].is_string(), "{status}");

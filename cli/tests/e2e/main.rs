@@ -1,5 +1,6 @@
 //! End-to-end tests of the real `einsora` binary.
 
+mod adoption;
 mod agent_backend;
 mod attacks;
 mod bad_input;

@@ -104,7 +104,14 @@ impl Solo {
 
     /// Stops `up` and starts it again, as launched, on the same data.
     pub fn restart(&mut self) {
+        self.restart_with(&[]);
+    }
+
+    /// [`Solo::restart`] with `extra` settings for this start (and the next ones).
+    pub fn restart_with(&mut self, extra: &[(&str, &str)]) {
         self.stop();
+        self.env
+            .extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let env: Vec<(&str, &str)> = self
             .env
             .iter()

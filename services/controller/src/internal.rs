@@ -55,10 +55,12 @@ impl ControllerInternalService for Internal {
         };
         let here = w.tenant_id == tenant && w.region == self.region && w.state == State::Running;
         let machine = w.machine_id.filter(|_| here).ok_or_else(not_found)?;
+        // Running, but its machine hasn't said where it listens (yet, or again after a
+        // restart of either side): worth a retry, unlike a workload that isn't running.
         let target = self
             .hub
             .target(machine, w.id, w.attempt.get())
-            .ok_or_else(not_found)?;
+            .ok_or_else(|| Status::unavailable("its machine hasn't reported it ready yet"))?;
         let placed_class = w
             .placed_class
             .clone()
