@@ -1,12 +1,13 @@
-//! The axum application: one route per `google.api.http` binding, `GET /v1/openapi.json`, and
-//! the error envelope for unknown paths (404) and wrong methods (405, with `Allow`).
+//! The axum application: one route per `google.api.http` binding, `GET /v1/openapi.json`, the
+//! dashboard (`web/`) outside `/v1`, and the error envelope for unknown paths (404) and wrong
+//! methods (405, with `Allow`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::http::HeaderValue;
 use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, get};
 use axum::{Extension, Router, middleware};
@@ -19,7 +20,7 @@ use crate::errors::ApiError;
 use crate::json::Words;
 use crate::proxies::TrustedProxies;
 use crate::routes::{self, Route};
-use crate::{handler, openapi};
+use crate::{dashboard, handler, openapi};
 
 pub(crate) const OPENAPI_PATH: &str = "/v1/openapi.json";
 
@@ -115,8 +116,15 @@ fn json(body: Bytes) -> Response {
         .into_response()
 }
 
-async fn not_found(Extension(id): Extension<RequestId>) -> Response {
-    ApiError::not_found().into_response(&id)
+/// The dashboard's files and pages, else the API's 404.
+async fn not_found(
+    Extension(id): Extension<RequestId>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    dashboard::serve(&method, uri.path(), &headers)
+        .unwrap_or_else(|| ApiError::not_found().into_response(&id))
 }
 
 async fn method_not_allowed(Extension(id): Extension<RequestId>) -> Response {

@@ -1,7 +1,8 @@
 //! The gateway role: the public HTTP edge. The JSON `/v1` API, derived from the protos'
 //! `google.api.http` bindings with no hand-written DTOs, each route transcoded into its RPC and
 //! called on the api over mutual TLS; the OpenAPI document generated from the same descriptors;
-//! request IDs, the error envelope, and the browser protections (docs/api.md).
+//! request IDs, the error envelope, and the browser protections (docs/api.md); and the dashboard
+//! (`web/`, built into the binary) for every other page a browser asks for.
 //!
 //! Choices the contract leaves open: a body that isn't declared `application/json` is a 400
 //! `invalid_request` (text/plain and form posts included, even empty ones); a wrong method on a
@@ -9,6 +10,7 @@
 
 mod app;
 mod bind;
+mod dashboard;
 mod edge;
 mod errors;
 mod handler;

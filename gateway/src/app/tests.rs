@@ -250,3 +250,90 @@ async fn plain_http_login_is_for_loopback_or_https_through_a_trusted_proxy() {
     let local = app("127.0.0.1:5000", "");
     assert_error(&send(&local, login(&[])).await, 503, "unavailable");
 }
+
+const PAGE_LOAD: (&str, &str) = ("accept", "text/html,application/xhtml+xml,*/*;q=0.8");
+
+async fn body_of(app: &Router, request: Request<Body>) -> (StatusCode, HeaderMap, Bytes) {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    (parts.status, parts.headers, bytes)
+}
+
+#[tokio::test]
+async fn the_dashboard_is_served_outside_v1_and_its_routes_survive_a_refresh() {
+    let app = app("127.0.0.1:5000", "");
+    let index = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../web/index.html")).unwrap();
+    for path in [
+        "/",
+        "/signin",
+        "/workloads",
+        "/workloads/abc",
+        "/usage",
+        "/no/such/page",
+    ] {
+        let (status, headers, body) = body_of(&app, request("GET", path, &[PAGE_LOAD], "")).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert_eq!(body.as_ref(), index.as_slice(), "{path}");
+        assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        assert_eq!(
+            csp,
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+             connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+        );
+        assert!(!csp.contains("unsafe"));
+        assert_eq!(headers["x-frame-options"], "DENY");
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+        assert!(headers.contains_key("x-request-id"));
+    }
+    let (status, headers, body) = body_of(&app, request("GET", "/app.js", &[], "")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["content-type"], "text/javascript; charset=utf-8");
+    assert!(std::str::from_utf8(&body).unwrap().contains("import"));
+    let (_, headers, _) = body_of(&app, request("GET", "/style.css", &[], "")).await;
+    assert_eq!(headers["content-type"], "text/css; charset=utf-8");
+}
+
+#[tokio::test]
+async fn v1_stays_the_apis_even_for_a_browser() {
+    let app = app("127.0.0.1:5000", "");
+    for unknown in [
+        "/v1/nothing",
+        "/v1/workloads/a/b/c",
+        "/v1",
+        "/v1/index.html",
+    ] {
+        assert_error(
+            &send(&app, request("GET", unknown, &[PAGE_LOAD], "")).await,
+            404,
+            "not_found",
+        );
+    }
+    // Known API routes are never the page, whatever the Accept.
+    assert_error(
+        &send(&app, request("GET", "/v1/catalog", &[PAGE_LOAD], "")).await,
+        503,
+        "unavailable",
+    );
+    // Writes to a dashboard path are the API's 404, not the page.
+    assert_error(
+        &send(
+            &app,
+            request("POST", "/workloads", &[PAGE_LOAD, JSON], "{}"),
+        )
+        .await,
+        404,
+        "not_found",
+    );
+    // A request that doesn't ask for HTML (fetch, curl, the CLI) gets the envelope.
+    assert_error(
+        &send(
+            &app,
+            request("GET", "/workloads", &[("accept", "application/json")], ""),
+        )
+        .await,
+        404,
+        "not_found",
+    );
+}

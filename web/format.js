@@ -1,0 +1,84 @@
+// How values read on the page: times in the viewer's time zone, sizes in GiB. Never money.
+
+import { h } from './dom.js';
+
+/**
+ * A `<time>` for an RFC 3339 instant, or a dash when there is none.
+ * @param {string | undefined} iso
+ * @param {string} [none]
+ * @returns {HTMLElement | string}
+ */
+export function time(iso, none = '—') {
+  if (!iso) return none;
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return iso;
+  return h('time', { datetime: iso }, at.toLocaleString());
+}
+
+/**
+ * Bytes (a JSON number or, for 64-bit fields, a string) as GiB.
+ * @param {string | number | undefined} bytes
+ * @returns {string}
+ */
+export function gib(bytes) {
+  const n = Number(bytes ?? 0);
+  if (!Number.isFinite(n) || n <= 0) return '—';
+  const value = n / 2 ** 30;
+  return `${value >= 10 ? Math.round(value) : value.toFixed(1)} GiB`;
+}
+
+/**
+ * A text, or a dash when empty.
+ * @param {string | undefined} text
+ * @returns {string}
+ */
+export function orDash(text) {
+  return text ? text : '—';
+}
+
+/**
+ * A local calendar date as `YYYY-MM-DD` (what `<input type="date">` reads and writes).
+ * @param {Date} date
+ * @returns {string}
+ */
+export function isoDate(date) {
+  const pad = (/** @type {number} */ n) => String(n).padStart(2, '0');
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())}`;
+}
+
+/**
+ * The local midnight that starts a `YYYY-MM-DD` date, or null if it isn't one.
+ * @param {string} value
+ * @returns {Date | null}
+ */
+export function startOfDate(value) {
+  const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
+  if (!match) return null;
+  const date = new Date(Number(match[1]), Number(match[2]) - 1, Number(match[3]));
+  return Number.isNaN(date.getTime()) ? null : date;
+}
+
+/** Workload states, in lifecycle order. */
+export const STATES = [
+  'pending',
+  'queued',
+  'provisioning',
+  'running',
+  'stopping',
+  'stopped',
+  'failed',
+  'deleting',
+  'deleted',
+];
+
+/** Workload kinds. */
+export const KINDS = ['notebook', 'endpoint', 'vm'];
+
+/**
+ * A state as a badge; its text is the state's word.
+ * @param {string} state
+ * @returns {HTMLElement}
+ */
+export function stateBadge(state) {
+  return h('span', { class: `state state-${STATES.includes(state) ? state : 'unknown'}` }, state || 'unknown');
+}

@@ -1,0 +1,207 @@
+// The caller's machines (from the store: status is online if its agent synced in the last
+// 3 minutes), how many of my workloads each holds, and revoking one; enrolment tokens that
+// let another machine join (`einsora agent join`), shown once, listed, revoked.
+
+import { api, poll } from '../api.js';
+import { h, confirmDialog, copyButton, describe, errorBox, field, setOptions, table } from '../dom.js';
+import { gib, time } from '../format.js';
+
+const MACHINE_COLUMNS = ['Name', 'Region', 'System', 'CPUs', 'Memory', 'GPUs', 'Status', 'My workloads', 'Actions'];
+const TOKEN_COLUMNS = ['Name', 'Prefix', 'Region', 'Created', 'Expires', 'Status', 'Actions'];
+
+/** @type {import('../app.js').Page['render']} */
+export function render(main) {
+  const machineRows = h('tbody');
+  const machinesEmpty = h('p', { class: 'empty' }, 'Loading…');
+  const machinesProblem = h('div', { class: 'problem' });
+  const refreshProblem = h('p', { class: 'problem', 'aria-live': 'polite' });
+  const tokenRows = h('tbody');
+  const tokensEmpty = h('p', { class: 'empty' }, 'Loading…');
+  const tokensProblem = h('div', { class: 'problem' });
+  const created = h('div', { class: 'created' });
+  let drawnMachines = '';
+  let drawnTokens = '';
+
+  async function refresh() {
+    try {
+      const [machines, tokens] = await Promise.all([api.get('/v1/machines'), api.get('/v1/enrolment-tokens')]);
+      refreshProblem.replaceChildren();
+      drawMachines(machines.machines ?? []);
+      drawTokens(tokens.enrolment_tokens ?? []);
+    } catch (error) {
+      const { message, requestId } = describe(error);
+      refreshProblem.replaceChildren(`Couldn't refresh: ${message}${requestId ? ` (Request ID: ${requestId})` : ''}`);
+    }
+  }
+
+  /** @param {any[]} machines */
+  function drawMachines(machines) {
+    // Redrawn only when something changed, so a focused button stays focused.
+    const key = JSON.stringify(machines.map(({ last_seen_at: _, ...m }) => m));
+    if (key === drawnMachines) return;
+    drawnMachines = key;
+    machineRows.replaceChildren(
+      ...machines.map((m) => {
+        const gpus = (m.devices ?? []).map((/** @type {any} */ d) => d.model).join(', ') || 'None';
+        const revoked = m.status === 'revoked';
+        const revoke = h('button', { type: 'button', class: 'danger small' }, 'Revoke');
+        revoke.addEventListener('click', async () => {
+          const yes = await confirmDialog({
+            title: `Revoke ${m.name}?`,
+            body: 'Its agent can no longer connect and it is never offered for placement again; its workloads are treated as on an offline machine. This can\u2019t be undone: to use it again, enrol it as a new machine.',
+            confirm: 'Revoke',
+          });
+          if (!yes) return revoke.focus();
+          machinesProblem.replaceChildren();
+          try {
+            await api.post(`/v1/machines/${encodeURIComponent(m.id)}/revoke`);
+          } catch (error) {
+            machinesProblem.replaceChildren(errorBox(error));
+          }
+          await refresh();
+        });
+        return h(
+          'tr',
+          {},
+          h('th', { scope: 'row' }, m.name),
+          h('td', {}, m.region),
+          h('td', {}, [m.os, m.arch].filter(Boolean).join(' ')),
+          h('td', { class: 'number' }, String(m.cpus ?? 0)),
+          h('td', { class: 'number' }, gib(m.memory_bytes)),
+          h('td', {}, gpus),
+          h('td', {}, h('span', { class: `status status-${m.status}` }, m.status ?? 'unknown')),
+          h('td', { class: 'number' }, String(m.workload_count ?? 0)),
+          h('td', {}, revoked ? time(m.revoked_at, '') : revoke),
+        );
+      }),
+    );
+    machinesEmpty.hidden = machines.length > 0;
+    machinesEmpty.textContent = 'No machines yet: enrol one with a token below.';
+  }
+
+  /** @param {any[]} tokens */
+  function drawTokens(tokens) {
+    const key = JSON.stringify(tokens);
+    if (key === drawnTokens) return;
+    drawnTokens = key;
+    const now = Date.now();
+    tokenRows.replaceChildren(
+      ...tokens.map((t) => {
+        const expired = t.expires_at && Date.parse(t.expires_at) <= now;
+        const state = t.revoked_at ? 'revoked' : t.used_at ? 'used' : expired ? 'expired' : 'unused';
+        const revoke = h('button', { type: 'button', class: 'danger small' }, 'Revoke');
+        revoke.addEventListener('click', async () => {
+          tokensProblem.replaceChildren();
+          try {
+            await api.delete(`/v1/enrolment-tokens/${encodeURIComponent(t.id)}`);
+          } catch (error) {
+            tokensProblem.replaceChildren(errorBox(error));
+          }
+          await refresh();
+        });
+        return h(
+          'tr',
+          {},
+          h('th', { scope: 'row' }, t.name),
+          h('td', {}, h('code', {}, t.prefix)),
+          h('td', {}, t.region),
+          h('td', {}, time(t.created_at)),
+          h('td', {}, time(t.expires_at)),
+          h('td', {}, state),
+          h('td', {}, state === 'unused' ? revoke : ''),
+        );
+      }),
+    );
+    tokensEmpty.hidden = tokens.length > 0;
+    tokensEmpty.textContent = 'No enrolment tokens.';
+  }
+
+  const name = h('input', { id: 'enrol-name', name: 'name', required: true, autocomplete: 'off', maxlength: 64 });
+  const region = h('select', { id: 'enrol-region', name: 'region' });
+  const submit = h('button', { type: 'submit' }, 'Create enrolment token');
+  api.get('/v1/catalog').then(
+    (catalog) => {
+      const regions = (catalog.regions ?? []).map((/** @type {any} */ r) => ({ value: r.name, text: r.name }));
+      setOptions(region, regions, regions[0]?.value ?? '');
+    },
+    () => {
+      // Without the catalog the token joins the default region.
+    },
+  );
+  const form = h(
+    'form',
+    { class: 'stack', novalidate: true },
+    field('Machine name', name, 'For you to recognise the token by; the machine reports its own hostname.'),
+    field('Region', region, 'The region the machine joins.'),
+    tokensProblem,
+    h('div', { class: 'actions' }, submit),
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    tokensProblem.replaceChildren();
+    created.replaceChildren();
+    submit.disabled = true;
+    try {
+      /** @type {Record<string, string>} */
+      const body = { name: name.value.trim() };
+      if (region.value) body.region = region.value;
+      const answer = await api.post('/v1/enrolment-tokens', body);
+      created.replaceChildren(shownOnce(answer));
+      name.value = '';
+      await refresh();
+    } catch (error) {
+      tokensProblem.replaceChildren(errorBox(error));
+    } finally {
+      submit.disabled = false;
+    }
+  });
+
+  main.append(
+    h('h1', { tabindex: -1 }, 'Machines'),
+    refreshProblem,
+    machinesProblem,
+    table('Your machines', MACHINE_COLUMNS, machineRows),
+    machinesEmpty,
+    h(
+      'section',
+      { 'aria-labelledby': 'enrolment-tokens', class: 'card' },
+      h('h2', { id: 'enrolment-tokens' }, 'Enrolment tokens'),
+      h(
+        'p',
+        {},
+        'A machine joins your tenant with a token: single use, valid for an hour, and only made from a signed-in browser.',
+      ),
+      form,
+      created,
+      table('Enrolment tokens', TOKEN_COLUMNS, tokenRows),
+      tokensEmpty,
+    ),
+  );
+  return poll(refresh, 5000);
+}
+
+/**
+ * The new token, shown this once, inside the command that uses it.
+ * @param {any} answer
+ * @returns {HTMLElement}
+ */
+function shownOnce(answer) {
+  const command = `einsora agent join --token ${answer.token} --controller https://<controller>:<port>`;
+  return h(
+    'div',
+    { role: 'status', class: 'secret' },
+    h('p', {}, h('strong', {}, 'Copy it now: the token is shown only once.'), ` It expires `, time(answer.enrolment_token?.expires_at), '.'),
+    h('p', {}, 'On the machine that joins, run:'),
+    h('pre', {}, h('code', { class: 'command' }, command)),
+    copyButton(() => command),
+    h(
+      'p',
+      { class: 'hint' },
+      'Replace ',
+      h('code', {}, '<controller>:<port>'),
+      ' with the address that machine reaches this controller\u2019s agent port at (its ',
+      h('code', {}, 'EINSORA_AGENT_ADDR'),
+      ', 8443 by default).',
+    ),
+  );
+}

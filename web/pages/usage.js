@@ -1,0 +1,222 @@
+// Usage: hours per class per day for a chosen period (the last 7 days by default), from the
+// hourly usage records of `GET /v1/usage`, as a stacked bar chart drawn here in SVG and a
+// table with the same figures. Time only: never money.
+
+import { listAll } from '../api.js';
+import { h, svg, errorBox, field } from '../dom.js';
+import { isoDate, startOfDate } from '../format.js';
+
+const DAY_MS = 86_400_000;
+const MAX_DAYS = 366;
+const SERIES = 8;
+
+/** @type {import('../app.js').Page['render']} */
+export function render(main) {
+  const today = new Date();
+  const from = h('input', { id: 'usage-from', type: 'date', name: 'from', required: true });
+  const to = h('input', { id: 'usage-to', type: 'date', name: 'to', required: true });
+  from.value = isoDate(new Date(today.getFullYear(), today.getMonth(), today.getDate() - 6));
+  to.value = isoDate(today);
+  const problem = h('div', { class: 'problem' });
+  const result = h('div', { class: 'usage' });
+  const show = h('button', { type: 'submit' }, 'Show');
+  let asked = 0;
+
+  async function load() {
+    const ask = ++asked;
+    problem.replaceChildren();
+    const start = startOfDate(from.value);
+    const last = startOfDate(to.value);
+    if (!start || !last) return problem.replaceChildren(errorBox({ message: 'Choose both dates.' }));
+    const days = Math.round((last.getTime() - start.getTime()) / DAY_MS) + 1;
+    if (days < 1) return problem.replaceChildren(errorBox({ message: 'To must be on or after From.' }));
+    if (days > MAX_DAYS) return problem.replaceChildren(errorBox({ message: `Choose at most ${MAX_DAYS} days.` }));
+    const end = new Date(last.getFullYear(), last.getMonth(), last.getDate() + 1);
+    const query = new URLSearchParams({ from: start.toISOString(), to: end.toISOString(), page_size: '5000' });
+    show.disabled = true;
+    try {
+      const records = await listAll(`/v1/usage?${query}`, 'records');
+      if (ask === asked) result.replaceChildren(...draw(start, days, records));
+    } catch (error) {
+      if (ask === asked) problem.replaceChildren(errorBox(error));
+    } finally {
+      show.disabled = false;
+    }
+  }
+
+  const form = h(
+    'form',
+    { class: 'filters', novalidate: true },
+    field('From', from),
+    field('To', to),
+    h('div', { class: 'field' }, show),
+  );
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    load();
+  });
+  main.append(
+    h('h1', { tabindex: -1 }, 'Usage'),
+    h('p', {}, 'Hours each compute class ran, per day (in your time zone), counted by the class a workload ran on.'),
+    form,
+    problem,
+    result,
+  );
+  load();
+}
+
+/**
+ * The chart, its legend and the table.
+ * @param {Date} start  local midnight of the first day
+ * @param {number} days
+ * @param {any[]} records
+ * @returns {HTMLElement[]}
+ */
+function draw(start, days, records) {
+  const dates = Array.from({ length: days }, (_, i) =>
+    isoDate(new Date(start.getFullYear(), start.getMonth(), start.getDate() + i)),
+  );
+  /** @type {Map<string, Map<string, number>>} class → day → hours */
+  const hours = new Map();
+  for (const r of records) {
+    const day = isoDate(new Date(r.hour_start));
+    const perDay = hours.get(r.placed_class) ?? new Map();
+    perDay.set(day, (perDay.get(day) ?? 0) + Number(r.seconds ?? 0) / 3600);
+    hours.set(r.placed_class, perDay);
+  }
+  const classes = [...hours.keys()].sort();
+  const at = (/** @type {string} */ c, /** @type {string} */ d) => hours.get(c)?.get(d) ?? 0;
+  const totals = dates.map((d) => classes.reduce((sum, c) => sum + at(c, d), 0));
+
+  return [
+    h('div', { class: 'chart card' }, chart(dates, classes, at, totals), legend(classes)),
+    tableOf(dates, classes, at, totals),
+  ];
+}
+
+/**
+ * @param {string[]} dates
+ * @param {string[]} classes
+ * @param {(c: string, d: string) => number} at
+ * @param {number[]} totals
+ * @returns {SVGElement}
+ */
+function chart(dates, classes, at, totals) {
+  const [width, height] = [640, 280];
+  const [left, right, top, bottom] = [44, 12, 12, 40];
+  const plotW = width - left - right;
+  const plotH = height - top - bottom;
+  const max = niceCeiling(Math.max(...totals, 0));
+  const y = (/** @type {number} */ v) => top + plotH - (v / max) * plotH;
+  const band = plotW / dates.length;
+  const barW = Math.max(1, band * 0.6);
+  const every = Math.ceil(dates.length / 10);
+
+  const grid = [0, 0.25, 0.5, 0.75, 1].map((f) => {
+    const v = max * f;
+    return svg(
+      'g',
+      {},
+      svg('line', { x1: left, x2: width - right, y1: y(v), y2: y(v), class: 'grid' }),
+      svg('text', { x: left - 6, y: y(v) + 4, 'text-anchor': 'end', class: 'axis' }, formatHours(v)),
+    );
+  });
+  const bars = dates.map((d, i) => {
+    let base = 0;
+    const x = left + i * band + (band - barW) / 2;
+    const stack = classes.map((c, k) => {
+      const v = at(c, d);
+      const rect = svg('rect', {
+        x,
+        y: y(base + v),
+        width: barW,
+        height: Math.max(0, y(base) - y(base + v)),
+        class: `series-${k % SERIES}`,
+      });
+      base += v;
+      return v > 0 ? rect : null;
+    });
+    const label =
+      i % every === 0
+        ? svg('text', { x: x + barW / 2, y: height - bottom + 16, 'text-anchor': 'middle', class: 'axis' }, d.slice(5))
+        : null;
+    return svg('g', {}, stack, label);
+  });
+  return svg(
+    'svg',
+    {
+      viewBox: `0 0 ${width} ${height}`,
+      role: 'img',
+      'aria-label': 'Hours per class per day',
+      class: 'chart-svg',
+      preserveAspectRatio: 'xMidYMid meet',
+    },
+    grid,
+    svg('line', { x1: left, x2: width - right, y1: y(0), y2: y(0), class: 'baseline' }),
+    bars,
+    totals.every((t) => t === 0)
+      ? svg('text', { x: left + plotW / 2, y: top + plotH / 2, 'text-anchor': 'middle', class: 'axis' }, 'No usage in this period')
+      : null,
+  );
+}
+
+/** @param {string[]} classes */
+function legend(classes) {
+  return h(
+    'ul',
+    { class: 'legend', 'aria-hidden': 'true' },
+    classes.map((c, k) => h('li', {}, h('span', { class: `swatch series-${k % SERIES}` }), c)),
+  );
+}
+
+/**
+ * @param {string[]} dates
+ * @param {string[]} classes
+ * @param {(c: string, d: string) => number} at
+ * @param {number[]} totals
+ * @returns {HTMLElement}
+ */
+function tableOf(dates, classes, at, totals) {
+  const label = 'Hours per class per day';
+  const head = h('tr', {}, h('th', { scope: 'col' }, 'Day'), classes.map((c) => h('th', { scope: 'col' }, c)), h('th', { scope: 'col' }, 'Total'));
+  const body = dates.map((d, i) =>
+    h(
+      'tr',
+      {},
+      h('th', { scope: 'row' }, d),
+      classes.map((c) => h('td', { class: 'number' }, formatHours(at(c, d)))),
+      h('td', { class: 'number' }, formatHours(totals[i])),
+    ),
+  );
+  const sums = classes.map((c) => dates.reduce((sum, d) => sum + at(c, d), 0));
+  const foot = h(
+    'tr',
+    {},
+    h('th', { scope: 'row' }, 'Total'),
+    sums.map((s) => h('td', { class: 'number' }, formatHours(s))),
+    h('td', { class: 'number' }, formatHours(totals.reduce((a, b) => a + b, 0))),
+  );
+  return h(
+    'div',
+    { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': `${label} (table)` },
+    h('table', {}, h('caption', {}, `${label} (hours)`), h('thead', {}, head), h('tbody', {}, body), h('tfoot', {}, foot)),
+  );
+}
+
+/** @param {number} v */
+function formatHours(v) {
+  if (v === 0) return '0';
+  if (v < 1) return String(Number(v.toPrecision(2)));
+  return v < 10 ? v.toFixed(1) : String(Math.round(v));
+}
+
+/**
+ * The smallest 1, 2 or 5 × 10ⁿ at or above `v` (1 for nothing).
+ * @param {number} v
+ */
+function niceCeiling(v) {
+  if (v <= 0) return 1;
+  const power = 10 ** Math.floor(Math.log10(v));
+  const step = [1, 2, 5, 10].find((m) => m * power >= v) ?? 10;
+  return step * power;
+}

@@ -1,0 +1,214 @@
+// One workload: what it is and where it runs, its timeline (newest last), kept current by
+// polling every 2 s; Stop, Start, Delete (confirmed in a dialog); Open for a running
+// notebook (a one-time link, opened in a new tab); the API base URL for an endpoint, with a
+// curl example that uses an API token, never the dashboard's cookie.
+
+import { api, poll } from '../api.js';
+import { h, confirmDialog, copyButton, describe, errorBox } from '../dom.js';
+import { orDash, stateBadge, time } from '../format.js';
+
+/** @type {import('../app.js').Page['render']} */
+export function render(main, [id], _context) {
+  const path = `/v1/workloads/${encodeURIComponent(id)}`;
+  const title = h('h1', { tabindex: -1 }, 'Workload');
+  const facts = h('dl', { class: 'facts' });
+  const timeline = h('ol', { class: 'timeline' });
+  const actionProblem = h('div', { class: 'problem' });
+  const refreshProblem = h('p', { class: 'problem', 'aria-live': 'polite' });
+  const endpoint = h('section', { class: 'card', 'aria-labelledby': 'endpoint-api', hidden: true });
+
+  const stop = h('button', { type: 'button', disabled: true }, 'Stop');
+  const start = h('button', { type: 'button', disabled: true }, 'Start');
+  const remove = h('button', { type: 'button', class: 'danger', disabled: true }, 'Delete');
+  const open = h('button', { type: 'button', disabled: true, hidden: true }, 'Open');
+  const openHint = h('p', { class: 'hint', hidden: true }, 'Open works while the notebook is running.');
+
+  /** @type {any} */
+  let workload = null;
+  /** @type {Map<string, string>} machine ID → name */
+  const machineNames = new Map();
+  /** The endpoint's base URL, once known. */
+  let baseUrl = '';
+  let gone = false;
+  let busy = false;
+
+  async function refresh() {
+    if (gone) return;
+    try {
+      const [w, history] = await Promise.all([
+        api.get(`${path}?include_deleted=true`),
+        api.get(`${path}/events`),
+      ]);
+      if (w.machine_id && !machineNames.has(w.machine_id)) await learnMachines();
+      workload = w;
+      refreshProblem.replaceChildren();
+      draw(history.events ?? []);
+      if (w.kind === 'endpoint' && w.state === 'running' && !baseUrl) await learnBaseUrl();
+    } catch (error) {
+      const status = error && typeof error === 'object' && 'status' in error ? error.status : 0;
+      if (!workload && (status === 404 || status === 400)) {
+        gone = true;
+        title.textContent = 'Workload not found';
+        main.replaceChildren(title, h('p', {}, 'There is no such workload in your tenant.'));
+        return;
+      }
+      const { message, requestId } = describe(error);
+      refreshProblem.replaceChildren(
+        `Couldn't refresh: ${message}${requestId ? ` (Request ID: ${requestId})` : ''}`,
+      );
+    }
+  }
+
+  async function learnMachines() {
+    const answer = await api.get('/v1/machines');
+    for (const m of answer.machines ?? []) machineNames.set(m.id, m.name);
+  }
+
+  async function learnBaseUrl() {
+    try {
+      const grant = await api.post(`${path}/access`);
+      baseUrl = grant.endpoint?.base_url ?? '';
+      drawEndpoint();
+    } catch {
+      // It stopped in between; the next refresh tries again.
+    }
+  }
+
+  /** @param {any[]} events  oldest first */
+  function draw(events) {
+    const w = workload;
+    if (title.textContent !== w.name) {
+      title.textContent = w.name;
+      document.title = `${w.name} · Einsora`;
+    }
+    const machine = w.machine_id ? machineNames.get(w.machine_id) || w.machine_id : '';
+    /** @type {[string, string | Node][]} */
+    const rows = [
+      ['State', stateBadge(w.state)],
+      ['Reason', orDash(w.state_reason)],
+      ['Kind', w.kind],
+      ['Region', orDash(w.region)],
+      ['Requested class', orDash(w.gpu_class)],
+      ['Placed class', orDash(w.placed_class)],
+      ['Machine', orDash(machine)],
+      ['Driver', orDash(w.driver)],
+      ['Image', orDash(w.image)],
+    ];
+    if (w.kind === 'endpoint') rows.push(['Model', orDash(w.endpoint?.model)]);
+    rows.push(['Created', time(w.created_at)], ['ID', h('code', {}, w.id)]);
+    const fresh = rows.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value)));
+    if (facts.textContent !== fresh.map((d) => d.textContent).join('')) facts.replaceChildren(...fresh);
+
+    // The timeline only grows: new events are appended, so nothing already read moves.
+    if (events.length < timeline.children.length) timeline.replaceChildren();
+    for (const event of events.slice(timeline.children.length)) {
+      const what = event.note ? 'note' : event.to_state;
+      timeline.append(
+        h(
+          'li',
+          {},
+          h('span', { class: 'what' }, event.reason ? `${what}: ${event.reason}` : what),
+          ' ',
+          h('span', { class: 'when' }, time(event.at)),
+        ),
+      );
+    }
+    drawButtons();
+    drawEndpoint();
+  }
+
+  function drawButtons() {
+    const state = workload?.state ?? '';
+    stop.disabled = busy || !['provisioning', 'running'].includes(state);
+    start.disabled = busy || !['stopped', 'failed'].includes(state);
+    remove.disabled = busy || ['deleting', 'deleted', ''].includes(state);
+    const notebook = workload?.kind === 'notebook';
+    const openable = notebook && state === 'running' && Boolean(workload.machine_id);
+    open.hidden = !notebook;
+    openHint.hidden = !notebook || openable;
+    open.disabled = busy || !openable;
+  }
+
+  function drawEndpoint() {
+    const w = workload;
+    endpoint.hidden = w?.kind !== 'endpoint';
+    if (endpoint.hidden) return;
+    const heading = h('h2', { id: 'endpoint-api' }, 'API');
+    if (w.state !== 'running' || !baseUrl) {
+      const text = 'Its base URL appears here while the endpoint is running.';
+      if (endpoint.textContent !== `API${text}`) endpoint.replaceChildren(heading, h('p', {}, text));
+      return;
+    }
+    if (endpoint.querySelector('.base-url')?.textContent === baseUrl) return;
+    const example = [
+      'curl -H "Authorization: Bearer $EINSORA_TOKEN" \\',
+      "  -H 'Content-Type: application/json' \\",
+      `  -d '{"messages":[{"role":"user","content":"Hello"}]}' \\`,
+      `  ${baseUrl}/chat/completions`,
+    ].join('\n');
+    endpoint.replaceChildren(
+      heading,
+      h('p', {}, 'Base URL (OpenAI-compatible): ', h('code', { class: 'base-url' }, baseUrl)),
+      h(
+        'p',
+        { class: 'hint' },
+        'It answers API tokens, never the dashboard\u2019s session: create a token under API tokens, then ',
+        h('code', {}, 'export EINSORA_TOKEN=tsk_…'),
+        '.',
+      ),
+      h('pre', { class: 'example' }, h('code', {}, example)),
+      copyButton(() => example),
+    );
+  }
+
+  /**
+   * @param {HTMLButtonElement} button
+   * @param {() => Promise<void>} action
+   */
+  async function act(button, action) {
+    actionProblem.replaceChildren();
+    busy = true;
+    drawButtons();
+    try {
+      await action();
+    } catch (error) {
+      actionProblem.replaceChildren(errorBox(error));
+    } finally {
+      busy = false;
+      drawButtons();
+      await refresh();
+      if (button.disabled === false) button.focus();
+    }
+  }
+
+  stop.addEventListener('click', () => act(stop, () => api.post(`${path}/stop`)));
+  start.addEventListener('click', () => act(start, () => api.post(`${path}/start`)));
+  remove.addEventListener('click', async () => {
+    const yes = await confirmDialog({
+      title: `Delete ${workload?.name ?? 'this workload'}?`,
+      body: 'It stops, and its disk and everything it stored are removed. This can\u2019t be undone; its history stays readable.',
+      confirm: 'Delete',
+    });
+    if (yes) await act(remove, () => api.delete(path));
+    else remove.focus();
+  });
+  open.addEventListener('click', () =>
+    act(open, async () => {
+      const grant = await api.post(`${path}/access`);
+      const link = grant.notebook?.link;
+      if (link) window.open(link, '_blank', 'noopener');
+    }),
+  );
+
+  main.append(
+    title,
+    refreshProblem,
+    h('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' }, open, stop, start, remove),
+    openHint,
+    actionProblem,
+    h('section', { class: 'card', 'aria-label': 'Details' }, facts),
+    endpoint,
+    h('section', { 'aria-labelledby': 'timeline' }, h('h2', { id: 'timeline' }, 'Timeline'), timeline),
+  );
+  return poll(refresh, 2000);
+}
