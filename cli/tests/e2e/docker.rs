@@ -61,6 +61,18 @@ pub fn solo() -> (Solo, Leftovers) {
 
 /// [`solo`] with `extra` settings.
 pub fn solo_with(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
+    let mut env = vec![("EINSORA_AUTH_MODE", "dev")];
+    env.extend_from_slice(extra);
+    solo_on_docker(&env)
+}
+
+/// [`solo_with`] in local auth mode, as a fresh installation runs: one tenant, its owner
+/// ([`crate::solo::OWNER_EMAIL`]) made by `einsora setup`, owning this machine.
+pub fn solo_as_owner(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
+    solo_on_docker(extra)
+}
+
+fn solo_on_docker(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
     let answers = Command::new("docker").arg("info").output();
     assert!(
         answers.is_ok_and(|o| o.status.success()),
@@ -72,7 +84,6 @@ pub fn solo_with(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
     let models = tempfile::tempdir().unwrap();
     std::fs::copy(&model, models.path().join("tiny.gguf")).unwrap();
     let mut env = vec![
-        ("EINSORA_AUTH_MODE", "dev"),
         ("EINSORA_CLUSTER_BACKEND", "agent"),
         ("EINSORA_MODELS_DIR", models.path().to_str().unwrap()),
     ];
@@ -228,7 +239,10 @@ fn a_notebook_runs_opens_keeps_its_files_and_is_deleted() {
     wait_for(&solo, &acme.session, &id, "running");
 
     let link = cli.ok(&["open", &id]);
-    let own_origin = format!("http://w-{id}.localhost:{}/_einsora/open?ticket=", port(&solo));
+    let own_origin = format!(
+        "http://w-{id}.localhost:{}/_einsora/open?ticket=",
+        port(&solo)
+    );
     assert!(link.trim().starts_with(&own_origin), "{link}");
     let (host, cookie) = open(&solo, &acme.session, &id);
     let status = notebook(&solo, &host, &cookie, "GET", "/api/status", "");

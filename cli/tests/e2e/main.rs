@@ -4,6 +4,7 @@ mod adoption;
 mod agent_backend;
 mod attacks;
 mod bad_input;
+mod browser;
 mod cli_flow;
 mod controllers;
 mod crash;

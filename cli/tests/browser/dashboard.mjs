@@ -1,0 +1,529 @@
+// The dashboard in Chromium against a running `einsora up` (local auth mode, workloads on this
+// machine's Docker engine). Run by the e2e test `browser` (cli/tests/e2e/browser.rs), which
+// starts the stack and passes its addresses:
+//   EINSORA_DASHBOARD_URL   the dashboard as the browser opens it (http://localhost:<port>)
+//   EINSORA_API_URL         the same gateway for this script's own API checks (127.0.0.1)
+//   EINSORA_ACCESS_PORT     the access proxy's port (notebooks at w-<id>.localhost:<port>)
+//   EINSORA_OWNER_EMAIL, EINSORA_OWNER_PASSWORD   the account to sign in with
+//   EINSORA_API_TOKEN       an API token of that account, for checks outside the browser
+//   EINSORA_MODEL           a model file the endpoint can serve
+//   EINSORA_SCREENSHOTS     where <page>-desktop.png and <page>-phone.png go
+// Prints each step as it goes, and `RESULT {json}` at the end; exits 1 on the first failure,
+// leaving failure.png and failure.html beside the screenshots.
+
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { attack, elsewhere } from './cross-site.mjs';
+import { apiClient, assert, chromium, DESKTOP, setting, shoot, sleep, waitFor } from './lib.mjs';
+
+const DASHBOARD = setting('EINSORA_DASHBOARD_URL').replace(/\/$/, '');
+const DASHBOARD_HOST = new URL(DASHBOARD).host;
+const API_URL = setting('EINSORA_API_URL', DASHBOARD).replace(/\/$/, '');
+const ACCESS_PORT = setting('EINSORA_ACCESS_PORT');
+const EMAIL = setting('EINSORA_OWNER_EMAIL');
+const PASSWORD = setting('EINSORA_OWNER_PASSWORD');
+const MODEL = setting('EINSORA_MODEL', 'tiny.gguf');
+const SHOTS = setting('EINSORA_SCREENSHOTS', path.resolve('target/test-output/screenshots'));
+const api = apiClient(API_URL, setting('EINSORA_API_TOKEN'));
+
+/** How long a workload may take to reach running on a busy 2-core machine. */
+const RUNNING_WITHIN = 180_000;
+const SESSION_COOKIE = 'einsora_session';
+const ACCESS_COOKIE = 'einsora_access';
+const NOTEBOOK_HOST = /^w-[0-9a-f-]+\.localhost$/;
+
+const started = Date.now();
+const log = (line) => console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${line}`);
+
+// ---- what the browser does that the test watches all along ----
+
+/** Console errors, uncaught exceptions and CSP violations on the dashboard's pages. */
+const problems = [];
+/** Requests to a notebook's host that carried the dashboard's session cookie. */
+const leaks = [];
+/** Requests to a notebook's host, by URL. */
+const notebookRequests = [];
+/** Requests to the dashboard's /v1 from pages of other sites: [origin label, method, url, had session]. */
+const attackRequests = [];
+/** Pages whose requests count as attacks, by the origin label they attack from. */
+const attackers = new Map();
+const pending = [];
+let signedIn = false;
+/** A mocked failure the test is causing on purpose: its console line is expected. */
+let expectedFailure = null;
+
+function isDashboard(url) {
+  try {
+    return new URL(url).host === DASHBOARD_HOST;
+  } catch {
+    return false;
+  }
+}
+
+function watch(context) {
+  context.on('request', (request) => {
+    const url = new URL(request.url());
+    let page = null;
+    try {
+      page = request.frame().page();
+    } catch {
+      // a service worker's request: no page
+    }
+    const attacker = page && attackers.get(page);
+    if (NOTEBOOK_HOST.test(url.hostname)) notebookRequests.push(request.url());
+    if (!NOTEBOOK_HOST.test(url.hostname) && !(attacker && url.host === DASHBOARD_HOST)) return;
+    pending.push(
+      request.allHeaders().then((headers) => {
+        const cookie = headers.cookie ?? '';
+        const session = cookie.split(/;\s*/).some((c) => c.startsWith(`${SESSION_COOKIE}=`));
+        if (NOTEBOOK_HOST.test(url.hostname) && session) leaks.push(request.url());
+        if (attacker && url.host === DASHBOARD_HOST) {
+          attackRequests.push([attacker, request.method(), request.url(), session]);
+        }
+      }, () => {}),
+    );
+  });
+  context.on('page', (page) => listen(page));
+}
+
+function listen(page) {
+  page.on('console', (message) => {
+    if (message.type() !== 'error' || !isDashboard(page.url())) return;
+    const text = message.text();
+    const where = message.location().url;
+    const refused = /Failed to load resource: the server responded with a status of (\d+)/.exec(text);
+    if (refused && refused[1] === '401' && !signedIn) return; // not signed in: the API says so
+    if (refused && expectedFailure && where.includes(expectedFailure)) return;
+    problems.push(`console error on ${page.url()}: ${text} (${where})`);
+  });
+  page.on('pageerror', (error) => {
+    if (isDashboard(page.url())) problems.push(`uncaught on ${page.url()}: ${error.stack ?? error}`);
+  });
+}
+
+/** Pages that don't fit the screen: the whole page scrolls sideways. */
+const misfits = [];
+
+// ---- the dashboard, as its contract names things ----
+
+/** The value beside `term` in the page's description list. */
+function field(page, term) {
+  return page.locator(`xpath=//dl//dt[normalize-space()="${term}"]/following-sibling::dd[1]`).first();
+}
+
+async function fieldText(page, term) {
+  return ((await field(page, term).textContent({ timeout: 2000 })) ?? '').trim();
+}
+
+/** Waits until the workload page's State reads `state`, without a reload; the states seen. */
+async function watchState(page, state, timeout = RUNNING_WITHIN) {
+  await page.evaluate(() => {
+    window.__einsoraNoReload = true;
+  });
+  const seen = [];
+  await waitFor(`State to read "${state}"`, async () => {
+    const now = (await fieldText(page, 'State')).toLowerCase();
+    if (seen.at(-1) !== now) seen.push(now);
+    return now === state;
+  }, timeout, 100);
+  assert(await page.evaluate(() => window.__einsoraNoReload === true), 'the page was reloaded');
+  return seen;
+}
+
+async function nav(page, name) {
+  await page.getByRole('navigation').getByRole('link', { name, exact: true }).first().click();
+}
+
+function heading(page, name) {
+  return page.getByRole('heading', { name, exact: true });
+}
+
+/** Confirms in the page's open <dialog> with the button `name`. */
+async function inDialog(page, name) {
+  const dialog = page.getByRole('dialog');
+  await dialog.waitFor({ state: 'visible' });
+  await dialog.getByRole('button', { name, exact: true }).click();
+  await dialog.waitFor({ state: 'hidden' });
+}
+
+/** The API's view of what an attack could change. */
+async function snapshot(workload) {
+  const tokens = (await api('GET', '/v1/tokens')).tokens ?? [];
+  const w = await api('GET', `/v1/workloads/${workload}`);
+  return {
+    tokens: tokens.map((t) => `${t.id} ${t.name} ${t.revoked_at ?? 'live'}`).sort(),
+    workload: w.state,
+  };
+}
+
+// ---- the run ----
+
+async function main() {
+  for (const stale of ['failure.png', 'failure.html']) fs.rmSync(path.join(SHOTS, stale), { force: true });
+  const browser = await chromium();
+  log(`Chromium ${browser.version()}, dashboard ${DASHBOARD}`);
+  const context = await browser.newContext({ viewport: DESKTOP });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: DASHBOARD });
+  // CSP violations, reported by the page itself (the browser also logs them as console errors).
+  await context.exposeBinding('__einsoraViolation', ({ page }, text) => {
+    if (isDashboard(page.url())) problems.push(`CSP violation on ${page.url()}: ${text}`);
+  });
+  await context.addInitScript(() => {
+    document.addEventListener('securitypolicyviolation', (e) => {
+      window.__einsoraViolation(`${e.violatedDirective} blocked ${e.blockedURI} at ${e.sourceFile}:${e.lineNumber}`);
+    });
+  });
+  watch(context);
+  const page = await context.newPage();
+  page.setDefaultTimeout(30_000);
+  const result = {};
+  const screenshot = async (name) => misfits.push(...(await shoot(page, SHOTS, name)));
+  let step = 'start';
+  const stepStart = (name) => {
+    step = name;
+    log(name);
+  };
+
+  try {
+    stepStart('sign in: a wrong password is refused, then the keyboard signs in');
+    await page.goto(`${DASHBOARD}/workloads`);
+    await page.waitForURL(/\/signin$/);
+    await heading(page, 'Sign in').waitFor();
+    await screenshot('signin');
+    await page.getByLabel('Email', { exact: true }).fill(EMAIL);
+    await page.getByLabel('Password', { exact: true }).fill('not the password');
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByRole('alert').filter({ hasText: /\S/ }).waitFor();
+    await page.getByLabel('Email', { exact: true }).fill('');
+    await page.getByLabel('Password', { exact: true }).fill('');
+    await page.getByLabel('Email', { exact: true }).focus();
+    await page.keyboard.type(EMAIL);
+    await page.keyboard.press('Tab');
+    const focused = await page.evaluate(() => document.activeElement?.getAttribute('type'));
+    assert(focused === 'password', `Tab from Email goes to Password, not ${focused}`);
+    await page.keyboard.type(PASSWORD);
+    signedIn = true;
+    await page.keyboard.press('Enter');
+    await page.waitForURL((url) => !url.pathname.startsWith('/signin'));
+    await page.getByRole('button', { name: 'Sign out', exact: true }).waitFor();
+    const cookies = await context.cookies(DASHBOARD);
+    const session = cookies.find((c) => c.name === SESSION_COOKIE);
+    assert(session && session.httpOnly && session.sameSite === 'Strict', `an HttpOnly, SameSite=Strict session cookie: ${JSON.stringify(session)}`);
+    assert(session.domain === new URL(DASHBOARD).hostname, `the session cookie is host-only: ${session.domain}`);
+
+    stepStart('workloads: the empty list');
+    await nav(page, 'Workloads');
+    await page.waitForURL(/\/workloads$/);
+    await heading(page, 'Workloads').waitFor();
+    await page.getByRole('table').waitFor();
+    await screenshot('workloads');
+
+    stepStart('launch: a notebook from the form, its failure shown with a request ID first');
+    await nav(page, 'Launch');
+    await page.waitForURL(/\/launch$/);
+    await heading(page, 'Launch').waitFor();
+    await page.getByLabel('Kind', { exact: true }).selectOption('notebook');
+    await page.getByLabel('Class', { exact: true }).selectOption('cpu-1c-2g');
+    await page.getByLabel('Image', { exact: true }).selectOption('jupyterlab');
+    await page.getByLabel('Name', { exact: true }).fill('nb-browser');
+    await screenshot('launch');
+    const refusal = {
+      error: { code: 'quota_exceeded', message: 'the test says no', request_id: 'req-browser-test-1' },
+    };
+    await page.route(`${DASHBOARD}/v1/workloads`, (route) =>
+      route.request().method() === 'POST'
+        ? route.fulfill({ status: 409, contentType: 'application/json', body: JSON.stringify(refusal) })
+        : route.fallback());
+    expectedFailure = '/v1/workloads';
+    await page.getByRole('button', { name: 'Launch', exact: true }).click();
+    const alert = page.getByRole('alert').filter({ hasText: 'the test says no' });
+    await alert.waitFor();
+    const alertText = await alert.textContent();
+    assert(/Request ID:\s*req-browser-test-1/.test(alertText), `the error names its request ID: ${alertText}`);
+    await page.unroute(`${DASHBOARD}/v1/workloads`);
+    expectedFailure = null;
+    await page.getByRole('button', { name: 'Launch', exact: true }).click();
+    await page.waitForURL(/\/workloads\/[0-9a-f-]{36}$/);
+    const id = new URL(page.url()).pathname.split('/').pop();
+    result.notebook = id;
+    log(`notebook ${id}`);
+
+    stepStart('the workload page: it reaches running without a reload');
+    await heading(page, 'nb-browser').waitFor();
+    await heading(page, 'Timeline').waitFor();
+    const seen = await watchState(page, 'running');
+    log(`states seen: ${seen.join(' → ')}`);
+    assert(seen.length > 1, `a state before running was shown, then running: ${seen}`);
+    assert((await fieldText(page, 'Requested class')) === 'cpu-1c-2g', 'requested class');
+    assert((await fieldText(page, 'Placed class')) === 'cpu-1c-2g', 'placed class');
+    assert((await fieldText(page, 'Region')) === 'local', 'region');
+    assert((await fieldText(page, 'Driver')) === 'docker', 'driver');
+    assert((await fieldText(page, 'Machine')) !== '', 'a machine');
+    const timeline = page.locator('xpath=//*[self::h2 or self::h3][normalize-space()="Timeline"]/following::ol[1]/li');
+    await waitFor('a timeline ending with running (newest last)', async () =>
+      (await timeline.count()) >= 2 && /^\s*running/.test(await timeline.last().textContent({ timeout: 2000 })));
+    await screenshot('workload');
+    await page.reload();
+    await heading(page, 'nb-browser').waitFor(); // the route survives a refresh
+
+    stepStart('open: the link lands on the notebook\'s own origin and JupyterLab loads');
+    const notebookOrigin = `http://w-${id}.localhost:${ACCESS_PORT}`;
+    const popup = context.waitForEvent('page');
+    await page.getByRole('button', { name: 'Open', exact: true }).click();
+    const lab = await popup;
+    await lab.waitForURL((url) => url.origin === notebookOrigin && !url.pathname.startsWith('/_einsora/'), { timeout: 60_000 });
+    assert(
+      notebookRequests.some((u) => u.startsWith(`${notebookOrigin}/_einsora/open?ticket=`)),
+      `the link was ${notebookOrigin}/_einsora/open?ticket=…: ${notebookRequests.slice(0, 3)}`,
+    );
+    await waitFor('JupyterLab\'s title', async () => /JupyterLab/.test(await lab.title()), 60_000);
+    await lab.locator('.jp-LabShell').first().waitFor({ timeout: 120_000 });
+    // The browser's own cookie matching (Playwright's context.cookies(url) ignores host-only).
+    const cdp = await context.newCDPSession(lab);
+    const cookiesFor = async (url) => (await cdp.send('Network.getCookies', { urls: [url] })).cookies;
+    const labCookies = await cookiesFor(`${notebookOrigin}/`);
+    const access = labCookies.find((c) => c.name === ACCESS_COOKIE);
+    assert(access && access.domain === `w-${id}.localhost` && access.httpOnly, `the access cookie is the notebook host's alone: ${JSON.stringify(labCookies)}`);
+    assert(!labCookies.some((c) => c.name === SESSION_COOKIE), `the session cookie is not the notebook's: ${JSON.stringify(labCookies)}`);
+    const dashboardCookies = await cookiesFor(`${DASHBOARD}/`);
+    assert(dashboardCookies.some((c) => c.name === SESSION_COOKIE), 'the dashboard has its session cookie');
+    assert(!dashboardCookies.some((c) => c.name === ACCESS_COOKIE), 'the access cookie is not the dashboard\'s');
+    await cdp.detach();
+
+    stepStart('other sites: fetch, form POST and WebSocket against the API with the session live');
+    const before = await snapshot(id);
+    const server = await elsewhere();
+    const port = server.address().port;
+    const origins = [
+      [`http://localhost:${port}`, 'localhost (same site, other port)'],
+      [`http://127.0.0.1:${port}`, '127.0.0.1 (another site)'],
+    ];
+    const outcomes = {};
+    for (const [origin, label] of origins) {
+      const other = await context.newPage();
+      attackers.set(other, label);
+      await other.goto(`${origin}/`);
+      outcomes[label] = await other.evaluate(attack, { dashboard: DASHBOARD, workload: id });
+      await other.close();
+    }
+    attackers.set(lab, 'the notebook\'s origin');
+    outcomes['the notebook\'s origin'] = await lab.evaluate(attack, { dashboard: DASHBOARD, workload: id });
+    attackers.delete(lab);
+    server.close();
+    await Promise.all(pending);
+    await sleep(1500); // anything that did get through has been recorded by now
+    for (const [label, got] of Object.entries(outcomes)) log(`  from ${label}: ${JSON.stringify(got)}`);
+    const after = await snapshot(id);
+    assert(JSON.stringify(after) === JSON.stringify(before), `no effect: before ${JSON.stringify(before)}, after ${JSON.stringify(after)}`);
+    for (const [label, got] of Object.entries(outcomes)) {
+      for (const read of ['read tokens', 'read me']) {
+        assert(got[read].startsWith('refused'), `${label} can't read ${read}: ${got[read]}`);
+      }
+      assert(got.websocket !== 'open', `${label}: no WebSocket to the API`);
+    }
+    // Playwright shows the Cookie header of a request Chromium sent only if the request got
+    // its extra info: form posts (navigations) always do, fetches that CORS failed may not.
+    const reached = (label) => attackRequests.filter(([l]) => l === label);
+    for (const [, label] of [...origins, [null, 'the notebook\'s origin']]) {
+      const all = reached(label);
+      const withSession = all.filter(([, , , session]) => session).map(([, m, u]) => `${m} ${new URL(u).pathname}`);
+      log(`  from ${label}: ${all.length} requests reached the gateway, seen with the session cookie: ${withSession.join(', ') || 'none'}`);
+    }
+    assert(
+      reached(origins[0][1]).some(([, method, , session]) => method === 'POST' && session),
+      'the same-site attacks did reach the gateway with the session cookie (so the refusals are the gateway\'s)',
+    );
+    for (const label of [origins[1][1], 'the notebook\'s origin']) {
+      assert(!reached(label).some(([, , , session]) => session), `no request from ${label} carried the session cookie`);
+    }
+    await page.reload();
+    await heading(page, 'nb-browser').waitFor(); // still signed in
+    await lab.close();
+
+    stepStart('workloads: the list follows the workload live; filters');
+    await nav(page, 'Workloads');
+    await page.waitForURL(/\/workloads$/);
+    const row = page.getByRole('row').filter({ has: page.getByRole('link', { name: 'nb-browser', exact: true }) });
+    await waitFor('the row to say running', async () => /running/i.test(await row.textContent({ timeout: 2000 })));
+    const link = await row.getByRole('link', { name: 'nb-browser', exact: true }).getAttribute('href');
+    assert(link === `/workloads/${id}`, `the name links to its page: ${link}`);
+    await page.evaluate(() => {
+      window.__einsoraNoReload = true;
+    });
+    await api('POST', `/v1/workloads/${id}/stop`, {});
+    await waitFor('the row to say stopped', async () => /stopped/i.test(await row.textContent({ timeout: 2000 })), 60_000);
+    assert(await page.evaluate(() => window.__einsoraNoReload === true), 'the list was reloaded');
+    await page.getByLabel('Kind', { exact: true }).selectOption('endpoint');
+    await row.waitFor({ state: 'detached' });
+    await page.getByLabel('Kind', { exact: true }).selectOption({ index: 0 });
+    await row.waitFor();
+    await page.getByLabel('State', { exact: true }).selectOption('running');
+    await row.waitFor({ state: 'detached' });
+    await page.getByLabel('State', { exact: true }).selectOption('stopped');
+    await row.waitFor();
+    await page.getByLabel('State', { exact: true }).selectOption({ index: 0 });
+
+    stepStart('the workload page: start, stop, delete (cancelled once) with the states live');
+    await row.getByRole('link', { name: 'nb-browser', exact: true }).click();
+    await page.waitForURL(`${DASHBOARD}/workloads/${id}`);
+    await heading(page, 'nb-browser').waitFor();
+    await page.getByRole('button', { name: 'Start', exact: true }).click();
+    log(`  start: ${(await watchState(page, 'running')).join(' → ')}`);
+    await page.getByRole('button', { name: 'Stop', exact: true }).click();
+    log(`  stop: ${(await watchState(page, 'stopped', 60_000)).join(' → ')}`);
+    await page.getByRole('button', { name: 'Delete', exact: true }).click();
+    await inDialog(page, 'Cancel');
+    await sleep(500);
+    assert((await api('GET', `/v1/workloads/${id}`)).state === 'stopped', 'Cancel deletes nothing');
+    await page.getByRole('button', { name: 'Delete', exact: true }).click();
+    await inDialog(page, 'Delete');
+    await waitFor('the workload to be deleted', async () =>
+      (await api('GET', `/v1/workloads/${id}?include_deleted=true`)).state === 'deleted', 60_000);
+    if (new URL(page.url()).pathname === `/workloads/${id}`) {
+      log(`  delete: ${(await watchState(page, 'deleted', 30_000)).join(' → ')}`);
+    }
+
+    stepStart('workloads: a deleted one shows on request');
+    await nav(page, 'Workloads');
+    await heading(page, 'Workloads').waitFor();
+    await page.getByRole('table').waitFor();
+    await sleep(500);
+    assert((await row.count()) === 0, 'a deleted workload is not listed');
+    await page.getByRole('checkbox', { name: 'Show deleted', exact: true }).check();
+    await row.waitFor();
+    await page.getByRole('checkbox', { name: 'Show deleted', exact: true }).uncheck();
+
+    stepStart('an endpoint: launched with its model, its base URL and a curl example to copy');
+    await nav(page, 'Launch');
+    await page.getByLabel('Kind', { exact: true }).selectOption('endpoint');
+    await page.getByLabel('Class', { exact: true }).selectOption('cpu-1c-2g');
+    await page.getByLabel('Image', { exact: true }).selectOption('openai-endpoint');
+    await page.getByLabel('Name', { exact: true }).fill('llm-browser');
+    await page.getByLabel('Model', { exact: true }).fill(MODEL);
+    await page.getByRole('button', { name: 'Launch', exact: true }).click();
+    await page.waitForURL(/\/workloads\/[0-9a-f-]{36}$/);
+    const endpoint = new URL(page.url()).pathname.split('/').pop();
+    result.endpoint = endpoint;
+    await heading(page, 'llm-browser').waitFor();
+    await watchState(page, 'running');
+    const base = `http://localhost:${ACCESS_PORT}/e/${endpoint}/v1`;
+    await page.getByText(base, { exact: false }).first().waitFor();
+    await page.getByRole('button', { name: 'Copy', exact: true }).click();
+    const copied = await waitFor('the curl example on the clipboard', () => page.evaluate(() => navigator.clipboard.readText()), 5000);
+    assert(copied.includes('curl') && copied.includes(base), `the copied example calls the endpoint: ${copied}`);
+    assert(/Authorization: Bearer/i.test(copied), `it uses an API token: ${copied}`);
+    assert(!/cookie|einsora_session/i.test(copied), `it never uses the cookie: ${copied}`);
+    await api('DELETE', `/v1/workloads/${endpoint}`);
+
+    stepStart('API tokens: create (shown once), use, revoke');
+    await nav(page, 'API tokens');
+    await page.waitForURL(/\/tokens$/);
+    await heading(page, 'API tokens').waitFor();
+    const name = `browser-${Date.now()}`;
+    result.token_name = name;
+    await page.getByLabel('Token name', { exact: true }).fill(name);
+    await page.getByRole('button', { name: 'Create token', exact: true }).click();
+    const shown = await waitFor('the new token', async () => /tsk_[0-9A-Za-z]{32}/.exec(await page.locator('body').innerText())?.[0]);
+    const me = await fetch(`${API_URL}/v1/me`, { headers: { Authorization: `Bearer ${shown}` } });
+    assert(me.status === 200, `the shown token works: ${me.status}`);
+    const tokenRow = page.getByRole('row').filter({ hasText: name });
+    await tokenRow.waitFor();
+    await screenshot('tokens');
+    await nav(page, 'Workloads');
+    await nav(page, 'API tokens');
+    await tokenRow.waitFor();
+    assert(!(await page.content()).includes(shown), 'the token is shown once only');
+    await tokenRow.getByRole('button', { name: 'Revoke', exact: true }).click();
+    await waitFor('the token to be refused', async () =>
+      (await fetch(`${API_URL}/v1/me`, { headers: { Authorization: `Bearer ${shown}` } })).status === 401);
+
+    stepStart('machines: this machine; an enrolment token made and revoked');
+    await nav(page, 'Machines');
+    await page.waitForURL(/\/machines$/);
+    await heading(page, 'Machines').waitFor();
+    const machines = (await api('GET', '/v1/machines')).machines ?? [];
+    assert(machines.length >= 1, 'this machine is enrolled');
+    await page.getByRole('row').filter({ hasText: machines[0].name }).first().waitFor();
+    await page.getByLabel('Machine name', { exact: true }).fill('lab-box');
+    await page.getByRole('button', { name: 'Create enrolment token', exact: true }).click();
+    const join = await waitFor('the join command with its token', async () =>
+      /einsora agent join --token enr_[0-9A-Za-z]{32}/.exec(await page.locator('body').innerText())?.[0]);
+    const enrolments = (await api('GET', '/v1/enrolment-tokens')).enrolment_tokens ?? [];
+    const labBox = enrolments.find((t) => t.name === 'lab-box' && !t.revoked_at);
+    assert(labBox, `the enrolment token exists: ${JSON.stringify(enrolments)}`);
+    await screenshot('machines');
+    await nav(page, 'Usage');
+    await nav(page, 'Machines');
+    await page.getByRole('row').filter({ hasText: 'lab-box' }).waitFor();
+    assert(!(await page.content()).includes(join.split('--token ')[1]), 'the enrolment token is shown once only');
+    await page.getByRole('row').filter({ hasText: 'lab-box' }).getByRole('button', { name: 'Revoke', exact: true }).click();
+    await waitFor('the enrolment token to be revoked', async () => {
+      const now = (await api('GET', '/v1/enrolment-tokens')).enrolment_tokens ?? [];
+      const t = now.find((x) => x.id === labBox.id);
+      return !t || t.revoked_at;
+    });
+
+    stepStart('usage: the chart and the table of this run');
+    await nav(page, 'Usage');
+    await page.waitForURL(/\/usage(\?.*)?$/);
+    await heading(page, 'Usage').waitFor();
+    const today = new Date();
+    const pad = (n) => String(n).padStart(2, '0');
+    const day = (d) => `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+    const from = page.getByLabel('From', { exact: true });
+    const to = page.getByLabel('To', { exact: true });
+    const yesterday = day(new Date(today.getTime() - 86_400_000));
+    const tomorrow = day(new Date(today.getTime() + 86_400_000));
+    const type = await from.getAttribute('type');
+    if (type === 'date') {
+      await from.fill(yesterday);
+      await to.fill(tomorrow);
+    } else if (type === 'datetime-local') {
+      await from.fill(`${yesterday}T00:00`);
+      await to.fill(`${tomorrow}T00:00`);
+    }
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    const chart = page.locator('svg[role="img"]');
+    await chart.waitFor();
+    const label = (await chart.getAttribute('aria-label')) ?? (await chart.locator('title').first().textContent().catch(() => ''));
+    assert(label, 'the chart has an accessible name');
+    await waitFor('a bar in the chart', async () => (await chart.locator('rect, path').count()) > 0);
+    await page.getByRole('table').getByText('cpu-1c-2g').first().waitFor();
+    await screenshot('usage');
+
+    stepStart('sign out');
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    signedIn = false;
+    await page.waitForURL(/\/signin$/);
+    await page.goto(`${DASHBOARD}/tokens`);
+    await page.waitForURL(/\/signin$/);
+    assert(!(await context.cookies(DASHBOARD)).some((c) => c.name === SESSION_COOKIE && c.value), 'the session cookie is gone');
+
+    stepStart('all along: no console error, exception or CSP violation; no session cookie on a notebook host');
+    await Promise.all(pending);
+    assert(notebookRequests.length > 10, `the notebook was used: ${notebookRequests.length} requests`);
+    assert(leaks.length === 0, `the session cookie went to a notebook host: ${leaks.join(', ')}`);
+    assert(problems.length === 0, `the dashboard's console:\n  ${problems.join('\n  ')}`);
+    assert(misfits.length === 0, `pages that don't fit the screen:\n  ${misfits.join('\n  ')}`);
+    log(`${notebookRequests.length} requests to notebook hosts, none with the session cookie`);
+    console.log(`RESULT ${JSON.stringify(result)}`);
+  } catch (error) {
+    console.error(`FAILED at "${step}": ${error.stack ?? error}`);
+    if (problems.length) console.error(`console problems so far:\n  ${problems.join('\n  ')}`);
+    if (misfits.length) console.error(`pages that don't fit so far:\n  ${misfits.join('\n  ')}`);
+    try {
+      fs.mkdirSync(SHOTS, { recursive: true });
+      await page.screenshot({ path: path.join(SHOTS, 'failure.png'), fullPage: true });
+      fs.writeFileSync(path.join(SHOTS, 'failure.html'), await page.content());
+      console.error(`the page then: ${page.url()} (failure.png, failure.html in ${SHOTS})`);
+    } catch {
+      // the page is gone; the error says enough
+    }
+    process.exitCode = 1;
+  } finally {
+    await browser.close();
+  }
+}
+
+await main();
