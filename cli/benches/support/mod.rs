@@ -145,50 +145,52 @@ impl Stack {
         });
         let password = rx.recv_timeout(Duration::from_secs(30)).ok().flatten();
         let password = password.ok_or_else(|| anyhow::anyhow!("no dev password"))?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let login = loop {
-            let body = json!({ "email": "dev@acme", "password": password }).to_string();
-            let request = Request::post(format!("{}/v1/sessions", self.base))
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(body)))?;
-            match http.request(request).await {
-                Ok(r) if r.status() == 200 => break r,
-                _ if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await
-                }
-                other => anyhow::bail!("login failed: {other:?}"),
-            }
-        };
-        let cookie = login
-            .headers()
-            .get("set-cookie")
-            .and_then(|c| c.to_str().ok())
-            .and_then(|c| c.split(';').next())
-            .unwrap_or_default()
-            .to_owned();
-        let session: Value =
-            serde_json::from_slice(&login.into_body().collect().await?.to_bytes())?;
-        let request = Request::post(format!("{}/v1/tokens", self.base))
-            .header("content-type", "application/json")
-            .header("cookie", cookie)
-            .header(
-                "x-csrf-token",
-                session["csrf_token"].as_str().unwrap_or_default(),
-            )
-            .body(Full::new(Bytes::from(
-                json!({ "name": "load" }).to_string(),
-            )))?;
-        let made: Value = serde_json::from_slice(
-            &http
-                .request(request)
-                .await?
-                .into_body()
-                .collect()
-                .await?
-                .to_bytes(),
-        )?;
-        Ok(made["token"].as_str().unwrap_or_default().to_owned())
+        token(http, &self.base, &password).await
     }
+}
+
+/// Logs in as dev@acme with `password` through the gateway at `base` and makes an API token.
+pub async fn token(http: &Http, base: &str, password: &str) -> anyhow::Result<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let login = loop {
+        let body = json!({ "email": "dev@acme", "password": password }).to_string();
+        let request = Request::post(format!("{base}/v1/sessions"))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))?;
+        match http.request(request).await {
+            Ok(r) if r.status() == 200 => break r,
+            _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => anyhow::bail!("login failed: {other:?}"),
+        }
+    };
+    let cookie = login
+        .headers()
+        .get("set-cookie")
+        .and_then(|c| c.to_str().ok())
+        .and_then(|c| c.split(';').next())
+        .unwrap_or_default()
+        .to_owned();
+    let session: Value = serde_json::from_slice(&login.into_body().collect().await?.to_bytes())?;
+    let request = Request::post(format!("{base}/v1/tokens"))
+        .header("content-type", "application/json")
+        .header("cookie", cookie)
+        .header(
+            "x-csrf-token",
+            session["csrf_token"].as_str().unwrap_or_default(),
+        )
+        .body(Full::new(Bytes::from(
+            json!({ "name": "load" }).to_string(),
+        )))?;
+    let made: Value = serde_json::from_slice(
+        &http
+            .request(request)
+            .await?
+            .into_body()
+            .collect()
+            .await?
+            .to_bytes(),
+    )?;
+    Ok(made["token"].as_str().unwrap_or_default().to_owned())
 }
 
 impl Drop for Stack {
@@ -208,9 +210,12 @@ pub fn free_addr() -> anyhow::Result<String> {
         .to_string())
 }
 
+/// The release binary.
+pub const EINSORA: &str = env!("CARGO_BIN_EXE_einsora");
+
 /// The release binary with these settings.
 pub fn einsora(args: &[&str], env: &[(String, String)]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_einsora"));
+    let mut cmd = Command::new(EINSORA);
     cmd.args(args).envs(env.iter().map(|(k, v)| (k, v)));
     cmd
 }

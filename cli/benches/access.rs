@@ -1,0 +1,761 @@
+//! The access proxy against nginx, one worker each, in front of the same origin on a Unix socket:
+//! - small answers (100 bytes): req/s and wrk's latency p50/p99 at 1, 32 and 256 connections,
+//!   with the origin direct (wrk to the same server on TCP, kept alive) as the floor;
+//! - 1 MiB answers: throughput at 1 and 32 connections;
+//! - memory per idle WebSocket: the proxy's RSS before and after 1,000 upgraded connections
+//!   through it to an origin that accepts the upgrade and idles (fresh processes).
+//!
+//! The proxy is the release binary's `einsora access` with `TOKIO_WORKER_THREADS=1`; the api and
+//! the controller are the access tests' fakes (`services/access/tests/proxy/fakes.rs`) served over
+//! mutual TLS from this process, answering from memory. The measured path is the product's: a
+//! notebook's host, its session cookie looked up, then a ResolveAccessTarget call to the
+//! controller and a new Unix-socket connection to the workload for every request. nginx is
+//! Debian's (`worker_processes 1`, a new upstream connection per request too, the WebSocket
+//! headers of its documentation, `proxy_buffering off` as in front of Jupyter).
+//!
+//! `cargo bench -p einsora --bench access` (BENCH_SECONDS per wrk run, default 10;
+//! BENCH_ROUNDS, default 3; BENCH_SOCKETS, default 1000). Needs `wrk` (`apt-get install wrk`);
+//! fetches nginx with `apt-get download` into target/peers when it isn't there.
+
+mod support;
+
+#[path = "../../services/access/tests/proxy/fakes.rs"]
+#[allow(dead_code)]
+mod fakes;
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use einsora_proto::common::v1::WorkloadKind;
+use einsora_runtime::grpc::{self, InternalTls};
+use einsora_runtime::pki::{Role, RoleKind};
+use einsora_runtime::settings::Settings;
+use einsora_runtime::shutdown::Shutdown;
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{CONTENT_TYPE, UPGRADE};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
+
+use support::free_addr;
+
+const SMALL: &[u8; 100] = b"{\"version\":\"2.21.0\",\"started\":\"2026-11-29T00:00:00Z\",\"kernels\":0,\"connections\":0,\"pad\":\"xxxxxxxxxx\"}";
+const BIG: usize = 1 << 20;
+const SMALL_CONNECTIONS: [u32; 3] = [1, 32, 256];
+const BIG_CONNECTIONS: [u32; 2] = [1, 32];
+const TOKEN: &str = "nbtoken-bench";
+
+fn main() -> anyhow::Result<()> {
+    let setting = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let seconds = setting("BENCH_SECONDS", 10);
+    let rounds = setting("BENCH_ROUNDS", 3);
+    let sockets = setting("BENCH_SOCKETS", 1000) as usize;
+    let wrk = which("wrk").context("no wrk on PATH: apt-get install wrk")?;
+    let nginx = nginx()?;
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let world = rt.block_on(World::start(dir.path()))?;
+
+    // BENCH_CANDIDATE names another build of `einsora`, measured beside the release one.
+    let candidate = std::env::var_os("BENCH_CANDIDATE").map(PathBuf::from);
+    let mut names = vec!["direct", "nginx", "einsora"];
+    if candidate.is_some() {
+        names.push("candidate");
+    }
+    let start = |p: usize| match p {
+        0 => Ok(Peer::direct(&world)),
+        1 => Peer::nginx(&world, &nginx),
+        2 => Peer::einsora(&world, &rt, Path::new(support::EINSORA)),
+        _ => Peer::einsora(&world, &rt, candidate.as_deref().unwrap_or(Path::new(""))),
+    };
+    let n = names.len();
+    // Results by test and peer: one entry per round.
+    let mut small: Vec<Vec<Vec<Wrk>>> = vec![vec![vec![]; n]; SMALL_CONNECTIONS.len()];
+    let mut big: Vec<Vec<Vec<Wrk>>> = vec![vec![vec![]; n]; BIG_CONNECTIONS.len()];
+    let mut idle: Vec<Vec<Idle>> = vec![vec![]; n];
+    for round in 0..rounds as usize {
+        eprintln!("round {}/{rounds}", round + 1);
+        let peers = (0..n).map(start).collect::<anyhow::Result<Vec<_>>>()?;
+        // Interleaved: every test runs each peer in turn, the order rotating by round.
+        let order: Vec<usize> = (0..n).map(|i| (i + round) % n).collect();
+        for (t, &c) in SMALL_CONNECTIONS.iter().enumerate() {
+            for &p in &order {
+                small[t][p].push(peers[p].wrk(&wrk, "/small", c, seconds)?);
+            }
+        }
+        for (t, &c) in BIG_CONNECTIONS.iter().enumerate() {
+            for &p in &order {
+                big[t][p].push(peers[p].wrk(&wrk, "/1m", c, seconds)?);
+            }
+        }
+        drop(peers);
+        // Fresh processes, so what the runs above grew isn't counted.
+        for &p in order.iter().filter(|&&p| p > 0) {
+            let peer = start(p)?;
+            idle[p].push(rt.block_on(peer.websockets(&world, sockets))?);
+        }
+    }
+
+    println!("\nsmall answers (100 bytes), medians of {rounds} rounds of {seconds} s");
+    println!(
+        "{:<8} {:>5} {:>10} {:>9} {:>9} {:>10} {:>8}",
+        "peer", "conns", "req/s", "p50 µs", "p99 µs", "cpu µs/req", "vs nginx"
+    );
+    for (t, &c) in SMALL_CONNECTIONS.iter().enumerate() {
+        let nginx_rate = median(small[t][1].iter().map(|w| w.rate));
+        for (p, name) in names.iter().enumerate() {
+            let runs = &small[t][p];
+            let rate = median(runs.iter().map(|w| w.rate));
+            let cpu = if p == 0 {
+                "-".to_owned()
+            } else {
+                format!("{:.1}", median(runs.iter().map(|w| w.cpu_us_per_request)))
+            };
+            println!(
+                "{name:<8} {c:>5} {rate:>10.0} {:>9.0} {:>9.0} {cpu:>10} {:>8.2}",
+                median(runs.iter().map(|w| w.p50_us)),
+                median(runs.iter().map(|w| w.p99_us)),
+                rate / nginx_rate,
+            );
+        }
+    }
+    println!("\n1 MiB answers, medians of {rounds} rounds of {seconds} s");
+    println!(
+        "{:<8} {:>5} {:>10} {:>9} {:>9} {:>10}",
+        "peer", "conns", "GB/s", "p50 ms", "p99 ms", "cpu µs/MiB"
+    );
+    for (t, &c) in BIG_CONNECTIONS.iter().enumerate() {
+        for (p, name) in names.iter().enumerate() {
+            let runs = &big[t][p];
+            let cpu = if p == 0 {
+                "-".to_owned()
+            } else {
+                format!("{:.0}", median(runs.iter().map(|w| w.cpu_us_per_request)))
+            };
+            println!(
+                "{name:<8} {c:>5} {:>10.2} {:>9.2} {:>9.2} {cpu:>10}",
+                median(runs.iter().map(|w| w.rate * BIG as f64 / 1e9)),
+                median(runs.iter().map(|w| w.p50_us / 1000.0)),
+                median(runs.iter().map(|w| w.p99_us / 1000.0)),
+            );
+        }
+    }
+    println!("\n{sockets} idle WebSockets (RSS of the proxy; nginx: its worker)");
+    println!(
+        "{:<8} {:>10} {:>10} {:>12}   per round",
+        "peer", "before", "after", "per socket"
+    );
+    for (p, name) in names.iter().enumerate().skip(1) {
+        let runs = &idle[p];
+        let per: Vec<String> = runs.iter().map(|r| format!("{:.1}", r.per_kib)).collect();
+        println!(
+            "{name:<8} {:>7.1} MB {:>7.1} MB {:>8.1} KiB   {}",
+            median(runs.iter().map(|r| r.before_kib / 1024.0)),
+            median(runs.iter().map(|r| r.after_kib / 1024.0)),
+            median(runs.iter().map(|r| r.per_kib)),
+            per.join(" / "),
+        );
+    }
+    drop(world);
+    Ok(())
+}
+
+/// The origin and the fakes, served from this process for the whole run.
+struct World {
+    dir: PathBuf,
+    socket: PathBuf,
+    origin_tcp: String,
+    upgraded: Arc<AtomicUsize>,
+    api: Arc<fakes::Api>,
+    api_addr: String,
+    controller_addr: String,
+    workload: uuid::Uuid,
+    shutdown: Shutdown,
+}
+
+impl World {
+    async fn start(dir: &Path) -> anyhow::Result<World> {
+        let settings = Settings::from_map([("EINSORA_DATA_DIR", dir.display().to_string())]);
+        let tls = InternalTls::from_settings(&settings)?;
+        tls.init()?;
+        let shutdown = Shutdown::new();
+        let api = Arc::new(fakes::Api::default());
+        let controller = Arc::new(fakes::Controller::default());
+        let serve = async |role: Role, routes: tonic::service::Routes| -> anyhow::Result<String> {
+            let listener = TcpListener::bind("127.0.0.1:0").await?;
+            let addr = listener.local_addr()?.to_string();
+            let server_tls = tls.server(role, &[RoleKind::Access])?;
+            tokio::spawn(grpc::serve(listener, server_tls, routes, shutdown.clone()));
+            Ok(addr)
+        };
+        let api_addr = serve(Role::Api, fakes::api_routes(&api)).await?;
+        let controller_addr =
+            serve(Role::Controller, fakes::controller_routes(&controller)).await?;
+
+        let socket = dir.join("origin.sock");
+        let upgraded = Arc::new(AtomicUsize::new(0));
+        let unix = UnixListener::bind(&socket)?;
+        let tcp = TcpListener::bind("127.0.0.1:0").await?;
+        let origin_tcp = tcp.local_addr()?.to_string();
+        let big = Bytes::from(vec![b'x'; BIG]);
+        let (b, u) = (big.clone(), Arc::clone(&upgraded));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = unix.accept().await {
+                tokio::spawn(origin_connection(
+                    TokioIo::new(stream),
+                    b.clone(),
+                    u.clone(),
+                ));
+            }
+        });
+        let u = Arc::clone(&upgraded);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = tcp.accept().await {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(origin_connection(
+                    TokioIo::new(stream),
+                    big.clone(),
+                    u.clone(),
+                ));
+            }
+        });
+
+        let workload = uuid::Uuid::now_v7();
+        let socket_text = socket.to_str().context("a UTF-8 path")?;
+        controller.run(
+            &workload.to_string(),
+            &fakes::ALICE,
+            WorkloadKind::Notebook,
+            socket_text,
+            TOKEN,
+        );
+        Ok(World {
+            dir: dir.to_owned(),
+            socket,
+            origin_tcp,
+            upgraded,
+            api,
+            api_addr,
+            controller_addr,
+            workload,
+            shutdown,
+        })
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+    }
+}
+
+async fn origin_connection<I>(io: TokioIo<I>, big: Bytes, upgraded: Arc<AtomicUsize>)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request| origin(request, big.clone(), Arc::clone(&upgraded)));
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(io, service)
+        .with_upgrades()
+        .await;
+}
+
+/// 100 bytes at any path, 1 MiB at `/1m`; a WebSocket handshake is accepted and then idles
+/// until the other side closes.
+async fn origin(
+    mut request: Request<Incoming>,
+    big: Bytes,
+    upgraded: Arc<AtomicUsize>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let websocket = request
+        .headers()
+        .get(UPGRADE)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"));
+    if websocket {
+        let upgrade = hyper::upgrade::on(&mut request);
+        tokio::spawn(async move {
+            let Ok(io) = upgrade.await else { return };
+            upgraded.fetch_add(1, Ordering::SeqCst);
+            let mut io = TokioIo::new(io);
+            let mut buf = [0u8; 64];
+            while let Ok(1..) = io.read(&mut buf).await {}
+            upgraded.fetch_sub(1, Ordering::SeqCst);
+        });
+        let answer = Response::builder()
+            .status(StatusCode::SWITCHING_PROTOCOLS)
+            .header(UPGRADE, "websocket")
+            .header("connection", "Upgrade")
+            .header("sec-websocket-accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+            .body(Full::new(Bytes::new()));
+        return Ok(answer.expect("a valid answer"));
+    }
+    let body = if request.uri().path() == "/1m" {
+        big
+    } else {
+        Bytes::from_static(SMALL)
+    };
+    let answer = Response::builder()
+        .header(CONTENT_TYPE, "application/json")
+        .body(Full::new(body));
+    Ok(answer.expect("a valid answer"))
+}
+
+/// One side of the comparison: where wrk sends, with which headers, and the process whose CPU
+/// and memory count.
+struct Peer {
+    addr: String,
+    headers: Vec<String>,
+    /// The process that serves (nginx: its one worker); none for the origin direct.
+    pid: Option<u32>,
+    child: Option<Child>,
+}
+
+impl Peer {
+    fn direct(world: &World) -> Peer {
+        Peer {
+            addr: world.origin_tcp.clone(),
+            headers: vec![],
+            pid: None,
+            child: None,
+        }
+    }
+
+    fn nginx(world: &World, bin: &Path) -> anyhow::Result<Peer> {
+        let prefix = world
+            .dir
+            .join(format!("nginx-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir(&prefix)?;
+        let addr = free_addr()?;
+        let conf = prefix.join("nginx.conf");
+        std::fs::write(&conf, nginx_conf(&prefix, &addr, &world.socket))?;
+        let child = Command::new(bin)
+            .arg("-p")
+            .arg(&prefix)
+            .arg("-c")
+            .arg(&conf)
+            .arg("-e")
+            .arg("stderr")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        wait_listening(&addr)?;
+        let master = child.id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let worker = loop {
+            if let Some(pid) = children_of(master).into_iter().next() {
+                break pid;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "nginx started no worker");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Ok(Peer {
+            addr,
+            headers: vec![],
+            pid: Some(worker),
+            child: Some(child),
+        })
+    }
+
+    /// `einsora access` on one worker, and a session opened at the notebook's host.
+    fn einsora(world: &World, rt: &tokio::runtime::Runtime, bin: &Path) -> anyhow::Result<Peer> {
+        let addr = free_addr()?;
+        let port = addr
+            .rsplit_once(':')
+            .map(|(_, p)| p.to_owned())
+            .unwrap_or_default();
+        let env = [
+            ("EINSORA_DATA_DIR", world.dir.display().to_string()),
+            ("EINSORA_ACCESS_ADDR", addr.clone()),
+            ("EINSORA_ACCESS_URL", format!("http://localhost:{port}")),
+            ("EINSORA_API_ADDR", world.api_addr.clone()),
+            ("EINSORA_CONTROLLER_ADDR", world.controller_addr.clone()),
+            ("TOKIO_WORKER_THREADS", "1".to_owned()),
+        ];
+        let child = Command::new(bin)
+            .arg("access")
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let pid = child.id();
+        let mut peer = Peer {
+            addr,
+            headers: vec![],
+            pid: Some(pid),
+            child: Some(child),
+        };
+        wait_listening(&peer.addr)?;
+        let host = format!("w-{}.localhost:{port}", world.workload);
+        let ticket = format!("tkt-{}", uuid::Uuid::now_v7().simple());
+        world
+            .api
+            .add_ticket(&ticket, &world.workload.to_string(), fakes::ALICE);
+        let path = format!("/_einsora/open?ticket={ticket}");
+        let opened = rt.block_on(get(&peer.addr, &host, &path, &[]))?;
+        anyhow::ensure!(opened.0 == 200, "opening answered {}", opened.0);
+        let cookie = opened
+            .1
+            .lines()
+            .find_map(|l| l.strip_prefix("set-cookie: "))
+            .and_then(|c| c.split(';').next())
+            .context("no session cookie")?
+            .to_owned();
+        peer.headers = vec![format!("Host: {host}"), format!("Cookie: {cookie}")];
+        let through = rt.block_on(get(&peer.addr, &host, "/small", &peer.headers[1..]))?;
+        anyhow::ensure!(through.0 == 200, "a request answered {}", through.0);
+        Ok(peer)
+    }
+
+    fn wrk(&self, wrk: &Path, path: &str, connections: u32, seconds: u64) -> anyhow::Result<Wrk> {
+        let cpu_before = self.pid.map(cpu_us).transpose()?;
+        let mut cmd = Command::new(wrk);
+        cmd.args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s")])
+            .arg("--latency");
+        for h in &self.headers {
+            cmd.args(["-H", h]);
+        }
+        let out = cmd.arg(format!("http://{}{path}", self.addr)).output()?;
+        let cpu = match (cpu_before, self.pid) {
+            (Some(before), Some(pid)) => cpu_us(pid)? - before,
+            _ => 0.0,
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        anyhow::ensure!(out.status.success(), "wrk failed: {text}");
+        let mut result = Wrk::parse(&text).with_context(|| format!("wrk said: {text}"))?;
+        result.cpu_us_per_request = cpu / result.requests;
+        Ok(result)
+    }
+
+    /// RSS before and after `n` WebSockets opened through this peer, idle.
+    async fn websockets(&self, world: &World, n: usize) -> anyhow::Result<Idle> {
+        let pid = self.pid.context("a proxy")?;
+        let host = self
+            .headers
+            .first()
+            .and_then(|h| h.strip_prefix("Host: "))
+            .unwrap_or("localhost")
+            .to_owned();
+        let extra = self.headers.get(1..).unwrap_or_default().to_vec();
+        for _ in 0..20 {
+            let answer = get(&self.addr, &host, "/small", &extra).await?;
+            anyhow::ensure!(answer.0 == 200, "a request answered {}", answer.0);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let before_kib = rss_kib(pid)?;
+        let base = world.upgraded.load(Ordering::SeqCst);
+        let mut open = Vec::with_capacity(n);
+        for _ in 0..n {
+            open.push(websocket(&self.addr, &host, &extra).await?);
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while world.upgraded.load(Ordering::SeqCst) < base + n {
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "the origin never saw every upgrade"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let after_kib = rss_kib(pid)?;
+        drop(open);
+        Ok(Idle {
+            before_kib,
+            after_kib,
+            per_kib: (after_kib - before_kib) / n as f64,
+        })
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn nginx_conf(prefix: &Path, addr: &str, socket: &Path) -> String {
+    let p = prefix.display();
+    let s = socket.display();
+    format!(
+        r#"daemon off;
+master_process on;
+worker_processes 1;
+user root;
+pid {p}/nginx.pid;
+error_log stderr warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  client_body_temp_path {p}/body;
+  proxy_temp_path {p}/proxy;
+  fastcgi_temp_path {p}/fastcgi;
+  uwsgi_temp_path {p}/uwsgi;
+  scgi_temp_path {p}/scgi;
+  map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
+  server {{
+    listen {addr};
+    location / {{
+      proxy_pass http://unix:{s}:;
+      proxy_http_version 1.1;
+      proxy_set_header Host localhost;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection $connection_upgrade;
+      proxy_buffering off;
+    }}
+  }}
+}}
+"#
+    )
+}
+
+#[derive(Debug, Clone)]
+struct Wrk {
+    requests: f64,
+    rate: f64,
+    p50_us: f64,
+    p99_us: f64,
+    cpu_us_per_request: f64,
+}
+
+impl Wrk {
+    fn parse(text: &str) -> Option<Wrk> {
+        let mut requests = None;
+        let mut rate = None;
+        let (mut p50, mut p99) = (None, None);
+        for line in text.lines().map(str::trim) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            match words.as_slice() {
+                ["50%", v] => p50 = duration_us(v),
+                ["99%", v] => p99 = duration_us(v),
+                ["Requests/sec:", v] => rate = v.parse().ok(),
+                [n, "requests", "in", ..] => requests = n.parse().ok(),
+                ["Non-2xx", ..] => {
+                    eprintln!("wrk: {line}");
+                    return None;
+                }
+                ["Socket", "errors:", ..] => eprintln!("wrk: {line}"),
+                _ => {}
+            }
+        }
+        Some(Wrk {
+            requests: requests?,
+            rate: rate?,
+            p50_us: p50?,
+            p99_us: p99?,
+            cpu_us_per_request: 0.0,
+        })
+    }
+}
+
+fn duration_us(text: &str) -> Option<f64> {
+    let unit = text.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+    let number: f64 = text[..text.len() - unit.len()].parse().ok()?;
+    let scale = match unit {
+        "us" => 1.0,
+        "ms" => 1e3,
+        "s" => 1e6,
+        "m" => 60e6,
+        _ => return None,
+    };
+    Some(number * scale)
+}
+
+#[derive(Debug, Clone)]
+struct Idle {
+    before_kib: f64,
+    after_kib: f64,
+    per_kib: f64,
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// A GET on a new connection: the status and the head, names lowercased.
+async fn get(
+    addr: &str,
+    host: &str,
+    path: &str,
+    headers: &[String],
+) -> anyhow::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for h in headers {
+        request.push_str(&format!("{h}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await?;
+    let text = String::from_utf8_lossy(&raw);
+    let head = text.split("\r\n\r\n").next().unwrap_or_default();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("no status")?;
+    let head = head
+        .lines()
+        .map(|l| match l.split_once(':') {
+            Some((n, v)) => format!("{}: {}", n.to_ascii_lowercase(), v.trim()),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok((status, head))
+}
+
+/// A WebSocket handshake answered 101; the connection, left open and idle.
+async fn websocket(addr: &str, host: &str, headers: &[String]) -> anyhow::Result<TcpStream> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let mut request = format!(
+        "GET /ws HTTP/1.1\r\nHost: {host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    );
+    for h in headers {
+        request.push_str(&format!("{h}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        anyhow::ensure!(
+            stream.read(&mut byte).await? == 1,
+            "closed in the handshake"
+        );
+        head.push(byte[0]);
+    }
+    anyhow::ensure!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "the handshake answered {}",
+        String::from_utf8_lossy(&head)
+    );
+    Ok(stream)
+}
+
+fn wait_listening(addr: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(addr).is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "nothing listens on {addr}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// User and system CPU time of `pid`, in µs.
+fn cpu_us(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .context("a stat line")?
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15; after the name, the state is the first.
+    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    Ok(ticks * 1e6 / clock_ticks())
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn rss_kib(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .context("no VmRSS")
+}
+
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse()
+                        .ok()
+                })
+                == Some(parent)
+        })
+        .collect()
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+/// Debian's nginx, unpacked into target/peers (fetched with `apt-get download` if missing).
+fn nginx() -> anyhow::Result<PathBuf> {
+    let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/peers");
+    let bin = peers.join("root/usr/sbin/nginx");
+    if !bin.is_file() {
+        std::fs::create_dir_all(&peers)?;
+        let got = Command::new("apt-get")
+            .args(["download", "nginx"])
+            .current_dir(&peers)
+            .status()?;
+        anyhow::ensure!(got.success(), "apt-get download nginx failed");
+        for entry in std::fs::read_dir(&peers)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "deb") {
+                let unpacked = Command::new("dpkg")
+                    .arg("-x")
+                    .arg(&path)
+                    .arg(peers.join("root"))
+                    .status()?;
+                anyhow::ensure!(unpacked.success(), "dpkg -x failed");
+            }
+        }
+    }
+    Ok(bin)
+}

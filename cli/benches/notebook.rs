@@ -1,0 +1,358 @@
+//! A notebook from create to its first page: `einsora up` (release build, SQLite, dev auth, the
+//! agent backend with the docker driver, every other setting its default) on a fresh data
+//! directory; then, BENCH_RUNS times (default 10), one after another: create a JupyterLab notebook
+//! through the API, poll it every 10 ms until `running`, ask for access, trade the ticket at the
+//! proxy for the session cookie, and poll `GET /api/status` through the proxy every 10 ms until it
+//! answers 200. Each notebook is deleted (its container gone) before the next.
+//!
+//! Where the time goes, from the same run: the container's start (`docker inspect`), the
+//! moment JupyterLab first answered on its Unix socket (this bench polls the socket itself every
+//! 10 ms with the workload's token), and the moment the API first said `running`.
+//!
+//! `cargo bench -p einsora --bench notebook` (BENCH_CANDIDATE names another build of `einsora`
+//! to run instead). Needs a Docker engine and the images:
+//! `images/dockerd start && images/build notebook`.
+
+mod support;
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use hyper::Method;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::json;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+
+use support::{Api, Http, free_addr};
+
+const POLL: Duration = Duration::from_millis(10);
+
+/// Seconds from the create request to each step, for one notebook.
+#[derive(Debug, Default, Clone)]
+struct Steps {
+    container_started: f64,
+    socket_answers: f64,
+    running: f64,
+    first_200: f64,
+}
+
+fn main() -> anyhow::Result<()> {
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let ready = Command::new("docker")
+        .args(["image", "inspect", "einsora/notebook:local"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    anyhow::ensure!(
+        ready,
+        "needs a Docker engine and the notebook image: images/dockerd start && images/build notebook"
+    );
+    let dir = tempfile::tempdir()?;
+    let http_addr = free_addr()?;
+    let access_addr = free_addr()?;
+    let env: Vec<(String, String)> = [
+        ("EINSORA_DATA_DIR", dir.path().display().to_string()),
+        ("EINSORA_HTTP_ADDR", http_addr.clone()),
+        ("EINSORA_ACCESS_ADDR", access_addr.clone()),
+        ("EINSORA_AUTH_MODE", "dev".to_owned()),
+        ("EINSORA_CLUSTER_BACKEND", "agent".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let bin = std::env::var("BENCH_CANDIDATE").unwrap_or_else(|_| support::EINSORA.to_owned());
+    let mut up = Command::new(&bin)
+        .arg("up")
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = up.stdout.take().context("up's output")?;
+    let _stop = Stop {
+        up,
+        machine_id: dir.path().join("agent").join("machine-id"),
+    };
+    let printed = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&printed);
+    // Read all of it, always: up must never write to a closed pipe.
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let mut text = sink.lock().unwrap_or_else(|e| e.into_inner());
+            text.push_str(&line);
+            text.push('\n');
+        }
+    });
+    let password = wait_printed(&printed, |text| {
+        let ready = text.contains("Einsora is ready: ");
+        let line = text.lines().find(|l| l.contains("email dev@acme "))?;
+        ready.then(|| line.split_whitespace().last().map(str::to_owned))?
+    })?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let all = rt.block_on(async {
+        let http: Http = Client::builder(TokioExecutor::new()).build_http();
+        let base = format!("http://{http_addr}");
+        let token = support::token(&http, &base, &password).await?;
+        let api = Api { http, base, token };
+        let mut all = Vec::new();
+        println!(
+            "{:>3} {:>10} {:>10} {:>10} {:>10}   (s from the create request)",
+            "run", "container", "socket", "running", "first 200"
+        );
+        for run in 0..runs {
+            let steps = once(&api, dir.path(), &access_addr, run).await?;
+            println!(
+                "{:>3} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
+                run + 1,
+                steps.container_started,
+                steps.socket_answers,
+                steps.running,
+                steps.first_200
+            );
+            all.push(steps);
+        }
+        anyhow::Ok(all)
+    })?;
+    let median = |f: fn(&Steps) -> f64| {
+        let mut v: Vec<f64> = all.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    println!(
+        "p50 {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
+        median(|s| s.container_started),
+        median(|s| s.socket_answers),
+        median(|s| s.running),
+        median(|s| s.first_200)
+    );
+    let max = all.iter().map(|s| s.first_200).fold(0.0, f64::max);
+    let min = all
+        .iter()
+        .map(|s| s.first_200)
+        .fold(f64::INFINITY, f64::min);
+    println!("first 200: min {min:.2} s, max {max:.2} s over {runs} runs");
+    Ok(())
+}
+
+async fn once(api: &Api, dir: &Path, access: &str, run: usize) -> anyhow::Result<Steps> {
+    let started = Instant::now();
+    let wall = OffsetDateTime::now_utc();
+    let id = api.create(&format!("nb{run}")).await?;
+    let run_dir = dir.join("agent").join("run").join(&id);
+    let socket = tokio::spawn(socket_answers(run_dir, started));
+    let deadline = started + Duration::from_secs(120);
+    loop {
+        let (status, w) = api
+            .send(Method::GET, &format!("/v1/workloads/{id}"), None)
+            .await?;
+        anyhow::ensure!(status == 200, "reading it answered {status}: {w}");
+        match w["state"].as_str() {
+            Some("running") => break,
+            Some("failed") => anyhow::bail!("{id} failed: {w}"),
+            _ => {}
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{id} never ran: {w}");
+        tokio::time::sleep(POLL).await;
+    }
+    let running = started.elapsed();
+    let path = format!("/v1/workloads/{id}/access");
+    let (status, grant) = api.send(Method::POST, &path, Some(json!({}))).await?;
+    anyhow::ensure!(status == 200, "access answered {status}: {grant}");
+    let link = grant["notebook"]["link"].as_str().context("a link")?;
+    let port = access.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
+    let host = format!("w-{id}.localhost:{port}");
+    let target = link.split_once(&host).context("the link's host")?.1;
+    let (status, head) = get(access, &host, target, None).await?;
+    anyhow::ensure!(status == 200, "opening answered {status}");
+    let cookie = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .context("no session cookie")?
+        .to_owned();
+    loop {
+        let (status, _) = get(access, &host, "/api/status", Some(&cookie)).await?;
+        if status == 200 {
+            break;
+        }
+        anyhow::ensure!(Instant::now() < deadline, "/api/status answered {status}");
+        tokio::time::sleep(POLL).await;
+    }
+    let first_200 = started.elapsed();
+    let socket = socket.await??;
+    let container_started = container_started(&id)? - wall;
+
+    let (status, _) = api
+        .send(Method::DELETE, &format!("/v1/workloads/{id}"), None)
+        .await?;
+    anyhow::ensure!(status < 300, "delete answered {status}");
+    loop {
+        let path = format!("/v1/workloads/{id}?include_deleted=true");
+        let (_, w) = api.send(Method::GET, &path, None).await?;
+        if w["state"] == "deleted" && containers(&id)?.is_empty() {
+            break;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(180),
+            "{id} never went"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(Steps {
+        container_started: container_started.as_seconds_f64(),
+        socket_answers: socket.as_secs_f64(),
+        running: running.as_secs_f64(),
+        first_200: first_200.as_secs_f64(),
+    })
+}
+
+/// When JupyterLab first answers `/api/status` on its socket with its token.
+async fn socket_answers(run_dir: std::path::PathBuf, started: Instant) -> anyhow::Result<Duration> {
+    let deadline = started + Duration::from_secs(120);
+    loop {
+        if let Ok(token) = std::fs::read_to_string(run_dir.join("token"))
+            && let Ok(mut stream) = UnixStream::connect(run_dir.join("jl.sock")).await
+        {
+            let token = token.lines().next().unwrap_or_default();
+            let request = format!(
+                "GET /api/status HTTP/1.1\r\nHost: localhost\r\nAuthorization: token {token}\r\n\
+                 Connection: close\r\n\r\n"
+            );
+            let mut answer = Vec::new();
+            if stream.write_all(request.as_bytes()).await.is_ok()
+                && stream.read_to_end(&mut answer).await.is_ok()
+                && answer.starts_with(b"HTTP/1.1 200")
+            {
+                return Ok(started.elapsed());
+            }
+        }
+        anyhow::ensure!(Instant::now() < deadline, "the socket never answered");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// A GET on a new connection: the status and the head, names lowercased.
+async fn get(
+    addr: &str,
+    host: &str,
+    path: &str,
+    cookie: Option<&str>,
+) -> anyhow::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(addr).await?;
+    let cookie = cookie
+        .map(|c| format!("Cookie: {c}\r\n"))
+        .unwrap_or_default();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{cookie}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await?;
+    let text = String::from_utf8_lossy(&raw);
+    let head = text.split("\r\n\r\n").next().unwrap_or_default();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("no status")?;
+    let head = head
+        .lines()
+        .map(|l| match l.split_once(':') {
+            Some((n, v)) => format!("{}: {}", n.to_ascii_lowercase(), v.trim()),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok((status, head))
+}
+
+/// The workload's containers on this engine, stopped ones included.
+fn containers(id: &str) -> anyhow::Result<Vec<String>> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=einsora.workload={id}"),
+        ])
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect())
+}
+
+/// When the workload's container started, by the engine's clock (this machine's).
+fn container_started(id: &str) -> anyhow::Result<OffsetDateTime> {
+    let ids = containers(id)?;
+    let container = ids.first().context("no container")?;
+    let out = Command::new("docker")
+        .args(["inspect", "--format", "{{.State.StartedAt}}", container])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    OffsetDateTime::parse(&text, &Rfc3339).with_context(|| format!("StartedAt {text:?}"))
+}
+
+/// Waits until `found` finds something in what `up` printed.
+fn wait_printed<T>(
+    printed: &Mutex<String>,
+    found: impl Fn(&str) -> Option<T>,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = printed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(value) = found(&text) {
+            return Ok(value);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "up was never ready:\n{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// When the bench ends: SIGTERM to `up` (by PID) and a wait for it, then whatever containers
+/// its machine left on the engine (workloads outlive their agent by design).
+struct Stop {
+    up: std::process::Child,
+    machine_id: std::path::PathBuf,
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.up.id().to_string()])
+            .status();
+        let _ = self.up.wait();
+        let Ok(machine) = std::fs::read_to_string(&self.machine_id) else {
+            return;
+        };
+        let label = format!("label=einsora.machine={}", machine.trim());
+        let listed = Command::new("docker")
+            .args(["ps", "-aq", "--filter", &label])
+            .output();
+        let ids = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        for id in ids.unwrap_or_default().lines() {
+            let _ = Command::new("docker").args(["rm", "-f", id]).output();
+        }
+    }
+}
