@@ -106,6 +106,7 @@ async fn session(
     let mut desired = response.into_inner();
     let mut heartbeat = tokio::time::interval(heartbeat);
     let mut check = tokio::time::interval(STATUS_CHECK);
+    let changed = drivers.changed();
     let mut reported: Option<pb::WorkloadStatuses> = None;
     loop {
         let force = tokio::select! {
@@ -122,6 +123,7 @@ async fn session(
                 Err(status) => return Err(refused(status)),
             },
             _ = heartbeat.tick() => true,
+            () = changed.notified() => false,
             _ = check.tick() => {
                 if let Some(request) = renewal.request() {
                     tx.send(request).await.map_err(|e| lost(&e))?;

@@ -10,11 +10,15 @@ use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::driver::Isolation;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::convert::ProtoEnum;
+use std::sync::Arc;
+use tokio::sync::Notify;
 
 /// The drivers this agent has, and what it last was told to run.
 #[derive(Debug)]
 pub struct Drivers {
     docker: Option<docker::Docker>,
+    /// Notified when a driver's statuses changed between the sync loop's checks.
+    changed: Arc<Notify>,
     sim: Option<sim::Sim>,
     /// Workloads no driver takes here, and why.
     refused: Vec<(String, u32, Mode, StatusCode)>,
@@ -27,12 +31,14 @@ impl Drivers {
         docker: Option<docker::DockerConfig>,
         sim: bool,
     ) -> Drivers {
+        let changed = Arc::new(Notify::new());
         let docker = match docker {
-            Some(config) => docker::Docker::detect(config).await,
+            Some(config) => docker::Docker::detect(config, Arc::clone(&changed)).await,
             None => None,
         };
         Drivers {
             docker,
+            changed,
             sim: sim.then(|| sim::Sim::open(state_dir.join("sim.json"))),
             refused: Vec::new(),
         }
@@ -42,6 +48,11 @@ impl Drivers {
         let docker = self.docker.iter().map(|_| docker::NAME);
         let sim = self.sim.iter().map(|_| sim::NAME);
         docker.chain(sim).map(str::to_owned).collect()
+    }
+
+    /// Notified when statuses changed (the sync loop also checks every few seconds).
+    pub fn changed(&self) -> Arc<Notify> {
+        Arc::clone(&self.changed)
     }
 
     /// Whether NVIDIA GPUs can be given to workloads here (a driver that can use them).

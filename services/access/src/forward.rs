@@ -17,6 +17,8 @@ use einsora_runtime::shutdown::Shutdown;
 use crate::errors::Failure;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Each direction's buffer of a joined WebSocket.
+const RELAY_BUFFER: usize = 2 * 1024;
 
 /// Hop-by-hop headers (RFC 9110 §7.6.1), and the proxy's view of the client, which the
 /// workload has no use for.
@@ -120,7 +122,14 @@ async fn join(client: OnUpgrade, upstream: OnUpgrade, shutdown: Shutdown) {
     let relay = async {
         let (client, upstream) = tokio::try_join!(client, upstream)?;
         let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
-        tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
+        // Small buffers: most WebSockets sit idle, and each holds its two for its whole life.
+        tokio::io::copy_bidirectional_with_sizes(
+            &mut client,
+            &mut upstream,
+            RELAY_BUFFER,
+            RELAY_BUFFER,
+        )
+        .await?;
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
     };
     tokio::select! {

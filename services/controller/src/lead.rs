@@ -45,7 +45,7 @@ pub async fn lead(
         region: cfg.region.clone(),
         timers: cfg.timers,
         writer: Fenced::new(Arc::clone(&store), held.clone()),
-        agents,
+        agents: agents.clone(),
     };
     let mut changes = store.changes();
     // A clean stop lets the pass in flight finish; a lost lease cancels it (its writes would be
@@ -69,10 +69,17 @@ pub async fn lead(
                 cfg.timers.interval
             }
         };
+        let reported = async {
+            match &agents {
+                Some(hub) => hub.reported().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = shutdown.cancelled() => {}
             () = lost.cancelled() => {}
             _ = changes.changed() => {}
+            () = reported => {}
             () = tokio::time::sleep(wait) => {}
         }
     }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_proto::agent::v1 as pb;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 pub use config::{ENABLED, IMAGES, SOCKET};
 pub use engine::Engine;
@@ -85,7 +85,8 @@ pub struct Docker {
 
 impl Docker {
     /// The driver, if the engine answers; its worker runs until the driver is dropped.
-    pub async fn detect(config: DockerConfig) -> Option<Docker> {
+    /// `changed` is notified whenever a workload's status changes.
+    pub async fn detect(config: DockerConfig, changed: Arc<Notify>) -> Option<Docker> {
         let engine = Engine::new(config.socket.clone());
         if let Err(e) = tokio::time::timeout(Duration::from_secs(5), engine.ping())
             .await
@@ -100,7 +101,7 @@ impl Docker {
             .is_ok_and(|r| r.iter().any(|name| name == "nvidia"));
         let (wanted, receiver) = watch::channel(None);
         let seen = SeenMap::default();
-        let worker = reconcile::Worker::new(engine, config, Arc::clone(&seen), nvidia);
+        let worker = reconcile::Worker::new(engine, config, Arc::clone(&seen), changed, nvidia);
         tokio::spawn(worker.run(receiver));
         tracing::info!(nvidia, "docker driver ready");
         Some(Docker {

@@ -4,14 +4,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_proto::common::v1 as common_pb;
 use http_body_util::Full;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use super::dirs::{self, Places};
 use super::engine::{ContainerSummary, Engine, EngineError};
@@ -22,6 +22,8 @@ use super::spec::{
 use super::{DockerConfig, Seen, SeenMap, Wanted, uds};
 
 const PASS_EVERY: Duration = Duration::from_secs(1);
+/// While a workload is starting: how soon it is ready decides how soon it opens.
+const PASS_WHILE_STARTING: Duration = Duration::from_millis(100);
 const STOP_GRACE: Duration = Duration::from_secs(10);
 const PULL_LIMIT: Duration = Duration::from_secs(30 * 60);
 /// The user a workload runs as when the agent is root: no account of this machine's.
@@ -31,6 +33,8 @@ pub struct Worker {
     engine: Engine,
     config: DockerConfig,
     seen: SeenMap,
+    /// Notified when what the driver sees changed.
+    changed: Arc<Notify>,
     nvidia: bool,
     records: Records,
     user: (u32, u32),
@@ -45,7 +49,13 @@ pub struct Worker {
 type Outcome = (StatusCode, Option<(String, String)>);
 
 impl Worker {
-    pub fn new(engine: Engine, config: DockerConfig, seen: SeenMap, nvidia: bool) -> Worker {
+    pub fn new(
+        engine: Engine,
+        config: DockerConfig,
+        seen: SeenMap,
+        changed: Arc<Notify>,
+        nvidia: bool,
+    ) -> Worker {
         let euid = rustix::process::geteuid().as_raw();
         // Not root: the agent's own user, so the workload's socket stays private to it.
         let user = if euid == 0 {
@@ -58,6 +68,7 @@ impl Worker {
             engine,
             config,
             seen,
+            changed,
             nvidia,
             user,
             pulls: HashMap::new(),
@@ -66,11 +77,11 @@ impl Worker {
     }
 
     pub async fn run(mut self, mut wanted: watch::Receiver<Option<Vec<Wanted>>>) {
-        let mut tick = tokio::time::interval(PASS_EVERY);
+        let mut next = Duration::ZERO;
         loop {
             tokio::select! {
                 changed = wanted.changed() => if changed.is_err() { return },
-                _ = tick.tick() => {}
+                () = tokio::time::sleep(next) => {}
             }
             let Some(current) = wanted.borrow_and_update().clone() else {
                 continue;
@@ -78,6 +89,13 @@ impl Worker {
             if let Err(e) = self.pass(&current).await {
                 tracing::warn!(error = %e, "the docker engine failed a pass; trying again");
             }
+            let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            let starting = seen.values().any(|s| s.code == StatusCode::Starting);
+            next = if starting {
+                PASS_WHILE_STARTING
+            } else {
+                PASS_EVERY
+            };
         }
     }
 
@@ -109,7 +127,12 @@ impl Worker {
         for containers in ours.values() {
             self.park(containers).await?;
         }
-        *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = seen;
+        let mut current = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if *current != seen {
+            *current = seen;
+            // The sync loop reports a change at once rather than at its next check.
+            self.changed.notify_one();
+        }
         Ok(())
     }
 

@@ -43,6 +43,8 @@ pub struct Hub {
     /// When this controller started knowing: a machine unheard of since counts from here, so
     /// no offline clock runs on the controller's or the store's own downtime.
     started: Instant,
+    /// Notified when a machine reports changed statuses, so a pass sees them at once.
+    reported: Notify,
     /// Silent this long, a machine is offline: connected or not (a partitioned machine's
     /// stream stays open until keepalive gives up on it), since agents heartbeat.
     offline_after: Duration,
@@ -61,6 +63,7 @@ impl Hub {
         Hub {
             machines: Mutex::new(HashMap::new()),
             started: Instant::now(),
+            reported: Notify::new(),
             offline_after,
         }
     }
@@ -91,10 +94,20 @@ impl Hub {
 
     /// The machine's complete list of statuses (a workload missing from it, it doesn't have).
     pub fn report(&self, machine: MachineId, statuses: HashMap<WorkloadId, Reported>) {
-        if let Some(live) = self.machines().get_mut(&machine) {
+        let mut machines = self.machines();
+        let Some(live) = machines.get_mut(&machine) else {
+            return;
+        };
+        live.heard = Instant::now();
+        if live.statuses != statuses {
             live.statuses = statuses;
-            live.heard = Instant::now();
+            self.reported.notify_one();
         }
+    }
+
+    /// Completes once a machine reported changed statuses.
+    pub async fn reported(&self) {
+        self.reported.notified().await;
     }
 
     pub fn heard(&self, machine: MachineId) {
