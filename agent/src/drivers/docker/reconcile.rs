@@ -17,7 +17,7 @@ use super::dirs::{self, Places};
 use super::engine::{ContainerSummary, Engine, EngineError};
 use super::records::{Record, Records};
 use super::spec::{
-    LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_WORKLOAD, Sandbox, Serves,
+    LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_WORKLOAD, ModelServer, Sandbox, Serves,
 };
 use super::{DockerConfig, Seen, SeenMap, Wanted, uds};
 
@@ -294,6 +294,8 @@ impl Worker {
                 Serves::Endpoint {
                     model: places.model.join("model.gguf"),
                     alias: p.model.clone(),
+                    server: ModelServer::for_runtime(&w.spec.runtime)
+                        .unwrap_or(ModelServer::LlamaCpp),
                 }
             }
             _ => Serves::Notebook {

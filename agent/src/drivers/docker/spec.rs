@@ -25,8 +25,33 @@ const MODEL: &str = "/model/model.gguf";
 pub enum Serves {
     /// JupyterLab, its notebooks in `data` (kept while the workload is stopped).
     Notebook { data: PathBuf },
-    /// llama.cpp's server with one fixed model, read-only.
-    Endpoint { model: PathBuf, alias: String },
+    /// An OpenAI-compatible server with one fixed model, read-only.
+    Endpoint {
+        model: PathBuf,
+        alias: String,
+        server: ModelServer,
+    },
+}
+
+/// Which server an endpoint's image runs: both take the socket and the key file's path from
+/// the environment (the image's entrypoint reads the key; it is never in env or argv).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelServer {
+    /// llama.cpp's server (any accelerator it supports, CPU included).
+    LlamaCpp,
+    /// vLLM's OpenAI server, on NVIDIA GPUs.
+    Vllm,
+}
+
+impl ModelServer {
+    /// The server for a catalog runtime, if this driver runs endpoints with it.
+    pub fn for_runtime(runtime: &str) -> Option<ModelServer> {
+        match runtime {
+            "llama.cpp" => Some(ModelServer::LlamaCpp),
+            "vllm" => Some(ModelServer::Vllm),
+            _ => None,
+        }
+    }
 }
 
 /// Everything a workload's container is made from.
@@ -106,15 +131,32 @@ impl Sandbox {
                 ];
                 (env, Value::Null)
             }
-            Serves::Endpoint { model, alias } => {
+            Serves::Endpoint {
+                model,
+                alias,
+                server,
+            } => {
                 binds.push(bind(model, MODEL, true));
+                let socket = format!("{RUN_DIR}/{}", self.socket_name());
                 let env = vec![
-                    format!("EINSORA_LLM_SOCKET={RUN_DIR}/{}", self.socket_name()),
+                    format!("EINSORA_LLM_SOCKET={socket}"),
                     format!("EINSORA_LLM_API_KEY_FILE={RUN_DIR}/api-key"),
                     format!("HOME={HOME}"),
                 ];
-                let threads = self.cpus.max(1).to_string();
-                let cmd = json!(["--alias", alias, "--threads", threads, "--parallel", "2"]);
+                let cmd = match server {
+                    ModelServer::LlamaCpp => {
+                        let threads = self.cpus.max(1).to_string();
+                        json!(["--alias", alias, "--threads", threads, "--parallel", "2"])
+                    }
+                    ModelServer::Vllm => json!([
+                        "--model",
+                        MODEL,
+                        "--served-model-name",
+                        alias,
+                        "--uds",
+                        socket,
+                    ]),
+                };
                 (env, cmd)
             }
         };
@@ -217,6 +259,59 @@ mod tests {
         let mut bigger = a.clone();
         bigger.memory_bytes *= 2;
         assert_ne!(a.fingerprint(), bigger.fingerprint());
+    }
+
+    /// What a machine without a GPU can check of a vLLM endpoint: its exact GPUs, its model
+    /// read-only, its socket, and no key in its environment or arguments.
+    #[test]
+    fn a_vllm_endpoint_gets_its_gpus_its_model_and_its_socket() {
+        let mut s = notebook();
+        s.gpus = vec!["GPU-aaaa".into(), "GPU-bbbb".into()];
+        s.serves = Serves::Endpoint {
+            model: "/state/models/w1/model.gguf".into(),
+            alias: "org/model".into(),
+            server: ModelServer::Vllm,
+        };
+        let body = s.create_body();
+        let host = &body["HostConfig"];
+        assert_eq!(
+            host["DeviceRequests"][0]["DeviceIDs"],
+            json!(["GPU-aaaa", "GPU-bbbb"])
+        );
+        assert_eq!(host["DeviceRequests"][0]["Capabilities"], json!([["gpu"]]));
+        assert_eq!(host["NetworkMode"], "none");
+        let binds = host["Binds"].to_string();
+        assert!(
+            binds.contains("/state/models/w1/model.gguf:/model/model.gguf:ro"),
+            "{binds}"
+        );
+        assert!(
+            !binds.contains("/work"),
+            "an endpoint has no notebook data: {binds}"
+        );
+        assert_eq!(
+            body["Cmd"],
+            json!([
+                "--model",
+                MODEL,
+                "--served-model-name",
+                "org/model",
+                "--uds",
+                "/run/einsora/llm.sock"
+            ])
+        );
+        assert_eq!(s.socket(), PathBuf::from("/state/run/w1/llm.sock"));
+        let env = body["Env"].to_string();
+        assert!(
+            env.contains("EINSORA_LLM_API_KEY_FILE=/run/einsora/api-key"),
+            "{env}"
+        );
+        assert!(
+            !env.to_lowercase().contains("api_key="),
+            "only the key file's path: {env}"
+        );
+        assert_eq!(ModelServer::for_runtime("vllm"), Some(ModelServer::Vllm));
+        assert_eq!(ModelServer::for_runtime("mlx"), None);
     }
 
     #[test]
