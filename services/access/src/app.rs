@@ -14,6 +14,7 @@ use crate::host::{self, Site};
 use crate::limits::{InFlight, Limits};
 use crate::public_url::PublicUrl;
 use crate::session::Sessions;
+use crate::targets::Targets;
 use crate::upstream::Upstream;
 use crate::{endpoint, notebook};
 
@@ -23,6 +24,7 @@ pub(crate) struct Proxy {
     pub(crate) limits: Limits,
     pub(crate) in_flight: InFlight,
     pub(crate) upstream: Upstream,
+    pub(crate) targets: Targets,
     pub(crate) sessions: Sessions,
     pub(crate) shutdown: Shutdown,
 }

@@ -49,8 +49,8 @@ pub(crate) async fn handle(
         .map_err(|e| e.failure("api", unauthenticated()))?;
     record_caller(&caller.tenant_id, &caller.user_id, &caller.subject);
     let target = proxy
-        .upstream
-        .resolve(workload, &caller.tenant_id, id)
+        .targets
+        .resolve(&proxy.upstream, workload, &caller.tenant_id, id)
         .await
         .map_err(|e| e.failure("controller", no_such()))?;
     if target.kind != WorkloadKind::Endpoint {
@@ -82,7 +82,8 @@ pub(crate) async fn handle(
                 limits::TIMEOUT
             );
             Failure::over_limit(StatusCode::GATEWAY_TIMEOUT, message)
-        })??;
+        })?
+        .inspect_err(|_| proxy.targets.forget(workload))?;
     let headers = response.headers_mut();
     headers.remove(SET_COOKIE);
     describe(headers, &target);

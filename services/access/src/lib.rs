@@ -18,6 +18,7 @@ mod notebook;
 mod open;
 mod public_url;
 mod session;
+mod targets;
 mod upstream;
 
 use std::net::SocketAddr;
@@ -34,6 +35,8 @@ pub use public_url::PublicUrl;
 
 pub const ADDR: &str = "EINSORA_ACCESS_ADDR";
 pub const URL: &str = "EINSORA_ACCESS_URL";
+/// A workload's target is reused this long (`targets.rs`).
+pub const TARGET_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 // The api's and the controller's own settings (`einsora_api::ADDR`, `einsora_controller::ADDR`),
 // named again here rather than depending on those crates.
 pub const API_ADDR: &str = "EINSORA_API_ADDR";
@@ -49,6 +52,8 @@ pub struct Config {
     pub tls: InternalTls,
     /// What one request may ask of an endpoint.
     pub limits: limits::Limits,
+    /// How long a workload's target, as the controller said, is reused (`targets.rs`).
+    pub target_ttl: std::time::Duration,
 }
 
 impl Config {
@@ -60,6 +65,7 @@ impl Config {
             controller_addr: settings.socket_addr(CONTROLLER_ADDR, "127.0.0.1:8082")?,
             tls: InternalTls::from_settings(settings)?,
             limits: limits::Limits::from_settings(settings)?,
+            target_ttl: TARGET_TTL,
         })
     }
 }
@@ -93,6 +99,7 @@ fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<axum::Router> {
         limits: cfg.limits.clone(),
         in_flight: limits::InFlight::default(),
         upstream: upstream::Upstream::new(api, controller),
+        targets: targets::Targets::new(cfg.target_ttl),
         sessions: session::Sessions::default(),
         shutdown: shutdown.clone(),
     }))

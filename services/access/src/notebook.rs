@@ -48,8 +48,8 @@ pub(crate) async fn handle(
         .with_cleared_cookie(session::clear_cookie(secure))
     };
     let target = match proxy
-        .upstream
-        .resolve(workload, &session.tenant_id, id)
+        .targets
+        .resolve(&proxy.upstream, workload, &session.tenant_id, id)
         .await
     {
         Ok(target)
@@ -71,7 +71,8 @@ pub(crate) async fn handle(
     forward::remove_hop_by_hop(headers, websocket);
     session::strip_request_cookie(headers);
     rewrite_for_jupyter(headers, &target.token)?;
-    let mut response = forward::send(&target.socket_path, request, &proxy.shutdown).await?;
+    let sent = forward::send(&target.socket_path, request, &proxy.shutdown).await;
+    let mut response = sent.inspect_err(|_| proxy.targets.forget(workload))?;
     session::strip_set_cookie(response.headers_mut());
     let stop = Box::pin(proxy.shutdown.cancelled());
     Ok(response.map(|body| Body::new(Guarded::new(body, stop))))

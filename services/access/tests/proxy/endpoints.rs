@@ -251,3 +251,29 @@ async fn requests_over_the_limits_never_reach_the_worker() {
     }
     assert_eq!(h.workload.accepts(), 0, "nothing reached the worker");
 }
+
+/// A workload's target is reused for a moment (one controller call for a burst of requests),
+/// and forgotten as soon as its socket refuses a connection.
+#[tokio::test]
+async fn targets_are_reused_briefly_and_forgotten_when_their_socket_refuses() {
+    let h = Harness::with("http://localhost:8090", Duration::from_secs(30)).await;
+    h.api.add_token(ALICE_TOKEN, ALICE);
+    let id = h.endpoint(&ALICE);
+    let alice = bearer(ALICE_TOKEN);
+    for _ in 0..5 {
+        let answer = models(&h, id, &[("Authorization", &alice)]).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    let resolved = || {
+        h.controller
+            .resolutions
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    assert_eq!(resolved(), 1, "five requests, one lookup");
+    std::fs::remove_file(h.workload.socket()).unwrap();
+    let refused = models(&h, id, &[("Authorization", &alice)]).await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    let again = models(&h, id, &[("Authorization", &alice)]).await;
+    assert_eq!(again.status, 503, "{again:?}");
+    assert_eq!(resolved(), 2, "the refused target was looked up again");
+}

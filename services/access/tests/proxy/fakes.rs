@@ -105,6 +105,8 @@ impl ApiInternalService for FakeApi {
 #[derive(Debug, Default)]
 pub struct Controller {
     targets: Mutex<HashMap<String, (String, pb::ResolveAccessTargetResponse)>>,
+    /// ResolveAccessTarget calls answered so far.
+    pub resolutions: AtomicUsize,
 }
 
 impl Controller {
@@ -147,6 +149,7 @@ impl ControllerInternalService for FakeController {
         request: Request<pb::ResolveAccessTargetRequest>,
     ) -> Result<Response<pb::ResolveAccessTargetResponse>, Status> {
         let req = request.into_inner();
+        self.0.resolutions.fetch_add(1, Ordering::SeqCst);
         let targets = self.0.targets.lock().unwrap();
         match targets.get(&req.workload_id) {
             Some((tenant, target)) if *tenant == req.tenant_id => Ok(Response::new(target.clone())),

@@ -55,6 +55,12 @@ impl Harness {
     }
 
     pub async fn with_url(public_url: &str) -> Harness {
+        // Each test changes the fake controller's answers and expects them at once.
+        Harness::with(public_url, std::time::Duration::ZERO).await
+    }
+
+    /// A proxy that reuses a workload's target for `target_ttl`.
+    pub async fn with(public_url: &str, target_ttl: std::time::Duration) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let tls = InternalTls::from_settings(&settings(dir.path(), &[])).unwrap();
         tls.init().unwrap();
@@ -73,6 +79,7 @@ impl Harness {
             controller_addr,
             tls,
             limits: Default::default(),
+            target_ttl,
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy = listener.local_addr().unwrap();
