@@ -45,7 +45,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 
-use support::free_addr;
+use support::{free_addr, get};
 
 const SMALL: &[u8; 100] = b"{\"version\":\"2.21.0\",\"started\":\"2026-11-29T00:00:00Z\",\"kernels\":0,\"connections\":0,\"pad\":\"xxxxxxxxxx\"}";
 const BIG: usize = 1 << 20;
@@ -597,40 +597,6 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
         n if n % 2 == 1 => v[n / 2],
         n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
-}
-
-/// A GET on a new connection: the status and the head, names lowercased.
-async fn get(
-    addr: &str,
-    host: &str,
-    path: &str,
-    headers: &[String],
-) -> anyhow::Result<(u16, String)> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-    for h in headers {
-        request.push_str(&format!("{h}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await?;
-    let text = String::from_utf8_lossy(&raw);
-    let head = text.split("\r\n\r\n").next().unwrap_or_default();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("no status")?;
-    let head = head
-        .lines()
-        .map(|l| match l.split_once(':') {
-            Some((n, v)) => format!("{}: {}", n.to_ascii_lowercase(), v.trim()),
-            None => l.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    Ok((status, head))
 }
 
 /// A WebSocket handshake answered 101; the connection, left open and idle.

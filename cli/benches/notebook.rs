@@ -29,9 +29,9 @@ use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::UnixStream;
 
-use support::{Api, Http, free_addr};
+use support::{Api, Http, free_addr, get};
 
 const POLL: Duration = Duration::from_millis(10);
 
@@ -184,7 +184,7 @@ async fn once(api: &Api, dir: &Path, access: &str, run: usize) -> anyhow::Result
     let port = access.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
     let host = format!("w-{id}.localhost:{port}");
     let target = link.split_once(&host).context("the link's host")?.1;
-    let (status, head) = get(access, &host, target, None).await?;
+    let (status, head) = get(access, &host, target, &[]).await?;
     anyhow::ensure!(status == 200, "opening answered {status}");
     let cookie = head
         .lines()
@@ -193,7 +193,7 @@ async fn once(api: &Api, dir: &Path, access: &str, run: usize) -> anyhow::Result
         .context("no session cookie")?
         .to_owned();
     loop {
-        let (status, _) = get(access, &host, "/api/status", Some(&cookie)).await?;
+        let (status, _) = get(access, &host, "/api/status", &[format!("Cookie: {cookie}")]).await?;
         if status == 200 {
             break;
         }
@@ -251,40 +251,6 @@ async fn socket_answers(run_dir: std::path::PathBuf, started: Instant) -> anyhow
         anyhow::ensure!(Instant::now() < deadline, "the socket never answered");
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// A GET on a new connection: the status and the head, names lowercased.
-async fn get(
-    addr: &str,
-    host: &str,
-    path: &str,
-    cookie: Option<&str>,
-) -> anyhow::Result<(u16, String)> {
-    let mut stream = TcpStream::connect(addr).await?;
-    let cookie = cookie
-        .map(|c| format!("Cookie: {c}\r\n"))
-        .unwrap_or_default();
-    let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{cookie}Connection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await?;
-    let text = String::from_utf8_lossy(&raw);
-    let head = text.split("\r\n\r\n").next().unwrap_or_default();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("no status")?;
-    let head = head
-        .lines()
-        .map(|l| match l.split_once(':') {
-            Some((n, v)) => format!("{}: {}", n.to_ascii_lowercase(), v.trim()),
-            None => l.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    Ok((status, head))
 }
 
 /// The workload's containers on this engine, stopped ones included.

@@ -160,7 +160,8 @@ pub(crate) fn open_no_follow(path: &Path) -> std::io::Result<File> {
     Ok(File::from(fd))
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -259,3 +259,40 @@ pub fn created_by_bench() -> einsora_core::reasons::Reason {
         },
     }
 }
+
+/// A GET on a new connection, with `headers` (`Name: value`): the status and the head, names
+/// lowercased.
+pub async fn get(
+    addr: &str,
+    host: &str,
+    path: &str,
+    headers: &[String],
+) -> anyhow::Result<(u16, String)> {
+    use anyhow::Context;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    for h in headers {
+        request.push_str(&format!("{h}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await?;
+    let text = String::from_utf8_lossy(&raw);
+    let head = text.split("\r\n\r\n").next().unwrap_or_default();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("no status")?;
+    let head = head
+        .lines()
+        .map(|l| match l.split_once(':') {
+            Some((n, v)) => format!("{}: {}", n.to_ascii_lowercase(), v.trim()),
+            None => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok((status, head))
+}

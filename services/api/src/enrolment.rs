@@ -52,7 +52,7 @@ impl EnrolmentApi {
             store,
             auth,
             catalog,
-            ca_pin: hex(&ca_fingerprint),
+            ca_pin: secrets::hex(&ca_fingerprint),
         }
     }
 
@@ -127,12 +127,8 @@ pub async fn local_machine_token(
         expires_at: OffsetDateTime::now_utc() + LOCAL_LIFETIME,
     };
     let secret = secrets::new_enrolment_token()?;
-    let (token, _) = mint(store, draft, secret, &hex(&ca_fingerprint)).await?;
+    let (token, _) = mint(store, draft, secret, &secrets::hex(&ca_fingerprint)).await?;
     Ok(Some(token))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// When a token created at `now` expires: `DEFAULT_LIFETIME` later, unless the request asks for

@@ -83,5 +83,5 @@ fn give(path: &Path, (uid, gid): (u32, u32)) -> std::io::Result<()> {
 pub fn new_token() -> std::io::Result<String> {
     let mut bytes = [0_u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(crate::models::hex(&bytes))
 }

@@ -44,13 +44,15 @@ pub struct ContainerSummary {
     pub id: String,
     #[serde(rename = "Labels", default)]
     pub labels: std::collections::HashMap<String, String>,
+    /// `running`, `exited`, `created`, …
+    #[serde(rename = "State", default)]
+    pub state: String,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct ContainerState {
-    pub running: bool,
-    pub exit_code: i64,
-    pub oom_killed: bool,
+impl ContainerSummary {
+    pub fn running(&self) -> bool {
+        self.state == "running"
+    }
 }
 
 impl Engine {
@@ -137,7 +139,8 @@ impl Engine {
         }
     }
 
-    pub async fn state(&self, id: &str) -> Result<ContainerState, EngineError> {
+    /// Whether the (stopped) container was killed for running out of memory.
+    pub async fn oom_killed(&self, id: &str) -> Result<bool, EngineError> {
         let v = self
             .json(
                 Method::GET,
@@ -145,12 +148,7 @@ impl Engine {
                 None,
             )
             .await?;
-        let s = &v["State"];
-        Ok(ContainerState {
-            running: s["Running"].as_bool().unwrap_or(false),
-            exit_code: s["ExitCode"].as_i64().unwrap_or(0),
-            oom_killed: s["OOMKilled"].as_bool().unwrap_or(false),
-        })
+        Ok(v["State"]["OOMKilled"].as_bool().unwrap_or(false))
     }
 
     async fn json(

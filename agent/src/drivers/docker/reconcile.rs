@@ -106,7 +106,7 @@ impl Worker {
             let id = c.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
             ours.entry(id).or_default().push(c);
         }
-        let busy_gpus = self.gpus_in_use(wanted, &ours).await;
+        let busy_gpus = Self::gpus_in_use(wanted, &ours);
         let mut seen = BTreeMap::new();
         for w in wanted {
             let containers = ours.remove(&w.workload).unwrap_or_default();
@@ -204,16 +204,16 @@ impl Worker {
         c: &ContainerSummary,
         sandbox: &Sandbox,
     ) -> Result<Outcome, EngineError> {
-        let state = self.engine.state(&c.id).await?;
         if c.labels.get(LABEL_FINGERPRINT) != Some(&sandbox.fingerprint()) {
-            if state.running {
+            if c.running() {
                 tracing::warn!(workload = %sandbox.workload, "its sandbox changed; stopping it");
                 self.engine.stop(&c.id, STOP_GRACE).await?;
             }
             return Ok((StatusCode::SandboxChanged, None));
         }
-        if !state.running {
-            let code = if state.oom_killed {
+        if !c.running() {
+            // Only a stopped container is inspected: why it stopped.
+            let code = if self.engine.oom_killed(&c.id).await? {
                 StatusCode::OutOfMemory
             } else {
                 StatusCode::Exited
@@ -261,7 +261,7 @@ impl Worker {
 
     async fn park(&self, containers: &[ContainerSummary]) -> Result<StatusCode, EngineError> {
         for c in containers {
-            if self.engine.state(&c.id).await?.running {
+            if c.running() {
                 self.engine.stop(&c.id, STOP_GRACE).await?;
             }
         }
@@ -346,22 +346,19 @@ impl Worker {
     }
 
     /// The GPUs held by workloads whose containers run, and by which.
-    async fn gpus_in_use(
-        &self,
+    fn gpus_in_use(
         wanted: &[Wanted],
         ours: &BTreeMap<String, Vec<ContainerSummary>>,
     ) -> HashMap<String, String> {
         let mut busy = HashMap::new();
         for w in wanted {
-            let Some(containers) = ours.get(&w.workload) else {
-                continue;
-            };
-            for c in containers {
-                if self.engine.state(&c.id).await.is_ok_and(|s| s.running) {
-                    let resources = w.spec.resources.clone().unwrap_or_default();
-                    for gpu in resources.device_uuids {
-                        busy.insert(gpu, w.workload.clone());
-                    }
+            let runs = ours
+                .get(&w.workload)
+                .is_some_and(|containers| containers.iter().any(ContainerSummary::running));
+            if runs {
+                let resources = w.spec.resources.clone().unwrap_or_default();
+                for gpu in resources.device_uuids {
+                    busy.insert(gpu, w.workload.clone());
                 }
             }
         }

@@ -115,7 +115,7 @@ impl Sandbox {
         let mut body = self.body_without_labels();
         body["Image"] = json!(self.image_id);
         let digest = Sha256::digest(body.to_string().as_bytes());
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        crate::models::hex(&digest)
     }
 
     fn body_without_labels(&self) -> Value {

@@ -27,7 +27,12 @@ pub fn same_hash(a: &SecretHash, b: &SecretHash) -> bool {
 pub fn new_secret() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; SECRET_BYTES];
     getrandom::fill(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex(&bytes))
+}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A notebook's one-time ticket and the hash to store (`NewTicket`), valid for
