@@ -17,7 +17,7 @@ use einsora_runtime::shutdown::Shutdown;
 /// The controller's agent port this agent dials.
 pub const CONTROLLER: &str = "EINSORA_AGENT_CONTROLLER";
 /// Where the agent keeps its machine ID, certificate and workload state.
-pub const STATE_DIR: &str = "EINSORA_AGENT_STATE_DIR";
+pub const STATE_DIR: &str = einsora_core::run_dirs::STATE_DIR;
 /// The longest the agent stays silent on its stream (the controller's offline threshold must
 /// be well above it).
 pub const HEARTBEAT: &str = "EINSORA_AGENT_HEARTBEAT";
@@ -37,7 +37,7 @@ pub struct Config {
 
 impl Config {
     pub fn from_settings(settings: &Settings) -> Result<Self, ConfigError> {
-        let default_state = settings.data_dir()?.join("agent");
+        let default_state = einsora_core::run_dirs::default_state_dir(&settings.data_dir()?);
         let state_dir = settings.path(STATE_DIR, &default_state)?;
         Ok(Config {
             docker: drivers::docker::DockerConfig::from_settings(settings, &state_dir)?,
@@ -73,6 +73,9 @@ impl Config {
 /// Syncs with its controller until shutdown: the controller it joined through, unless
 /// EINSORA_AGENT_CONTROLLER says otherwise. Stops with an error once the machine is revoked.
 pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    // A panic outside a supervised driver task ends the agent, so its supervisor restarts it
+    // (and adopts every running workload): never a machine online with a dead task.
+    einsora_runtime::panics::exit_on_unsupervised_panic();
     let identity = identity::Identity::load(&cfg.state_dir)?;
     // One agent per machine, whatever the timing: held until this process ends.
     let _lock = lock_state_dir(&cfg.state_dir)?;

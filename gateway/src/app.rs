@@ -17,6 +17,7 @@ use tonic::transport::Channel;
 
 use crate::edge::{self, RequestId};
 use crate::errors::ApiError;
+use crate::hosts::Hosts;
 use crate::json::Words;
 use crate::proxies::TrustedProxies;
 use crate::routes::{self, Route};
@@ -31,6 +32,15 @@ pub(crate) struct Gateway {
     pub(crate) channel: Channel,
     pub(crate) proxies: TrustedProxies,
     pub(crate) insecure_http: bool,
+    pub(crate) hosts: Hosts,
+}
+
+/// The settings the edge and the handlers act on.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    pub(crate) proxies: TrustedProxies,
+    pub(crate) insecure_http: bool,
+    pub(crate) hosts: Hosts,
 }
 
 /// Why the gateway can't be built from the descriptors.
@@ -60,6 +70,9 @@ impl Api {
         let pool = DescriptorPool::decode(einsora_proto::FILE_DESCRIPTOR_SET)
             .map_err(|e| descriptors(&e))?;
         let routes = routes::load(&pool, &schema)?;
+        for route in &routes {
+            method_filter(route)?;
+        }
         let words = Words::from_schema(&schema);
         let openapi = openapi::document(&routes, &words, &schema).map_err(BuildError::OpenApi)?;
         Ok(Api {
@@ -70,18 +83,19 @@ impl Api {
     }
 }
 
+fn method_filter(route: &Route) -> Result<MethodFilter, BuildError> {
+    MethodFilter::try_from(route.method.clone())
+        .map_err(|_| BuildError::Method(route.method.to_string()))
+}
+
 /// The application, with the edge layer on every route and fallback.
-pub(crate) fn router(
-    api: Api,
-    channel: Channel,
-    proxies: TrustedProxies,
-    insecure_http: bool,
-) -> Result<Router, BuildError> {
+pub(crate) fn router(api: Api, channel: Channel, options: Options) -> Result<Router, BuildError> {
     let gateway = Arc::new(Gateway {
         words: api.words,
         channel,
-        proxies,
-        insecure_http,
+        proxies: options.proxies,
+        insecure_http: options.insecure_http,
+        hosts: options.hosts,
     });
     let document = Bytes::from(api.openapi.to_string());
     let mut paths: BTreeMap<String, MethodRouter> = BTreeMap::new();
@@ -90,8 +104,7 @@ pub(crate) fn router(
         get(move || async move { json(document.clone()) }),
     );
     for route in api.routes {
-        let filter = MethodFilter::try_from(route.method.clone())
-            .map_err(|_| BuildError::Method(route.method.to_string()))?;
+        let filter = method_filter(&route)?;
         let path = route.path.clone();
         let (gateway, route) = (Arc::clone(&gateway), Arc::new(route));
         let handler = move |request| handler::handle(gateway, route, request);

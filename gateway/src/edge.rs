@@ -1,7 +1,9 @@
 //! What every request goes through first: a generated X-Request-ID, the caller's address, a
 //! tracing span with the request ID (and the api's tenant and subject once known), and the
-//! browser protection against cross-site writes: a state-changing request whose `Origin` is
-//! foreign or `null` is refused (an absent Origin, as from the CLI or curl, is fine).
+//! browser protections (crate::hosts): a request that names a host this installation doesn't
+//! answer to is refused before anything else (DNS rebinding), and a state-changing request
+//! whose `Origin` is not one of the installation's own, `null` included, is refused (an absent
+//! Origin, as from the CLI or curl, is fine).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use tracing::field::Empty;
 
 use crate::app::Gateway;
 use crate::errors::ApiError;
+use crate::hosts::Hosts;
 
 pub(crate) const REQUEST_ID: &str = "x-request-id";
 
@@ -56,29 +59,35 @@ fn state_changing(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// `Origin` absent, or equal to the gateway's own origin as the request addressed it.
-fn origin_allowed(headers: &HeaderMap, https: bool) -> bool {
-    let Some(origin) = headers.get(ORIGIN) else {
-        return true;
+/// Every host the request names (its one `Host` header, and an absolute target's authority)
+/// is one the installation answers to.
+fn host_allowed(request: &Request, hosts: &Hosts) -> bool {
+    let mut headers = request.headers().get_all(HOST).iter();
+    let header = match (headers.next(), headers.next()) {
+        (Some(host), None) => match host.to_str() {
+            Ok(host) => Some(host),
+            Err(_) => return false,
+        },
+        (None, _) => None,
+        (Some(_), Some(_)) => return false,
     };
-    let (Ok(origin), Some(host)) = (origin.to_str(), headers.get(HOST)) else {
-        return false;
-    };
-    let scheme = if https { "https" } else { "http" };
-    let own = format!("{scheme}://{}", host.to_str().unwrap_or_default());
-    normalise(origin) == normalise(&own)
+    let target = request.uri().authority().map(|a| a.as_str());
+    let named: Vec<&str> = header.into_iter().chain(target).collect();
+    !named.is_empty() && named.iter().all(|host| hosts.answers_to(host))
 }
 
-fn normalise(origin: &str) -> String {
-    let origin = origin.to_ascii_lowercase();
-    let default_port = [("http://", ":80"), ("https://", ":443")]
-        .into_iter()
-        .find(|(scheme, port)| origin.starts_with(scheme) && origin.ends_with(port));
-    match default_port {
-        Some((_, port)) => origin[..origin.len() - port.len()].to_owned(),
-        None => origin,
+/// `Origin` absent, or one of the installation's own: never built from the request's Host.
+fn origin_allowed(headers: &HeaderMap, hosts: &Hosts) -> bool {
+    let mut origins = headers.get_all(ORIGIN).iter();
+    match (origins.next(), origins.next()) {
+        (None, _) => true,
+        (Some(origin), None) => origin.to_str().is_ok_and(|o| hosts.is_own_origin(o)),
+        (Some(_), Some(_)) => false,
     }
 }
+
+const FOREIGN_HOST: &str = "this installation does not answer to the host this request names \
+     (it answers to its own address, localhost, and EINSORA_PUBLIC_URL's host)";
 
 pub(crate) async fn edge(
     State(gateway): State<Arc<Gateway>>,
@@ -103,15 +112,22 @@ pub(crate) async fn edge(
         span.record("client_request_id", theirs);
     }
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-    let foreign = state_changing(&method) && !origin_allowed(headers, caller.https);
+    let refusal = if !host_allowed(&request, &gateway.hosts) {
+        Some(ApiError::invalid(FOREIGN_HOST))
+    } else if state_changing(&method) && !origin_allowed(headers, &gateway.hosts) {
+        Some(ApiError::forbidden(
+            "cross-origin requests may not change anything",
+        ))
+    } else {
+        None
+    };
     request.extensions_mut().insert(id.clone());
     request.extensions_mut().insert(caller);
     let started = Instant::now();
     let answer = async {
-        if foreign {
-            ApiError::forbidden("cross-origin requests may not change anything").into_response(&id)
-        } else {
-            next.run(request).await
+        match refusal {
+            Some(refusal) => refusal.into_response(&id),
+            None => next.run(request).await,
         }
     };
     let mut response = answer.instrument(span.clone()).await;
@@ -165,39 +181,59 @@ mod tests {
         assert_eq!(parsed.get_version_num(), 7);
     }
 
+    fn solo() -> Hosts {
+        Hosts::new("127.0.0.1:8080".parse().unwrap(), None)
+    }
+
+    fn to(uri: &str, host_headers: &[&str]) -> Request {
+        let mut request = axum::http::Request::builder().uri(uri);
+        for host in host_headers {
+            request = request.header(HOST, *host);
+        }
+        request.body(axum::body::Body::empty()).unwrap()
+    }
+
     #[test]
-    fn origins_must_be_absent_or_our_own() {
-        let host = ("host", "localhost:8080");
-        assert!(origin_allowed(&headers(&[host]), false));
-        assert!(origin_allowed(
-            &headers(&[host, ("origin", "http://localhost:8080")]),
-            false
+    fn every_host_a_request_names_must_be_answered() {
+        let hosts = solo();
+        assert!(host_allowed(&to("/v1/me", &["localhost:8080"]), &hosts));
+        assert!(host_allowed(
+            &to("http://localhost:8080/v1/me", &[]),
+            &hosts
         ));
-        assert!(origin_allowed(
-            &headers(&[host, ("origin", "HTTP://LOCALHOST:8080")]),
-            false
-        ));
-        for foreign in [
-            "null",
-            "http://evil.example",
-            "https://localhost:8080",
-            "http://localhost:8081",
+        for (uri, headers) in [
+            ("/v1/me", &["evil.example:8080"][..]),
+            ("/v1/me", &[]),
+            ("/v1/me", &["localhost:8080", "localhost:8080"]),
+            ("http://evil.example:8080/v1/me", &["localhost:8080"]),
+            ("http://localhost:8080/v1/me", &["evil.example:8080"]),
         ] {
             assert!(
-                !origin_allowed(&headers(&[host, ("origin", foreign)]), false),
+                !host_allowed(&to(uri, headers), &hosts),
+                "{uri} {headers:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn origins_must_be_absent_or_the_installations_own() {
+        let hosts = solo();
+        assert!(origin_allowed(&HeaderMap::new(), &hosts));
+        for own in ["http://localhost:8080", "http://127.0.0.1:8080"] {
+            assert!(
+                origin_allowed(&headers(&[("origin", own)]), &hosts),
+                "{own}"
+            );
+        }
+        for foreign in ["null", "http://evil.example:8080", "https://localhost:8080"] {
+            assert!(
+                !origin_allowed(&headers(&[("origin", foreign)]), &hosts),
                 "{foreign}"
             );
         }
-        let https = [
-            ("host", "einsora.example"),
-            ("origin", "https://einsora.example:443"),
-        ];
-        assert!(origin_allowed(&headers(&https), true));
-        assert!(!origin_allowed(&headers(&https), false));
-        assert!(
-            !origin_allowed(&headers(&[("origin", "http://x")]), false),
-            "no Host"
-        );
+        let mut two = headers(&[("origin", "http://localhost:8080")]);
+        two.append(ORIGIN, HeaderValue::from_static("http://localhost:8080"));
+        assert!(!origin_allowed(&two, &hosts), "two Origin headers");
         assert!(state_changing(&Method::POST) && state_changing(&Method::DELETE));
         assert!(!state_changing(&Method::GET));
     }

@@ -18,7 +18,7 @@ use crate::edge::{Caller, REQUEST_ID, RequestId};
 use crate::errors::ApiError;
 use crate::json::{encode_field, encode_message};
 use crate::routes::{LOGIN, LOGOUT, Route};
-use crate::{bind, session, upstream};
+use crate::{bind, known_client, session, upstream};
 
 const MAX_BODY_BYTES: usize = 1 << 20;
 
@@ -55,7 +55,10 @@ async fn answer(
     let message = bind::request(route, &gateway.words, &path, parts.uri.query(), &body)
         .map_err(|invalid| ApiError::invalid(invalid.to_string()))?;
 
-    let metadata = metadata(&parts.headers, id, &caller);
+    let mut metadata = metadata(&parts.headers, id, &caller);
+    if route.is(LOGIN) {
+        add_known_client(&mut metadata, &parts.headers);
+    }
     let encoded = message.encode_to_vec().into();
     let call = upstream::call(
         gateway.channel.clone(),
@@ -63,10 +66,11 @@ async fn answer(
         encoded,
         metadata,
     );
-    let answer = match call.await {
+    let (answer, proof_cookie) = match call.await {
         Ok(answer) => {
             record_principal(answer.metadata());
-            answer.into_inner()
+            let proof_cookie = known_client::set(answer.metadata(), caller.https);
+            (answer.into_inner(), proof_cookie)
         }
         Err(status) => {
             record_principal(status.metadata());
@@ -88,6 +92,9 @@ async fn answer(
             return Err(ApiError::internal());
         };
         headers.insert(SET_COOKIE, cookie);
+        if let Some(proof) = proof_cookie {
+            headers.append(SET_COOKIE, proof);
+        }
     } else if route.is(LOGOUT) {
         headers.insert(SET_COOKIE, session::clear(caller.https));
     }
@@ -149,6 +156,15 @@ fn metadata(headers: &HeaderMap, id: &RequestId, caller: &Caller) -> MetadataMap
         }
     }
     metadata
+}
+
+/// Login also carries the proofs of earlier sign-ins the browser kept (crate::known_client).
+fn add_known_client(metadata: &mut MetadataMap, headers: &HeaderMap) {
+    for proof in known_client::from_request(headers) {
+        if let Ok(value) = AsciiMetadataValue::try_from(proof) {
+            metadata.append(known_client::METADATA, value);
+        }
+    }
 }
 
 /// The api names the authenticated tenant and subject in `x-einsora-tenant` and
@@ -214,5 +230,31 @@ mod tests {
         assert_eq!(metadata.get("authorization").unwrap(), "Bearer tsk_x");
         let bare = super::metadata(&HeaderMap::new(), &id, &caller);
         assert!(bare.get("x-einsora-session").is_none() && bare.get("authorization").is_none());
+    }
+
+    #[test]
+    fn only_login_carries_the_known_client_proofs() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            "cookie",
+            "einsora_client=v1.a; einsora_session=sid".parse().unwrap(),
+        );
+        headers.append("cookie", "einsora_client=v1.b".parse().unwrap());
+        let caller = Caller {
+            addr: "127.0.0.1".parse().unwrap(),
+            https: false,
+        };
+        let mut login = metadata(&headers, &RequestId::generate(), &caller);
+        assert!(
+            login.get(known_client::METADATA).is_none(),
+            "not on other routes"
+        );
+        add_known_client(&mut login, &headers);
+        let proofs: Vec<_> = login
+            .get_all(known_client::METADATA)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(proofs, ["v1.a", "v1.b"]);
     }
 }

@@ -14,7 +14,9 @@ mod dashboard;
 mod edge;
 mod errors;
 mod handler;
+mod hosts;
 mod json;
+mod known_client;
 mod openapi;
 mod proxies;
 mod routes;
@@ -24,19 +26,25 @@ mod upstream;
 use std::net::SocketAddr;
 
 use anyhow::Context;
+use axum::extract::ConnectInfo;
 use einsora_runtime::grpc::{self, InternalTls};
+use einsora_runtime::http::{self, HttpLimits};
 use einsora_runtime::pki::Role;
 use einsora_runtime::settings::{ConfigError, Settings};
 use einsora_runtime::shutdown::Shutdown;
 use tokio::net::TcpListener;
+use tonic::transport::Channel;
+use tower::ServiceExt;
 
 pub use app::BuildError;
+pub use einsora_runtime::origin::Origin;
 pub use proxies::TrustedProxies;
 
 pub const HTTP_ADDR: &str = "EINSORA_HTTP_ADDR";
 pub const API_ADDR: &str = "EINSORA_API_ADDR";
 pub const TRUSTED_PROXIES: &str = "EINSORA_TRUSTED_PROXIES";
 pub const INSECURE_HTTP: &str = "EINSORA_INSECURE_HTTP";
+pub const PUBLIC_URL: &str = "EINSORA_PUBLIC_URL";
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -46,7 +54,11 @@ pub struct Config {
     pub trusted_proxies: TrustedProxies,
     /// Allow logging in over plain HTTP from other machines.
     pub insecure_http: bool,
+    /// The origin browsers use when it isn't the listener's own; its host is answered too.
+    pub public_url: Option<Origin>,
     pub tls: InternalTls,
+    /// Connections at once, and how long a request's head may take.
+    pub http: HttpLimits,
 }
 
 impl Config {
@@ -60,7 +72,11 @@ impl Config {
                 &[("true", true), ("false", false)],
                 "false",
             )?,
+            public_url: settings.parse_with(PUBLIC_URL, "", |url| {
+                (!url.is_empty()).then(|| Origin::parse(url)).transpose()
+            })?,
             tls: InternalTls::from_settings(settings)?,
+            http: HttpLimits::from_settings(settings)?,
         })
     }
 }
@@ -68,43 +84,54 @@ impl Config {
 /// Checks everything (descriptors, certificates), binds `EINSORA_HTTP_ADDR`, and serves until
 /// shutdown.
 pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
-    let app = prepare(&cfg)?;
+    let prepared = prepare(&cfg)?;
     let listener = grpc::bind(HTTP_ADDR, cfg.http_addr).await?;
-    serve_app(listener, app, &cfg, shutdown).await
+    serve_app(listener, prepared, &cfg, shutdown).await
 }
 
 /// [`run`] on a listener the caller bound (tests, or a supervisor that holds the port).
 pub async fn serve(listener: TcpListener, cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
-    let app = prepare(&cfg)?;
-    serve_app(listener, app, &cfg, shutdown).await
+    let prepared = prepare(&cfg)?;
+    serve_app(listener, prepared, &cfg, shutdown).await
 }
 
-/// The api is dialled on first use, so the gateway starts (and answers 503) while it is down.
-fn prepare(cfg: &Config) -> anyhow::Result<axum::Router> {
+/// What can be checked before binding: the routes and the api's channel. The api is dialled on
+/// first use, so the gateway starts (and answers 503) while it is down.
+fn prepare(cfg: &Config) -> anyhow::Result<(app::Api, Channel)> {
     let api = app::Api::load()?;
     let channel = cfg
         .tls
         .client(Role::Gateway, Role::Api)?
         .connect_lazy(&cfg.api_addr.to_string())
         .context(API_ADDR)?;
-    let proxies = cfg.trusted_proxies.clone();
-    Ok(app::router(api, channel, proxies, cfg.insecure_http)?)
+    Ok((api, channel))
 }
 
-/// Serves until shutdown, then lets the requests in flight finish.
+/// Serves until shutdown, then lets the requests in flight finish. The hosts answered to are
+/// the listener's real address (its port may have been 0) and the public URL's.
 async fn serve_app(
     listener: TcpListener,
-    app: axum::Router,
+    (api, channel): (app::Api, Channel),
     cfg: &Config,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
+    let options = app::Options {
+        proxies: cfg.trusted_proxies.clone(),
+        insecure_http: cfg.insecure_http,
+        hosts: hosts::Hosts::new(addr, cfg.public_url.clone()),
+    };
+    let app = app::router(api, channel, options)?;
     tracing::info!(http = %addr, api = %cfg.api_addr, "gateway serving");
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.cancelled())
-    .await
-    .context("gateway")
+    // Each connection's peer, as axum's `ConnectInfo` (the login limiter's address).
+    let with_peer = move |peer: SocketAddr| {
+        app.clone()
+            .map_request(move |mut request: axum::http::Request<_>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                request
+            })
+    };
+    http::serve(listener, cfg.http, shutdown, with_peer)
+        .await
+        .context("gateway")
 }

@@ -14,13 +14,18 @@ const MAX_AGE_SECONDS: u32 = 604_800;
 
 /// The session cookie's value, if the request sent one.
 pub(crate) fn from_request(headers: &HeaderMap) -> Vec<&str> {
+    cookie_values(headers, COOKIE_NAME)
+}
+
+/// Every non-empty value of the cookie `name` the request sent.
+pub(crate) fn cookie_values<'a>(headers: &'a HeaderMap, name: &str) -> Vec<&'a str> {
     let cookies = headers.get_all(COOKIE).into_iter();
     let pairs = cookies
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'));
     pairs
         .filter_map(|pair| pair.trim().split_once('='))
-        .filter(|(name, _)| *name == COOKIE_NAME)
+        .filter(|(found, _)| *found == name)
         .map(|(_, value)| value.trim_matches('"'))
         .filter(|value| !value.is_empty())
         .collect()
@@ -28,21 +33,50 @@ pub(crate) fn from_request(headers: &HeaderMap) -> Vec<&str> {
 
 /// The `Set-Cookie` that holds `session_id`; `None` if the api sent an ID no cookie can carry.
 pub(crate) fn set(session_id: &str, https: bool) -> Option<HeaderValue> {
-    let cookie_safe = |c: char| c.is_ascii_graphic() && !matches!(c, '"' | ',' | ';' | '\\');
-    if session_id.is_empty() || !session_id.chars().all(cookie_safe) {
-        return None;
-    }
-    HeaderValue::from_str(&cookie(session_id, MAX_AGE_SECONDS, https)).ok()
+    let cookie = Cookie {
+        name: COOKIE_NAME,
+        path: "/",
+        max_age: MAX_AGE_SECONDS,
+    };
+    cookie.set(session_id, https)
 }
 
 /// The `Set-Cookie` that makes the browser forget the session.
 pub(crate) fn clear(https: bool) -> HeaderValue {
-    HeaderValue::from_str(&cookie("", 0, https)).unwrap_or(HeaderValue::from_static(""))
+    let cookie = Cookie {
+        name: COOKIE_NAME,
+        path: "/",
+        max_age: 0,
+    };
+    HeaderValue::from_str(&cookie.text("", https)).unwrap_or(HeaderValue::from_static(""))
 }
 
-fn cookie(value: &str, max_age: u32, https: bool) -> String {
-    let secure = if https { "; Secure" } else { "" };
-    format!("{COOKIE_NAME}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}{secure}")
+/// An HttpOnly, SameSite=Strict cookie the gateway sets (Secure over HTTPS).
+pub(crate) struct Cookie {
+    pub(crate) name: &'static str,
+    pub(crate) path: &'static str,
+    pub(crate) max_age: u32,
+}
+
+impl Cookie {
+    /// Its `Set-Cookie` holding `value`; `None` for a value no cookie can carry.
+    pub(crate) fn set(&self, value: &str, https: bool) -> Option<HeaderValue> {
+        let cookie_safe = |c: char| c.is_ascii_graphic() && !matches!(c, '"' | ',' | ';' | '\\');
+        if value.is_empty() || !value.chars().all(cookie_safe) {
+            return None;
+        }
+        HeaderValue::from_str(&self.text(value, https)).ok()
+    }
+
+    fn text(&self, value: &str, https: bool) -> String {
+        let Cookie {
+            name,
+            path,
+            max_age,
+        } = self;
+        let secure = if https { "; Secure" } else { "" };
+        format!("{name}={value}; HttpOnly; SameSite=Strict; Path={path}; Max-Age={max_age}{secure}")
+    }
 }
 
 /// A password may come over plain HTTP only from this machine, or where the operator allowed it.

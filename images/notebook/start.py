@@ -2,8 +2,10 @@
 """Start JupyterLab on a Unix socket, with the token read from a file.
 
 Contract:
-  $EINSORA_RUN_DIR (default /run/einsora), mounted 0700 and owned by uid 1000:
-    token    read at start: first line, stripped; required
+  $EINSORA_TOKEN_FILE (default $EINSORA_RUN_DIR/token): read at start, first line,
+    stripped; required. Einsora mounts it read-only from outside any directory the
+    workload can write, so nothing in the notebook can replace it.
+  $EINSORA_RUN_DIR (default /run/einsora), mounted 0700 and owned by the server's user:
     jl.sock  the server's socket (mode 0600); no TCP port is opened
   $EINSORA_NOTEBOOK_DIR (default /work): the server's root dir
   any arguments are passed on to `jupyter lab`
@@ -21,13 +23,14 @@ from traitlets.config import Config
 def main():
     run_dir = os.environ.get("EINSORA_RUN_DIR") or "/run/einsora"
     root_dir = os.environ.get("EINSORA_NOTEBOOK_DIR") or "/work"
+    token_file = os.environ.get("EINSORA_TOKEN_FILE") or os.path.join(run_dir, "token")
     try:
-        with open(os.path.join(run_dir, "token"), encoding="utf-8") as f:
+        with open(token_file, encoding="utf-8") as f:
             token = f.readline().strip()
     except OSError as e:
         sys.exit(f"start.py: cannot read the token: {e}")
     if not token:
-        sys.exit(f"start.py: empty token in {run_dir}/token")
+        sys.exit(f"start.py: empty token in {token_file}")
     os.environ.pop("JUPYTER_TOKEN", None)  # the file is the only source
 
     c = Config()

@@ -130,7 +130,11 @@ impl Drivers {
                 .iter()
                 .map(|(id, attempt, mode, code)| status(id.clone(), *attempt, *mode, *code, "")),
         );
-        pb::WorkloadStatuses { workloads }
+        let driver_restarts = self.docker.iter().map(docker::Docker::restarts).sum();
+        pb::WorkloadStatuses {
+            workloads,
+            driver_restarts,
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use hyper::Method;
 use serde_json::{Map, Value, json};
 
-use super::credentials::{Credentials, SavedSession};
+use super::credentials::{Credentials, KNOWN_CLIENT_COOKIE, SavedSession};
 use super::http::Api;
 use super::output::{self, Column};
 
@@ -345,22 +345,33 @@ async fn login(
         .read_to_string(&mut password)
         .context("reading the password from stdin")?;
     let password = password.trim_end_matches(['\n', '\r']);
+    // The proof of the last sign-in gives this one login limits of its own.
+    let known = saved.known_client(api.server());
+    let known_cookie = known
+        .as_ref()
+        .map(|proof| format!("{KNOWN_CLIENT_COOKIE}={proof}"));
     let answer = api
-        .send(
+        .send_with_cookie(
             Method::POST,
             "/v1/sessions",
             Some(json!({ "email": email, "password": password })),
+            known_cookie.as_deref(),
         )
         .await?;
-    let cookie = answer
-        .set_cookie
-        .iter()
-        .find_map(|c| c.strip_prefix("einsora_session=")?.split(';').next())
+    let cookie_value = |name: &str| {
+        let prefix = format!("{name}=");
+        answer
+            .set_cookie
+            .iter()
+            .find_map(|c| c.strip_prefix(&prefix)?.split(';').next())
+    };
+    let cookie = cookie_value("einsora_session")
         .context("the server answered the login without a session cookie")?;
     let csrf = answer.body["csrf_token"]
         .as_str()
         .context("the login answer has no csrf_token")?;
-    saved.save(api.server(), cookie, csrf)?;
+    let proof = cookie_value(KNOWN_CLIENT_COOKIE).or(known.as_deref());
+    saved.save(api.server(), cookie, csrf, proof)?;
     if global.json {
         output::json(&answer.body["me"])
     } else {

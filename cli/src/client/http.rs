@@ -80,9 +80,23 @@ impl Api {
         path: &str,
         body: Option<Value>,
     ) -> anyhow::Result<Answer> {
+        self.send_with_cookie(method, path, body, None).await
+    }
+
+    /// [`Api::send`] with one more `Cookie` header.
+    pub async fn send_with_cookie(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        cookie: Option<&str>,
+    ) -> anyhow::Result<Answer> {
         let uri = format!("{}{path}", self.server.trim_end_matches('/'));
         let mut request = Request::builder().method(method.clone()).uri(&uri);
         request = self.credentials.apply(request, &method);
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
         let payload = match body {
             Some(body) => {
                 request = request.header("content-type", "application/json");

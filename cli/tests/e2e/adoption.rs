@@ -127,7 +127,7 @@ fn a_notebook_whose_disk_is_gone_is_not_given_a_fresh_one() {
     let id = running_notebook(&solo, &acme);
     assert_eq!(act(&solo, &acme.token, &id, "stop").0, 202);
     wait_for(&solo, &acme.session, &id, "stopped");
-    std::fs::remove_dir_all(data_dir(&solo, &id)).unwrap();
+    crate::disk::lose_its_disk(&solo, &id);
     assert_eq!(act(&solo, &acme.token, &id, "start").0, 202);
     wait_for(&solo, &acme.session, &id, "failed");
     let steps = timeline(&solo, &acme.session, &id);

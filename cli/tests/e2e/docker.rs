@@ -15,8 +15,8 @@ use crate::solo::Solo;
 use crate::wire::{WebSocket, events, exchange, request};
 use crate::world::{Credential, Tenant, call, tenant};
 
-/// What a test leaves on the shared engine: its machine's containers, removed when dropped
-/// (workloads outlive their agent by design).
+/// What a test leaves on the shared engine: its machine's containers and the mounts its agent
+/// made for them, removed when dropped (workloads outlive their agent by design).
 pub struct Leftovers {
     machine_id: PathBuf,
     models: Option<tempfile::TempDir>,
@@ -49,6 +49,10 @@ impl Drop for Leftovers {
         let ids = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
         for id in ids.unwrap_or_default().lines() {
             let _ = Command::new("docker").args(["rm", "-f", id]).output();
+        }
+        // Their disks and run directories, which the agent mounted (when root).
+        if let Some(agent) = self.machine_id.parent() {
+            crate::mounts::unmount_all_under(agent);
         }
     }
 }
@@ -83,15 +87,34 @@ fn solo_on_docker(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
         .expect("EINSORA_TEST_MODEL names a small GGUF model (./scripts/test makes one)");
     let models = tempfile::tempdir().unwrap();
     std::fs::copy(&model, models.path().join("tiny.gguf")).unwrap();
+    let catalog = catalog_with_small_disks(models.path());
     let mut env = vec![
         ("EINSORA_CLUSTER_BACKEND", "agent"),
         ("EINSORA_MODELS_DIR", models.path().to_str().unwrap()),
+        ("EINSORA_CATALOG", catalog.as_str()),
     ];
     env.extend_from_slice(extra);
     let solo = Solo::start(&env);
     let mut leftovers = Leftovers::of(&solo);
     leftovers.models = Some(models);
     (solo, leftovers)
+}
+
+/// The built-in catalog, written in `dir`, with 1 GiB disks for the tests' class (cpu-1c-2g):
+/// each notebook sets its whole disk aside when it starts, and tests run several at once on
+/// one machine. Its path, for EINSORA_CATALOG.
+pub fn catalog_with_small_disks(dir: &Path) -> String {
+    let builtin = include_str!("../../../catalog/catalog.yaml");
+    let class = "  - name: cpu-1c-2g\n    accelerator: cpu\n    cpus: 1\n    memory_gib: 2\n";
+    let sized = format!("{class}    disk_gib: 10\n");
+    assert!(
+        builtin.contains(&sized),
+        "the catalog's cpu-1c-2g moved: update this"
+    );
+    let text = builtin.replace(&sized, &format!("{class}    disk_gib: 1\n"));
+    let path = dir.join("catalog.yaml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
 }
 
 pub fn token(t: &Tenant) -> &str {
@@ -170,11 +193,7 @@ pub fn notebook(
 
 /// Runs `code` on a new kernel over its WebSocket, through the proxy; what it printed.
 pub fn run_cell(solo: &Solo, host: &str, cookie: &str, code: &str) -> String {
-    let kernel = notebook(solo, host, cookie, "POST", "/api/kernels", "{}");
-    let path = format!("/api/kernels/{}/channels", kernel["id"].as_str().unwrap());
-    let origin = format!("http://{host}");
-    let headers = [("Cookie", cookie), ("Origin", origin.as_str())];
-    let mut ws = WebSocket::connect(&solo.access, host, &path, &headers).unwrap();
+    let mut ws = kernel_channels(solo, host, cookie);
     let execute = json!({
         "header": { "msg_id": "cell-1", "username": "test", "session": "s-1",
                     "msg_type": "execute_request", "version": "5.3", "date": "" },
@@ -192,6 +211,15 @@ pub fn run_cell(solo: &Solo, host: &str, cookie: &str, code: &str) -> String {
             _ => {}
         }
     }
+}
+
+/// A new kernel's channels, open through the proxy with the session `cookie`.
+pub fn kernel_channels(solo: &Solo, host: &str, cookie: &str) -> WebSocket {
+    let kernel = notebook(solo, host, cookie, "POST", "/api/kernels", "{}");
+    let path = format!("/api/kernels/{}/channels", kernel["id"].as_str().unwrap());
+    let origin = format!("http://{host}");
+    let headers = [("Cookie", cookie), ("Origin", origin.as_str())];
+    WebSocket::connect(&solo.access, host, &path, &headers).unwrap()
 }
 
 /// This machine's containers of the workload, stopped ones included.

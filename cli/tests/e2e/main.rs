@@ -1,5 +1,6 @@
 //! End-to-end tests of the real `einsora` binary.
 
+mod access_sessions;
 mod adoption;
 mod agent_backend;
 mod attacks;
@@ -8,12 +9,15 @@ mod browser;
 mod cli_flow;
 mod controllers;
 mod crash;
+mod disk;
 mod docker;
 mod enrolment;
 mod fencing;
+mod hostile;
 mod isolation;
 mod lan;
 mod lifecycle;
+mod mounts;
 mod outage;
 mod partition;
 mod replay;

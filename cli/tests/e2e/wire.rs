@@ -103,6 +103,32 @@ impl WebSocket {
         }
     }
 
+    /// Whether the other side closes the connection within `limit` (whatever it sends first).
+    pub fn closes_within(&mut self, limit: Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        let mut buf = [0_u8; 4096];
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            match self.stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return false;
+                }
+                Err(_) => return true,
+            }
+        }
+    }
+
     /// A masked text frame, as clients send.
     pub fn send(&mut self, text: &str) {
         let payload = text.as_bytes();

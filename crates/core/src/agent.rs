@@ -38,6 +38,9 @@ word_enum! {
         ModelRefused = "model_refused",
         ModelChecksumMismatch = "model_checksum_mismatch",
         ModelInvalid = "model_invalid",
+        SocketTampered = "socket_tampered",
+        DiskLow = "disk_low",
+        DiskLimitUnavailable = "disk_limit_unavailable",
         /// A problem the agent has no code for. Not "status unknown", which is what the
         /// controller reads for an offline machine and which decides nothing.
         Other = "other",
@@ -75,6 +78,18 @@ impl StatusCode {
                 "its model file doesn't match its SHA-256 checksum"
             }
             StatusCode::ModelInvalid => "its model isn't a valid GGUF file; nothing was served",
+            StatusCode::SocketTampered => {
+                "its server's socket was replaced from inside the workload; nothing was connected \
+                 to it"
+            }
+            StatusCode::DiskLow => {
+                "its machine is low on disk space, so it wasn't started; free some space there or \
+                 delete workloads, then start it again"
+            }
+            StatusCode::DiskLimitUnavailable => {
+                "its machine can't give it a size-limited disk, so it wasn't started; the \
+                 operator's log says why"
+            }
             StatusCode::Other => "its machine reported a problem",
         }
     }
@@ -95,6 +110,9 @@ impl StatusCode {
                 | StatusCode::ModelRefused
                 | StatusCode::ModelChecksumMismatch
                 | StatusCode::ModelInvalid
+                | StatusCode::SocketTampered
+                | StatusCode::DiskLow
+                | StatusCode::DiskLimitUnavailable
                 | StatusCode::Other
         )
     }

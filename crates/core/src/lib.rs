@@ -14,6 +14,7 @@ pub mod lifecycle;
 pub mod machine;
 pub mod reasons;
 pub mod region;
+pub mod run_dirs;
 pub mod sharing;
 pub mod words;
 pub mod workload;

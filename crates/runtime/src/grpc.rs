@@ -157,3 +157,21 @@ pub async fn is_serving(tls: &ClientTls, addr: &str) -> bool {
         Err(_) => false,
     }
 }
+
+/// A service's own gate, beside the server's: the server admits every role that calls any of
+/// its services (at the handshake); each service then admits only the roles that need it, so
+/// a role's certificate can't call what it has no use for. Wrap a service with
+/// `FooServer::with_interceptor(service, grpc::only(&[RoleKind::Access]))`.
+pub fn only(
+    roles: &'static [RoleKind],
+) -> impl FnMut(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> + Clone {
+    move |request| match tls::peer_role(&request) {
+        Some(role) if roles.contains(&role.kind()) => Ok(request),
+        Some(role) => Err(tonic::Status::permission_denied(format!(
+            "a {role} certificate may not call this service"
+        ))),
+        None => Err(tonic::Status::permission_denied(
+            "no verified certificate: this service admits only the installation's roles",
+        )),
+    }
+}

@@ -2,12 +2,18 @@
 //! port is bound ([`settings`]), tracing ([`telemetry`]), one shutdown signal ([`shutdown`]),
 //! the installation CA and role certificates ([`pki`]), and mutual TLS for tonic in which the
 //! peer's role is checked during the handshake ([`tls`]), and serving internal gRPC over it
-//! ([`grpc`]).
+//! ([`grpc`]), serving plain HTTP within limits ([`http`]), origins and `host[:port]` ([`origin`]), what a panic does ([`panics`]), and dialling a workload's Unix socket without trusting its directory
+//! ([`workload_socket`]).
 
 pub mod catalog;
 pub mod grpc;
+pub mod http;
+pub mod origin;
+pub mod panics;
 pub mod pki;
 pub mod settings;
 pub mod shutdown;
+mod slots;
 pub mod telemetry;
 pub mod tls;
+pub mod workload_socket;

@@ -366,3 +366,33 @@ async fn triggering_shutdown_stops_the_server() {
     stopped.unwrap().unwrap();
     assert!(check(&api, &server.addr).await.is_err());
 }
+
+/// A service gated to the access proxy, on a server that admits the api too (for its other
+/// services): the api's certificate gets through the handshake but not to the service.
+#[tokio::test]
+async fn a_service_admits_only_the_roles_it_names() {
+    let ca = Ca::generate("test installation").unwrap();
+    let own = issue(&ca, Role::Controller);
+    let config =
+        tls::server_config(ca.cert_pem(), &own, &[RoleKind::Api, RoleKind::Access]).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (_reporter, health) = tonic_health::server::health_reporter();
+    let gated = InterceptedService::new(health, einsora_runtime::grpc::only(&[RoleKind::Access]));
+    let shutdown = Shutdown::new();
+    let task = tokio::spawn(
+        Server::builder()
+            .add_service(gated)
+            .serve_with_incoming_shutdown(tls::incoming(listener, config), shutdown.cancelled()),
+    );
+    let access = client(&ca, &issue(&ca, Role::Access));
+    assert_eq!(check(&access, &addr).await, Ok(ServingStatus::Serving));
+    let api = check(&client(&ca, &issue(&ca, Role::Api)), &addr).await;
+    let refused = api.expect_err("the api may not call it");
+    assert!(
+        refused.contains("PermissionDenied") && refused.contains("api certificate may not call"),
+        "{refused}"
+    );
+    shutdown.trigger();
+    task.await.unwrap().unwrap();
+}

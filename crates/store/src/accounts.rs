@@ -95,13 +95,25 @@ pub struct NewTicket {
     pub tenant_id: TenantId,
     pub user_id: UserId,
     pub expires_at: OffsetDateTime,
+    pub granted_by: Grant,
 }
 
-/// Who a redeemed ticket was issued to.
+/// The credential that asked for a ticket: what the notebook sessions it opens live as long
+/// as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Grant {
+    /// A browser session, by its ID's hash.
+    Session(SecretHash),
+    /// An API token, by its ID.
+    Token(TokenId),
+}
+
+/// Who a redeemed ticket was issued to, and on whose credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedeemedTicket {
     pub workload_id: WorkloadId,
     pub user: User,
+    pub granted_by: Grant,
 }
 
 #[async_trait]
@@ -166,4 +178,8 @@ pub trait AccountStore: Send + Sync {
         ticket_hash: &SecretHash,
         workload: WorkloadId,
     ) -> Result<Option<RedeemedTicket>, StoreError>;
+
+    /// Which of `grants` still stand, in order: a session that exists and hasn't expired, a
+    /// token neither revoked nor expired.
+    async fn grants_live(&self, grants: &[Grant]) -> Result<Vec<bool>, StoreError>;
 }

@@ -8,6 +8,15 @@ use time::OffsetDateTime;
 
 use crate::{MachineCertificate, MachineRecord, MachineRegistration, StoreError};
 
+/// Why and since when a machine is flagged (`AgentStore::flag_machine`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineFlag {
+    /// The latest reason, a word of the controller's vocabulary.
+    pub what: String,
+    pub since: OffsetDateTime,
+    pub last: OffsetDateTime,
+}
+
 #[async_trait]
 pub trait AgentStore: Send + Sync {
     /// The machine whose certificate has this SHA-256, if that certificate was issued to it and
@@ -39,6 +48,29 @@ pub trait AgentStore: Send + Sync {
         machine: MachineId,
         certificate: &MachineCertificate,
     ) -> Result<bool, StoreError>;
+
+    /// Retires (revokes) the machine's certificates issued no later than the one with this
+    /// fingerprint, that one excepted: called once a stream presents it, so a renewed
+    /// machine's previous certificate stops being accepted as soon as the new one is in use
+    /// (one issued later, not used yet, stays). How many were retired.
+    async fn retire_older_certificates(
+        &self,
+        machine: MachineId,
+        fingerprint: &[u8; 32],
+    ) -> Result<u64, StoreError>;
+
+    /// Flags the machine for misbehaving on its stream, `what` being a word of the
+    /// controller's vocabulary (never text an agent sent): the first time is kept, the latest
+    /// word and time recorded.
+    async fn flag_machine(
+        &self,
+        machine: MachineId,
+        what: &str,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+
+    /// The machine's flag, if it was ever flagged.
+    async fn machine_flag(&self, machine: MachineId) -> Result<Option<MachineFlag>, StoreError>;
 
     /// Records that the machine's agent was heard from (for its status; nothing else changes).
     async fn machine_seen(&self, machine: MachineId, at: OffsetDateTime) -> Result<(), StoreError>;

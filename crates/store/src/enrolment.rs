@@ -54,6 +54,12 @@ pub trait EnrolmentStore: Send + Sync {
         tenant: TenantId,
     ) -> Result<Vec<EnrolmentTokenRecord>, StoreError>;
 
+    /// Whether a token with this hash could be redeemed now (it exists and is unused,
+    /// unrevoked and unexpired): what enrolment checks before it looks at anything else it was
+    /// sent. Advisory only: `redeem_enrolment_token` alone decides, once.
+    async fn enrolment_token_redeemable(&self, token_hash: &SecretHash)
+    -> Result<bool, StoreError>;
+
     /// Redeems a token that is unused, unrevoked and unexpired, once: of concurrent redemptions
     /// exactly one wins. In the same transaction it registers the machine the token enrols —
     /// its tenant's, in its region, known by the given ID and labelled by its host name — and

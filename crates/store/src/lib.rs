@@ -31,10 +31,10 @@ use einsora_core::region::Region;
 use einsora_core::workload::Workload;
 
 pub use accounts::{
-    AccountStore, ApiTokenRecord, NewApiToken, NewSession, NewTicket, NewUser, PasswordLogin,
-    RedeemedTicket, SecretHash, SessionRecord, User, secret_hash,
+    AccountStore, ApiTokenRecord, Grant, NewApiToken, NewSession, NewTicket, NewUser,
+    PasswordLogin, RedeemedTicket, SecretHash, SessionRecord, User, secret_hash,
 };
-pub use agents::AgentStore;
+pub use agents::{AgentStore, MachineFlag};
 pub use changes::ChangeSignal;
 pub use controller::{ControllerStore, Waiting};
 pub use database_url::{DatabaseUrl, SETTING as DATABASE_URL_SETTING};

@@ -11,12 +11,23 @@ use tonic::transport::Endpoint;
 use tower::ServiceExt;
 
 use super::*;
+use crate::hosts::Hosts;
 
 fn app(peer: &str, proxies: &str) -> Router {
+    app_with(peer, proxies, None)
+}
+
+/// The gateway listening on 127.0.0.1:8080, with `EINSORA_PUBLIC_URL` = `public`.
+fn app_with(peer: &str, proxies: &str, public: Option<&str>) -> Router {
     // Nothing listens on port 1: every call fails to connect.
     let channel = Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
-    let proxies = TrustedProxies::parse(proxies).unwrap();
-    let app = router(Api::load().unwrap(), channel, proxies, false).unwrap();
+    let public = public.map(|url| crate::Origin::parse(url).unwrap());
+    let options = Options {
+        proxies: TrustedProxies::parse(proxies).unwrap(),
+        insecure_http: false,
+        hosts: Hosts::new("127.0.0.1:8080".parse().unwrap(), public),
+    };
+    let app = router(Api::load().unwrap(), channel, options).unwrap();
     app.layer(MockConnectInfo(peer.parse::<SocketAddr>().unwrap()))
 }
 
@@ -28,11 +39,15 @@ async fn send(app: &Router, request: Request<Body>) -> (StatusCode, HeaderMap, J
     (parts.status, parts.headers, json)
 }
 
+/// A request to `localhost:8080`, unless `headers` name another host.
 fn request(method: &str, uri: &str, headers: &[(&str, &str)], body: &'static str) -> Request<Body> {
-    let mut builder = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("host", "localhost:8080");
+    let mut builder = Request::builder().method(method).uri(uri);
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        builder = builder.header("host", "localhost:8080");
+    }
     for (name, value) in headers {
         builder = builder.header(*name, *value);
     }
@@ -172,6 +187,86 @@ async fn cross_origin_writes_are_forbidden_and_reads_are_not() {
     )
     .await;
     assert_error(&read, 503, "unavailable");
+}
+
+#[tokio::test]
+async fn a_foreign_host_is_refused_whatever_its_origin_says() {
+    let app = app("127.0.0.1:5000", "");
+    let rebound = [("host", "rebound.example:8080")];
+    let own_origin = [("origin", "http://rebound.example:8080")];
+    for (method, uri, headers, body) in [
+        (
+            "POST",
+            "/v1/workloads",
+            [rebound[0], own_origin[0], JSON].to_vec(),
+            "{}",
+        ),
+        ("POST", "/v1/sessions", [rebound[0], JSON].to_vec(), "{}"),
+        ("GET", "/v1/me", rebound.to_vec(), ""),
+        ("GET", OPENAPI_PATH, rebound.to_vec(), ""),
+        ("GET", "/", [rebound[0], PAGE_LOAD].to_vec(), ""),
+    ] {
+        let answer = send(&app, request(method, uri, &headers, body)).await;
+        // 400 before anything else: an unreachable api would have been a 503.
+        assert_error(&answer, 400, "invalid_request");
+        let message = answer.2["error"]["message"].as_str().unwrap();
+        assert!(message.contains("does not answer to the host"), "{message}");
+    }
+    // The listener's own names are answered.
+    for host in ["localhost:8080", "127.0.0.1:8080", "[::1]:8080"] {
+        let answer = send(&app, request("GET", "/v1/me", &[("host", host)], "")).await;
+        assert_error(&answer, 503, "unavailable");
+    }
+}
+
+#[tokio::test]
+async fn origins_are_the_installations_own_never_the_requests_host() {
+    let app = app_with(
+        "10.0.0.5:5000",
+        "10.0.0.0/8",
+        Some("https://einsora.example"),
+    );
+    let public = ("host", "einsora.example");
+    let https = ("x-forwarded-proto", "https");
+    let post = |headers: Vec<(&'static str, &'static str)>| {
+        let mut all = vec![JSON, https];
+        all.extend(headers);
+        request("POST", "/v1/workloads", &all, "{}")
+    };
+    for origin in [
+        "https://einsora.example",
+        "https://einsora.example:443",
+        "http://localhost:8080",
+    ] {
+        let answer = send(&app, post(vec![public, ("origin", origin)])).await;
+        assert_error(&answer, 503, "unavailable");
+    }
+    for origin in [
+        "http://einsora.example",
+        "https://evil.example",
+        "https://einsora.example:8443",
+    ] {
+        let answer = send(&app, post(vec![public, ("origin", origin)])).await;
+        assert_error(&answer, 403, "forbidden");
+    }
+    // A Host the installation answers to doesn't make its own origin out of another one.
+    let answer = send(
+        &app,
+        post(vec![
+            ("host", "localhost:8080"),
+            ("origin", "https://localhost:8080"),
+        ]),
+    )
+    .await;
+    assert_error(&answer, 403, "forbidden");
+    // Without the public URL the proxied name is foreign.
+    let unnamed = app_with("10.0.0.5:5000", "10.0.0.0/8", None);
+    let answer = send(
+        &unnamed,
+        post(vec![public, ("origin", "https://einsora.example")]),
+    )
+    .await;
+    assert_error(&answer, 400, "invalid_request");
 }
 
 #[tokio::test]

@@ -139,7 +139,9 @@ fn responses(route: &Route, schemas: &mut Schemas<'_>) -> Result<Json, String> {
     let mut headers = json!({ "X-Request-ID": { "$ref": "#/components/headers/X-Request-ID" } });
     if route.is(LOGIN) || route.is(LOGOUT) {
         headers["Set-Cookie"] = json!({
-            "description": "Login sets the HttpOnly session cookie; logout clears it.",
+            "description": "Login sets the HttpOnly session cookie and `einsora_client`, the \
+                proof of this sign-in that gives the next one login limits of its own (send it \
+                back to POST /v1/sessions); logout clears the session cookie.",
             "required": true,
             "schema": { "type": "string" },
         });

@@ -19,6 +19,7 @@ use tonic::{Code, Request, Response, Status};
 
 pub const SESSION_ID: &str = "sid-0123456789abcdef";
 pub const CSRF: &str = "csrf-fedcba9876543210";
+pub const KNOWN_CLIENT: &str = "v1.4102444800.00112233445566778899aabbccddeeff.proof";
 
 /// What the api received: each call's request metadata.
 #[derive(Debug, Clone, Default)]
@@ -176,7 +177,7 @@ impl AccountService for Fake {
         if login.password != "correct horse" {
             return Err(Status::unauthenticated("wrong email or password"));
         }
-        answer(LoginResponse {
+        let mut response = answer(LoginResponse {
             session_id: SESSION_ID.into(),
             session: Some(Session {
                 me: Some(me()),
@@ -186,7 +187,12 @@ impl AccountService for Fake {
                     nanos: 0,
                 }),
             }),
-        })
+        })?;
+        let proof = KNOWN_CLIENT.parse().unwrap();
+        response
+            .metadata_mut()
+            .insert("x-einsora-known-client", proof);
+        Ok(response)
     }
 
     async fn logout(&self, request: Request<LogoutRequest>) -> Answer<LogoutResponse> {

@@ -24,6 +24,15 @@ impl Answer {
         self.headers.get(name).map_or("", |v| v.to_str().unwrap())
     }
 
+    /// The value of the cookie `name` this answer sets, if it sets one.
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        let prefix = format!("{name}=");
+        self.headers
+            .get_all("set-cookie")
+            .iter()
+            .find_map(|v| v.to_str().unwrap().strip_prefix(&prefix)?.split(';').next())
+    }
+
     /// An error envelope with `code`, whose request ID is the response's.
     pub fn assert_error(&self, status: u16, code: &str) {
         assert_eq!(
@@ -39,6 +48,7 @@ impl Answer {
     }
 }
 
+/// A request to `addr`, with `Host: addr` unless `headers` name another.
 pub async fn send(
     addr: SocketAddr,
     method: &str,
@@ -51,10 +61,13 @@ pub async fn send(
         .await
         .unwrap();
     tokio::spawn(connection);
-    let mut request = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr.to_string());
+    let mut request = hyper::Request::builder().method(method).uri(path);
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request = request.header("host", addr.to_string());
+    }
     for (name, value) in headers {
         request = request.header(*name, *value);
     }

@@ -2,19 +2,18 @@
 //! of a tonic server with canned answers, joined by mutual TLS from a fresh installation CA.
 
 mod fake_api;
+mod hosts;
 mod http;
-
-use std::net::SocketAddr;
+mod login_flood;
+mod running;
 
 use einsora_gateway::Config;
-use einsora_runtime::grpc::{self, InternalTls};
-use einsora_runtime::pki::{Role, RoleKind};
+use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 use einsora_runtime::shutdown::Shutdown;
-use fake_api::{CSRF, SESSION_ID, Seen};
+use fake_api::{CSRF, KNOWN_CLIENT, SESSION_ID, Seen};
 use http::{Logs, send};
 use serde_json::json;
-use tokio::net::TcpListener;
 
 fn settings(dir: &std::path::Path, extra: &[(&str, &str)]) -> Settings {
     let mut vars = vec![("EINSORA_DATA_DIR".to_owned(), dir.display().to_string())];
@@ -28,26 +27,9 @@ const TOKEN: &str = "Bearer tsk_e2eSecretToken";
 #[tokio::test]
 async fn the_gateway_serves_the_api_over_http_and_grpc() {
     let logs = Logs::capture();
-    let dir = tempfile::tempdir().unwrap();
-    let tls = InternalTls::from_settings(&settings(dir.path(), &[])).unwrap();
-    tls.init().unwrap();
-    let shutdown = Shutdown::new();
     let seen = Seen::default();
-    let api_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let api_addr = api_listener.local_addr().unwrap().to_string();
-    let server_tls = tls.server(Role::Api, &[RoleKind::Gateway]).unwrap();
-    let api = tokio::spawn(grpc::serve(
-        api_listener,
-        server_tls,
-        fake_api::routes(&seen),
-        shutdown.clone(),
-    ));
-
-    let cfg =
-        Config::from_settings(&settings(dir.path(), &[("EINSORA_API_ADDR", &api_addr)])).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let http: SocketAddr = listener.local_addr().unwrap();
-    let gateway = tokio::spawn(einsora_gateway::serve(listener, cfg, shutdown.clone()));
+    let running = running::start(fake_api::routes(&seen), &[]).await;
+    let http = running.http;
 
     // A GET, transcoded both ways.
     let catalog = send(
@@ -126,17 +108,41 @@ async fn the_gateway_serves_the_api_over_http_and_grpc() {
         session.header("set-cookie"),
         format!("einsora_session={SESSION_ID}; HttpOnly; SameSite=Strict; Path=/; Max-Age=604800")
     );
+    assert_eq!(session.cookie("einsora_client"), Some(KNOWN_CLIENT));
+    assert!(
+        session.headers.get_all("set-cookie").iter().any(|c| c
+            == format!(
+                "einsora_client={KNOWN_CLIENT}; HttpOnly; SameSite=Strict; Path=/v1/sessions; \
+                 Max-Age=7776000"
+            )
+            .as_str()),
+        "{:?}",
+        session.headers
+    );
     assert_eq!(session.body["csrf_token"], CSRF);
     assert_eq!(session.body["me"]["email"], "you@example.com");
     assert!(
         !session.raw.contains(SESSION_ID),
         "the session ID never reaches a body"
     );
+    // The proof of that sign-in goes back to the api with the next Login, and only with it.
+    let known = format!("einsora_client={KNOWN_CLIENT}");
     let wrong = r#"{"email": "you@example.com", "password": "wrong"}"#;
-    send(http, "POST", "/v1/sessions", &[JSON], wrong)
-        .await
-        .assert_error(401, "unauthenticated");
-    let cookie = format!("theme=dark; einsora_session={SESSION_ID}");
+    send(
+        http,
+        "POST",
+        "/v1/sessions",
+        &[JSON, ("cookie", &known)],
+        wrong,
+    )
+    .await
+    .assert_error(401, "unauthenticated");
+    let presented = seen.last();
+    assert_eq!(
+        presented.get("x-einsora-known-client").unwrap(),
+        KNOWN_CLIENT
+    );
+    let cookie = format!("theme=dark; einsora_session={SESSION_ID}; {known}");
     let me = send(http, "GET", "/v1/me", &[("cookie", &cookie)], "").await;
     assert_eq!(
         (me.status, me.body["user_id"].as_str()),
@@ -144,6 +150,7 @@ async fn the_gateway_serves_the_api_over_http_and_grpc() {
         "{}",
         me.raw
     );
+    assert!(seen.last().get("x-einsora-known-client").is_none());
     send(http, "GET", "/v1/me", &[], "")
         .await
         .assert_error(401, "unauthenticated");
@@ -163,12 +170,16 @@ async fn the_gateway_serves_the_api_over_http_and_grpc() {
     );
     assert!(logout.header("set-cookie").contains("Max-Age=0"));
 
-    shutdown.trigger();
-    gateway.await.unwrap().unwrap();
-    api.await.unwrap().unwrap();
+    running.stop().await;
 
     let text = logs.text();
-    for secret in [SESSION_ID, CSRF, "correct horse", "tsk_e2eSecretToken"] {
+    for secret in [
+        SESSION_ID,
+        CSRF,
+        KNOWN_CLIENT,
+        "correct horse",
+        "tsk_e2eSecretToken",
+    ] {
         assert!(!text.contains(secret), "a secret reached the log");
     }
     let line = text
@@ -219,19 +230,30 @@ fn bad_settings_are_named() {
         ("EINSORA_TRUSTED_PROXIES", "10.0.0.0/40"),
         ("EINSORA_INSECURE_HTTP", "yes"),
         ("EINSORA_HTTP_ADDR", "localhost"),
+        ("EINSORA_PUBLIC_URL", "einsora.example"),
+        ("EINSORA_PUBLIC_URL", "https://einsora.example/dashboard"),
+        ("EINSORA_PUBLIC_URL", "https://einsora.example:0"),
     ];
     for (name, value) in cases {
         let error = Config::from_settings(&settings(dir.path(), &[(name, value)])).unwrap_err();
         assert_eq!(error.setting(), name);
     }
+    let path = [("EINSORA_PUBLIC_URL", "https://einsora.example/dashboard")];
+    let error = Config::from_settings(&settings(dir.path(), &path)).unwrap_err();
+    assert!(error.to_string().contains("must be an origin"), "{error}");
     let cfg = Config::from_settings(&settings(
         dir.path(),
         &[
             ("EINSORA_TRUSTED_PROXIES", "10.0.0.0/8, ::1"),
             ("EINSORA_INSECURE_HTTP", "true"),
+            ("EINSORA_PUBLIC_URL", "https://Einsora.Example/"),
         ],
     ))
     .unwrap();
     assert!(cfg.insecure_http);
+    let public = einsora_gateway::Origin::parse("https://einsora.example").unwrap();
+    assert_eq!(cfg.public_url, Some(public));
     assert_eq!(cfg.http_addr.to_string(), "127.0.0.1:8080");
+    let solo = Config::from_settings(&settings(dir.path(), &[])).unwrap();
+    assert_eq!(solo.public_url, None);
 }

@@ -141,6 +141,9 @@ enum_pair!(StatusCode, agent_pb::StatusCode, "code", Unspecified, {
     ModelRefused <=> ModelRefused,
     ModelChecksumMismatch <=> ModelChecksumMismatch,
     ModelInvalid <=> ModelInvalid,
+    SocketTampered <=> SocketTampered,
+    DiskLow <=> DiskLow,
+    DiskLimitUnavailable <=> DiskLimitUnavailable,
     Other <=> Other,
 });
 

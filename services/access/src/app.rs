@@ -29,10 +29,8 @@ pub(crate) struct Proxy {
     pub(crate) shutdown: Shutdown,
 }
 
-pub(crate) fn router(proxy: Proxy) -> axum::Router {
-    axum::Router::new()
-        .fallback(handle)
-        .with_state(Arc::new(proxy))
+pub(crate) fn router(proxy: Arc<Proxy>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(proxy)
 }
 
 async fn handle(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {

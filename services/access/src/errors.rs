@@ -83,6 +83,20 @@ impl Failure {
     }
 
     /// The cause goes to the operator's log, logged by whoever answers this.
+    /// The controller won't hand out this workload's socket, and says why (its own words).
+    pub(crate) fn unreachable(message: String) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// What the proxy would dial isn't the workload's own socket: nothing was connected to.
+    pub(crate) fn tampered() -> Self {
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            "bad_gateway",
+            "the workload's socket was replaced by something else; nothing was connected to it",
+        )
+    }
+
     pub(crate) fn unavailable(message: &'static str) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
     }

@@ -1,5 +1,7 @@
 //! Forwarding to a workload's Unix socket: HTTP/1.1, a new connection per request (connections
-//! to workloads aren't reused), bodies streamed both ways, and WebSocket upgrades joined.
+//! to workloads aren't reused), bodies streamed both ways, and WebSocket upgrades joined. The
+//! socket is dialled only if it is the workload's own (`einsora_runtime::workload_socket`):
+//! the workload can write the directory it is in.
 
 use std::path::Path;
 use std::time::Duration;
@@ -7,12 +9,11 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::{Request, Response, StatusCode};
+use einsora_runtime::shutdown::Shutdown;
+use einsora_runtime::workload_socket;
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
-use tokio::net::UnixStream;
-
-use einsora_runtime::shutdown::Shutdown;
 
 use crate::errors::Failure;
 
@@ -87,9 +88,13 @@ pub(crate) async fn send(
 ) -> Result<Response<Incoming>, Failure> {
     let websocket = is_websocket(request.headers());
     let client_upgrade = websocket.then(|| hyper::upgrade::on(&mut request));
-    let connect = tokio::time::timeout(CONNECT_TIMEOUT, UnixStream::connect(socket));
+    let connect = tokio::time::timeout(CONNECT_TIMEOUT, workload_socket::connect(socket));
     let stream = match connect.await {
         Ok(Ok(stream)) => stream,
+        Ok(Err(e)) if e.is_tampering() => {
+            tracing::warn!(socket = %socket.display(), error = %e, "not the workload's own socket; nothing dialled");
+            return Err(Failure::tampered());
+        }
         Ok(Err(e)) => return Err(unreachable(socket, &e)),
         Err(_) => return Err(unreachable(socket, &"no connection in time")),
     };

@@ -18,14 +18,15 @@ mod notebook;
 mod open;
 mod public_url;
 mod session;
+mod sweep;
 mod targets;
 mod upstream;
 
 use std::net::SocketAddr;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use einsora_runtime::grpc::{self, InternalTls};
+use einsora_runtime::http::{self, HttpLimits};
 use einsora_runtime::pki::Role;
 use einsora_runtime::settings::{ConfigError, Settings};
 use einsora_runtime::shutdown::Shutdown;
@@ -54,6 +55,8 @@ pub struct Config {
     pub limits: limits::Limits,
     /// How long a workload's target, as the controller said, is reused (`targets.rs`).
     pub target_ttl: std::time::Duration,
+    /// Connections at once, and how long a request's head may take.
+    pub http: HttpLimits,
 }
 
 impl Config {
@@ -66,6 +69,7 @@ impl Config {
             tls: InternalTls::from_settings(settings)?,
             limits: limits::Limits::from_settings(settings)?,
             target_ttl: TARGET_TTL,
+            http: HttpLimits::from_settings(settings)?,
         })
     }
 }
@@ -94,7 +98,7 @@ fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<axum::Router> {
         .client(Role::Access, Role::Controller)?
         .connect_lazy(&cfg.controller_addr.to_string())
         .context(CONTROLLER_ADDR)?;
-    Ok(app::router(app::Proxy {
+    let proxy = std::sync::Arc::new(app::Proxy {
         public: cfg.public_url.clone(),
         limits: cfg.limits.clone(),
         in_flight: limits::InFlight::default(),
@@ -102,7 +106,9 @@ fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<axum::Router> {
         targets: targets::Targets::new(cfg.target_ttl),
         sessions: session::Sessions::default(),
         shutdown: shutdown.clone(),
-    }))
+    });
+    tokio::spawn(sweep::run(std::sync::Arc::clone(&proxy)));
+    Ok(app::router(proxy))
 }
 
 /// Serves until shutdown; streams and WebSockets still open end with it.
@@ -114,15 +120,7 @@ async fn serve_app(
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(addr = %addr, public_url = %cfg.public_url, "access serving");
-    // Nagle's algorithm would hold a body's last small segment for the client's delayed ACK
-    // (40 ms a response at one connection).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "couldn't turn Nagle's algorithm off");
-        }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled())
+    http::serve(listener, cfg.http, shutdown, move |_peer| app.clone())
         .await
         .context("access")
 }

@@ -71,10 +71,12 @@ pub(crate) async fn handle(
     forward::remove_hop_by_hop(headers, websocket);
     session::strip_request_cookie(headers);
     rewrite_for_jupyter(headers, &target.token)?;
-    let sent = forward::send(&target.socket_path, request, &proxy.shutdown).await;
+    // What the session opens ends with it (and so with the proxy).
+    let ended = &found.session.ended;
+    let sent = forward::send(&target.socket_path, request, ended).await;
     let mut response = sent.inspect_err(|_| proxy.targets.forget(workload))?;
     session::strip_set_cookie(response.headers_mut());
-    let stop = Box::pin(proxy.shutdown.cancelled());
+    let stop = Box::pin(ended.cancelled());
     Ok(response.map(|body| Body::new(Guarded::new(body, stop))))
 }
 

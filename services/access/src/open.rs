@@ -38,7 +38,7 @@ pub(crate) async fn open(
         .map(|(_, ticket)| ticket)
         .filter(|ticket| !ticket.is_empty())
         .ok_or_else(|| Failure::unauthenticated(SPENT))?;
-    let caller = proxy
+    let (caller, grant) = proxy
         .upstream
         .redeem(workload, &ticket, id)
         .await
@@ -60,6 +60,8 @@ pub(crate) async fn open(
         workload,
         attempt: target.attempt,
         expires: std::time::Instant::now() + session::LIFETIME,
+        grant,
+        ended: proxy.shutdown.child(),
     });
     let session_id = opened.map_err(|e| {
         tracing::error!(error = %e, "no randomness for a session ID");

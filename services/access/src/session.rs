@@ -1,7 +1,9 @@
 //! Notebook sessions: a redeemed ticket becomes a random 256-bit session ID in a host-only
-//! cookie, `einsora_access`, backed by a session in memory, bound to one workload and the
-//! attempt that was running when it opened. Sessions are found by the ID's SHA-256, so the map
-//! never holds the secret itself.
+//! cookie, `einsora_access`, backed by a session in memory, bound to one workload, the attempt
+//! that was running when it opened, and the credential that asked for the ticket (its grant).
+//! Sessions are found by the ID's SHA-256, so the map never holds the secret itself. Ending a
+//! session ends everything it has open (WebSockets, streamed answers) at once; `sweep.rs` ends
+//! those whose grant or attempt is gone.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -9,6 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::http::header::{COOKIE, HeaderMap, HeaderValue, SET_COOKIE};
+use einsora_runtime::shutdown::Shutdown;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -23,6 +26,10 @@ pub(crate) struct Session {
     pub(crate) workload: Uuid,
     pub(crate) attempt: u32,
     pub(crate) expires: Instant,
+    /// The credential the ticket was asked for with (opaque, the api's).
+    pub(crate) grant: String,
+    /// Triggered when the session ends: what it has open ends with it.
+    pub(crate) ended: Shutdown,
 }
 
 type Key = [u8; 32];
@@ -45,9 +52,35 @@ impl Sessions {
         let id = random_hex::<32>()?;
         let now = Instant::now();
         let mut map = self.lock();
-        map.retain(|_, s| s.expires > now);
+        map.retain(|_, s| {
+            let live = s.expires > now;
+            if !live {
+                s.ended.trigger();
+            }
+            live
+        });
         map.insert(key(&id), session);
         Ok(id)
+    }
+
+    /// Every open session, for the sweep.
+    pub(crate) fn snapshot(&self) -> Vec<Session> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Ends every session `gone` says should end; how many it ended.
+    pub(crate) fn end_where(&self, gone: impl Fn(&Session) -> bool) -> usize {
+        let now = Instant::now();
+        let mut ended = 0;
+        self.lock().retain(|_, s| {
+            let keep = s.expires > now && !gone(s);
+            if !keep {
+                s.ended.trigger();
+                ended += 1;
+            }
+            keep
+        });
+        ended
     }
 
     /// The live session, among the request's `einsora_access` cookies, for `workload`.
@@ -65,7 +98,9 @@ impl Sessions {
     }
 
     pub(crate) fn end(&self, found: &Found) {
-        self.lock().remove(&found.key);
+        if let Some(session) = self.lock().remove(&found.key) {
+            session.ended.trigger();
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Session>> {
@@ -199,6 +234,8 @@ mod tests {
                 workload: mine,
                 attempt: 1,
                 expires: Instant::now() + LIFETIME,
+                grant: "session:x".into(),
+                ended: Shutdown::new(),
             })
             .unwrap();
         assert_eq!(id.len(), 64);

@@ -1,6 +1,7 @@
 //! The two lookups the proxy makes, over mutual TLS: the api says who a ticket or API token
 //! belongs to, the controller says where a tenant's ready workload listens now.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -55,6 +56,10 @@ impl fmt::Debug for Target {
 pub(crate) enum LookupError {
     /// UNAUTHENTICATED or NOT_FOUND: the credential or workload isn't the caller's to use.
     Refused,
+    /// FAILED_PRECONDITION: the workload is the caller's, but the proxy may not reach it (on
+    /// another machine, or its machine reported a socket that isn't the workload's); the
+    /// controller's reason, in the vocabulary of the seeds.
+    Unreachable(String),
     /// The service didn't answer; its status is for the operator's log only.
     Unavailable(Status),
 }
@@ -64,6 +69,7 @@ impl LookupError {
     pub(crate) fn failure(self, service: &'static str, refused: Failure) -> Failure {
         match self {
             LookupError::Refused => refused,
+            LookupError::Unreachable(why) => Failure::unreachable(why),
             LookupError::Unavailable(status) => {
                 tracing::warn!(service, code = ?status.code(), message = status.message(), "lookup failed");
                 Failure::unavailable("the service is unavailable right now; try again shortly")
@@ -103,13 +109,14 @@ impl Upstream {
         })
     }
 
-    /// Takes a ticket presented at `workload`'s host; the api makes it work once.
+    /// Takes a ticket presented at `workload`'s host; the api makes it work once. The caller,
+    /// and the grant the session it opens lives as long as.
     pub(crate) async fn redeem(
         &self,
         workload: Uuid,
         ticket: &str,
         id: &RequestId,
-    ) -> Result<Caller, LookupError> {
+    ) -> Result<(Caller, String), LookupError> {
         let request = pb::RedeemTicketRequest {
             workload_id: workload.to_string(),
             ticket: ticket.to_owned(),
@@ -118,11 +125,30 @@ impl Upstream {
         if !answer.workload_id.is_empty() && answer.workload_id != workload.to_string() {
             return Err(LookupError::Refused);
         }
-        Ok(Caller {
+        if answer.grant.is_empty() {
+            return Err(LookupError::Refused);
+        }
+        let caller = Caller {
             tenant_id: answer.tenant_id,
             user_id: answer.user_id,
             subject: answer.subject,
-        })
+        };
+        Ok((caller, answer.grant))
+    }
+
+    /// Which of `grants` still stand.
+    pub(crate) async fn live_grants(
+        &self,
+        grants: Vec<String>,
+    ) -> Result<HashSet<String>, LookupError> {
+        let request = pb::LiveGrantsRequest { grants };
+        let answer = call(
+            self.api
+                .clone()
+                .live_grants(request_with(request, &RequestId::new())),
+        )
+        .await?;
+        Ok(answer.live.into_iter().collect())
     }
 
     pub(crate) async fn resolve(
@@ -168,6 +194,9 @@ async fn call<T>(
         Ok(Ok(answer)) => Ok(answer.into_inner()),
         Ok(Err(status)) if matches!(status.code(), Code::Unauthenticated | Code::NotFound) => {
             Err(LookupError::Refused)
+        }
+        Ok(Err(status)) if status.code() == Code::FailedPrecondition => {
+            Err(LookupError::Unreachable(status.message().to_owned()))
         }
         Ok(Err(status)) => Err(LookupError::Unavailable(status)),
         Err(_) => Err(LookupError::Unavailable(Status::deadline_exceeded(

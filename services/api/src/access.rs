@@ -21,6 +21,7 @@ use tonic::{Request, Response, Status};
 use crate::access_url::AccessUrl;
 use crate::accounts::secrets;
 use crate::caller::{Access, Auth, Caller};
+use crate::grants;
 use crate::scoped;
 use crate::status::{self, Precondition};
 
@@ -39,8 +40,14 @@ impl AccessApi {
         AccessApi { store, auth, url }
     }
 
-    /// Notes who opened the notebook, then issues the ticket: nobody gets in unrecorded.
-    async fn open_notebook(&self, caller: &Caller, w: &Workload) -> Result<Grant, Status> {
+    /// Notes who opened the notebook, then issues the ticket: nobody gets in unrecorded. The
+    /// ticket keeps the credential that asked for it: what it opens ends with that credential.
+    async fn open_notebook(
+        &self,
+        caller: &Caller,
+        granted_by: einsora_store::Grant,
+        w: &Workload,
+    ) -> Result<Grant, Status> {
         let reason = Reason::AccessOpened {
             by: caller.actor.clone(),
         };
@@ -59,6 +66,7 @@ impl AccessApi {
             tenant_id: caller.tenant,
             user_id: caller.user,
             expires_at,
+            granted_by,
         };
         self.store
             .create_ticket(&new)
@@ -77,13 +85,17 @@ impl AccessService for AccessApi {
         &self,
         request: Request<pb::OpenWorkloadRequest>,
     ) -> Result<Response<pb::AccessGrant>, Status> {
-        let caller = self.auth.caller(request.metadata(), Access::Write).await?;
+        let authenticated = self
+            .auth
+            .authenticate(request.metadata(), Access::Write)
+            .await?;
+        let granted_by = grants::of(&authenticated.credential);
         let id: WorkloadId = scoped::id(&request.get_ref().id)?;
-        let caller = &caller;
+        let caller = &authenticated.caller;
         let grant = scoped::write_workload(&*self.store, caller.tenant, id, |w| async move {
             refuse_unless_open(&w)?;
             match w.kind {
-                WorkloadKind::Notebook => self.open_notebook(caller, &w).await,
+                WorkloadKind::Notebook => self.open_notebook(caller, granted_by, &w).await,
                 _ => Ok(Grant::Endpoint(pb::EndpointAccess {
                     base_url: self.url.endpoint_base(w.id),
                 })),

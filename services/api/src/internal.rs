@@ -10,8 +10,11 @@ use einsora_proto::internal::v1::api_internal_service_server::ApiInternalService
 use einsora_proto::internal::v1::authenticate_request::Credential;
 use tonic::{Request, Response, Status};
 
+use einsora_store::Grant;
+
 use crate::accounts::{me, secrets};
 use crate::caller::{Access, Auth, unauthenticated};
+use crate::grants;
 use crate::status;
 
 #[derive(Debug)]
@@ -73,6 +76,37 @@ impl ApiInternalService for Internal {
             tenant_id: redeemed.user.tenant_id.to_string(),
             user_id: redeemed.user.id.to_string(),
             subject: redeemed.user.email,
+            grant: grants::encode(&redeemed.granted_by),
         }))
+    }
+
+    async fn live_grants(
+        &self,
+        request: Request<pb::LiveGrantsRequest>,
+    ) -> Result<Response<pb::LiveGrantsResponse>, Status> {
+        let asked = request.into_inner().grants;
+        if asked.len() > grants::MOST_PER_CALL {
+            return Err(Status::invalid_argument(format!(
+                "at most {} grants in one call",
+                grants::MOST_PER_CALL
+            )));
+        }
+        let decoded: Vec<(String, Grant)> = asked
+            .into_iter()
+            .filter_map(|text| grants::decode(&text).map(|g| (text, g)))
+            .collect();
+        let only: Vec<Grant> = decoded.iter().map(|(_, g)| *g).collect();
+        let live = self
+            .auth
+            .store()
+            .grants_live(&only)
+            .await
+            .map_err(status::store)?;
+        let live = decoded
+            .into_iter()
+            .zip(live)
+            .filter_map(|((text, _), live)| live.then_some(text))
+            .collect();
+        Ok(Response::new(pb::LiveGrantsResponse { live }))
     }
 }

@@ -12,6 +12,7 @@ pub mod access;
 pub mod access_url;
 pub mod catalog;
 pub mod enrolment;
+mod grants;
 pub mod machines;
 mod scoped;
 pub mod status;
@@ -67,6 +68,11 @@ impl Config {
     }
 }
 
+/// The gate of the services the gateway calls for browsers and the CLI.
+fn gateway() -> impl tonic::service::Interceptor + Clone {
+    grpc::only(&[RoleKind::Gateway])
+}
+
 pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let store = einsora_store::open(&cfg.database).await?;
     let tls = cfg
@@ -82,10 +88,14 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let accounts = accounts::Accounts::new(Arc::clone(&auth), passwords);
     let tokens = accounts::Tokens::new(Arc::clone(&auth));
     let internal = internal::Internal::new(Arc::clone(&auth));
+    // The public services are the gateway's to call; the internal one, the access proxy's.
     let mut routes = Routes::default()
-        .add_service(AccountServiceServer::new(accounts))
-        .add_service(TokenServiceServer::new(tokens))
-        .add_service(ApiInternalServiceServer::new(internal));
+        .add_service(AccountServiceServer::with_interceptor(accounts, gateway()))
+        .add_service(TokenServiceServer::with_interceptor(tokens, gateway()))
+        .add_service(ApiInternalServiceServer::with_interceptor(
+            internal,
+            grpc::only(&[RoleKind::Access]),
+        ));
     // Workloads, machines, catalog, usage, access and enrolment tokens: recording intent,
     // reading the store.
     let workloads = workloads::WorkloadsApi::new(
@@ -104,12 +114,21 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         cfg.tls.ca_fingerprint()?,
     );
     routes = routes
-        .add_service(WorkloadServiceServer::new(workloads))
-        .add_service(MachineServiceServer::new(machines))
-        .add_service(CatalogServiceServer::new(catalog_api))
-        .add_service(UsageServiceServer::new(usage))
-        .add_service(AccessServiceServer::new(access))
-        .add_service(EnrolmentTokenServiceServer::new(enrolment));
+        .add_service(WorkloadServiceServer::with_interceptor(
+            workloads,
+            gateway(),
+        ))
+        .add_service(MachineServiceServer::with_interceptor(machines, gateway()))
+        .add_service(CatalogServiceServer::with_interceptor(
+            catalog_api,
+            gateway(),
+        ))
+        .add_service(UsageServiceServer::with_interceptor(usage, gateway()))
+        .add_service(AccessServiceServer::with_interceptor(access, gateway()))
+        .add_service(EnrolmentTokenServiceServer::with_interceptor(
+            enrolment,
+            gateway(),
+        ));
     // Request IDs, tenants and subjects on every log line and response, for every service.
     let routes = context::layer(routes);
     tracing::info!(addr = %cfg.addr, database = %cfg.database, classes = cfg.catalog.classes().len(), "api serving");

@@ -1,32 +1,47 @@
 //! The agents' port (EINSORA_AGENT_ADDR): where machines enrol (server-authenticated TLS that
 //! presents the installation CA for them to pin) and keep their Sync stream (their machine
 //! certificate from the agents CA). Served by every controller of the region, leader or not.
+//! Every machine may be an attacker, and anyone may reach the port: connections are capped in
+//! all and per address, handshakes time out (`tls::incoming_limited`), HTTP/2 is held to what
+//! an agent needs (a few streams, small headers, keepalive pings), Enroll is limited per
+//! address (`enrol`), and what a stream sends is bounded (`agents`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
-use einsora_proto::agent::v1::enrolment_service_server::{
-    EnrolmentService, EnrolmentServiceServer,
-};
-use einsora_proto::agent::v1::sync_service_server::SyncServiceServer;
-use einsora_proto::agent::v1::{EnrollRequest, EnrollResponse};
-use einsora_proto::convert::timestamp;
+
 use einsora_runtime::grpc;
-use einsora_runtime::pki::{Ca, Role};
+use einsora_runtime::pki::Role;
 use einsora_runtime::shutdown::Shutdown;
-use einsora_store::{Store, StoreError};
+use einsora_runtime::tls::{self, ConnectionLimits};
+use einsora_store::Store;
 use tonic::service::Routes;
-use tonic::{Request, Response, Status};
+use tonic::transport::Server;
 
 use crate::agents::{Hub, Renewals, SyncApi};
 use crate::config::{AGENT_ADDR, Config};
-use crate::enrol::{self, EnrolError};
+use crate::enrol::{EnrolLimit, EnrolmentApi};
+
+/// `EINSORA_AGENT_ENROL_PER_MINUTE` counts attempts over this window.
+const ENROL_WINDOW: Duration = Duration::from_secs(60);
+/// Connections from one address (an IPv6 /64) at once: an agent holds one; a few agents may
+/// share a NAT.
+const CONNECTIONS_PER_ADDRESS: usize = 32;
+/// HTTP/2 streams a connection may have open at once: an agent's Sync, an Enroll, a health
+/// check.
+const STREAMS_PER_CONNECTION: u32 = 8;
+/// The most header bytes a request may send (an agent's are a few hundred).
+const MAX_HEADER_LIST: u32 = 16 << 10;
+/// Keepalive pings end a connection whose peer vanished without closing it (a partition).
+const KEEPALIVE: Duration = Duration::from_secs(10);
 
 /// The agents' port, bound (so a port in use is reported before anything else starts).
 pub struct AgentPort {
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
     routes: Routes,
+    connections: ConnectionLimits,
 }
 
 impl AgentPort {
@@ -49,76 +64,44 @@ impl AgentPort {
             },
             shutdown.clone(),
         );
-        let enrolment = Enrolment {
+        let enrolment = EnrolmentApi {
             store,
             agents_ca: Arc::clone(&agents_ca),
             cert_lifetime: cfg.timers.cert_lifetime,
             ca_pem,
+            limit: EnrolLimit::new(cfg.limits.enrol_per_minute, ENROL_WINDOW),
         };
         tracing::info!(addr = %cfg.agent_addr, "agents' port serving");
         Ok(AgentPort {
             listener,
             tls,
-            routes: Routes::new(EnrolmentServiceServer::new(enrolment))
-                .add_service(SyncServiceServer::new(sync)),
+            routes: Routes::new(enrolment.into_server()).add_service(sync.into_server()),
+            connections: ConnectionLimits::new(cfg.limits.max_connections, CONNECTIONS_PER_ADDRESS),
         })
     }
 
+    /// Where it listens (a test binds port 0).
+    #[cfg(test)]
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves with gRPC health, within the port's limits, until `shutdown`, then drains.
     pub async fn serve(self, shutdown: Shutdown) -> anyhow::Result<()> {
-        grpc::serve(self.listener, self.tls, self.routes, shutdown)
+        let (_health, health_service) = tonic_health::server::health_reporter();
+        let incoming = tls::incoming_limited(self.listener, self.tls, self.connections);
+        Server::builder()
+            .http2_keepalive_interval(Some(KEEPALIVE))
+            .http2_keepalive_timeout(Some(KEEPALIVE))
+            .max_concurrent_streams(Some(STREAMS_PER_CONNECTION))
+            .concurrency_limit_per_connection(STREAMS_PER_CONNECTION as usize)
+            .http2_max_header_list_size(Some(MAX_HEADER_LIST))
+            .add_routes(self.routes.add_service(health_service))
+            .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
             .await
             .context("agents' port")
     }
 }
 
-#[derive(Debug)]
-struct Enrolment {
-    store: Arc<dyn Store>,
-    agents_ca: Arc<Ca>,
-    cert_lifetime: std::time::Duration,
-    /// The installation CA, which the agent trusts on Sync.
-    ca_pem: String,
-}
-
-#[tonic::async_trait]
-impl EnrolmentService for Enrolment {
-    async fn enroll(
-        &self,
-        request: Request<EnrollRequest>,
-    ) -> Result<Response<EnrollResponse>, Status> {
-        let req = request.into_inner();
-        let enrolled = enrol::enrol(
-            &*self.store,
-            &self.agents_ca,
-            &req.enrolment_token,
-            &req.csr_pem,
-            &req.hostname,
-            self.cert_lifetime,
-        )
-        .await
-        .map_err(status)?;
-        Ok(Response::new(EnrollResponse {
-            machine_id: enrolled.machine_id.to_string(),
-            certificate_chain_pem: enrolled.certificate.cert_pem,
-            ca_certificate_pem: self.ca_pem.clone(),
-            not_after: Some(timestamp(enrolled.certificate.validity.not_after)),
-            region: enrolled.region.to_string(),
-        }))
-    }
-}
-
-/// The one mapping from enrolment's errors to statuses.
-fn status(err: EnrolError) -> Status {
-    match err {
-        EnrolError::Token => Status::permission_denied(err.to_string()),
-        EnrolError::Csr(_) => Status::invalid_argument(err.to_string()),
-        EnrolError::Store(StoreError::Unavailable(_)) => {
-            tracing::warn!(error = %err, "the store is unavailable");
-            Status::unavailable("the database is unavailable; try again shortly")
-        }
-        EnrolError::Store(e) => {
-            tracing::error!(error = %e, "enrolment failed");
-            Status::internal("internal error: the operator's log has the details")
-        }
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -28,6 +28,11 @@ pub const OFFLINE_FAIL: &str = "EINSORA_AGENT_OFFLINE_FAIL";
 /// How long a machine certificate lasts; agents renew theirs over Sync at half of it.
 pub const CERT_LIFETIME: &str = "EINSORA_AGENT_CERT_LIFETIME";
 
+/// Enrolment attempts allowed per minute from one address (an IPv6 /64) on the agents' port.
+pub const ENROL_PER_MINUTE: &str = "EINSORA_AGENT_ENROL_PER_MINUTE";
+/// Connections the agents' port holds at once; one more waits until one closes.
+pub const AGENT_CONNECTIONS: &str = "EINSORA_AGENT_MAX_CONNECTIONS";
+
 const MIN_DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// Where workloads run.
@@ -49,9 +54,13 @@ pub struct Config {
     pub catalog: Arc<Catalog>,
     pub region: Region,
     pub timers: Timers,
+    pub limits: AgentLimits,
     pub backend: BackendKind,
     pub fake: FakeConfig,
     pub tls: InternalTls,
+    /// The agent state directory of the machine the access proxy can reach (this host's own,
+    /// `EINSORA_AGENT_STATE_DIR`): only its workloads are opened, at the socket it lays out.
+    pub reachable_agent: std::path::PathBuf,
 }
 
 /// The controller's timers, settable so tests can scale them down. (The 0.5 s recheck while
@@ -66,6 +75,13 @@ pub struct Timers {
     pub offline_after: Duration,
     pub offline_fail: Duration,
     pub cert_lifetime: Duration,
+}
+
+/// The agents' port's limits on what its callers may ask of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentLimits {
+    pub enrol_per_minute: usize,
+    pub max_connections: usize,
 }
 
 impl Timers {
@@ -124,15 +140,24 @@ impl Config {
             offline_fail: positive(settings.duration(OFFLINE_FAIL, "10m")?, OFFLINE_FAIL)?,
             cert_lifetime: positive(settings.duration(CERT_LIFETIME, "720h")?, CERT_LIFETIME)?,
         };
+        let limits = AgentLimits {
+            enrol_per_minute: count(settings, ENROL_PER_MINUTE, "10")?,
+            max_connections: count(settings, AGENT_CONNECTIONS, "1024")?,
+        };
         let cfg = Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8082")?,
             agent_addr: settings.socket_addr(AGENT_ADDR, "127.0.0.1:8443")?,
             database: DatabaseUrl::from_settings(settings)?,
             timers,
+            limits,
             backend,
             fake: FakeConfig::from_settings(settings, &catalog, &region)?,
             region,
             tls: InternalTls::from_settings(settings)?,
+            reachable_agent: settings.path(
+                einsora_core::run_dirs::STATE_DIR,
+                &einsora_core::run_dirs::default_state_dir(&settings.data_dir()?),
+            )?,
             catalog: Arc::new(catalog),
         };
         // Checked last, so a malformed setting is reported as such whatever the backend.
@@ -144,6 +169,14 @@ impl Config {
         }
         Ok(cfg)
     }
+}
+
+/// A whole number, at least 1.
+fn count(settings: &Settings, name: &str, default: &str) -> Result<usize, ConfigError> {
+    settings.parse_with(name, default, |v| match v.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("is not a whole number above zero".to_owned()),
+    })
 }
 
 fn positive(d: Duration, setting: &str) -> Result<Duration, ConfigError> {
@@ -167,5 +200,19 @@ mod tests {
         );
         assert_eq!(cfg.timers.offline_after, Duration::from_secs(45));
         assert_eq!(cfg.timers.lease, Duration::from_secs(30));
+        assert_eq!(cfg.limits.enrol_per_minute, 10);
+        assert_eq!(cfg.limits.max_connections, 1024);
+    }
+
+    #[test]
+    fn a_limit_must_be_a_whole_number_above_zero() {
+        for bad in ["0", "-1", "ten", "1.5"] {
+            let settings = Settings::from_map([
+                ("EINSORA_DATA_DIR", "/tmp/einsora-test"),
+                (ENROL_PER_MINUTE, bad),
+            ]);
+            let err = Config::from_settings(&settings).unwrap_err().to_string();
+            assert!(err.contains(ENROL_PER_MINUTE), "{bad}: {err}");
+        }
     }
 }

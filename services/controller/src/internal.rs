@@ -1,12 +1,20 @@
 //! `ControllerInternalService`, for the other services over mutual TLS: where a ready workload
 //! listens (the access proxy). (The api needn't wake a controller: the store's change signal
 //! does.)
+//!
+//! A machine reports where its workloads listen, and a machine may be an attacker: the proxy is
+//! only ever handed a socket of the machine it can reach (this host's own agent), and only at
+//! the one path that agent lays out for that workload (`einsora_core::run_dirs`). Anything else
+//! a machine reports is refused and logged, and nothing is dialled.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
-use einsora_core::ids::{TenantId, WorkloadId};
+use einsora_core::ids::{MachineId, TenantId, WorkloadId};
+use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
 use einsora_core::region::Region;
+use einsora_core::run_dirs;
 use einsora_proto::common::v1 as common_pb;
 use einsora_proto::internal::v1 as pb;
 use einsora_proto::internal::v1::controller_internal_service_server::ControllerInternalService;
@@ -20,12 +28,79 @@ pub struct Internal {
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
     region: Region,
+    reachable: Reachable,
 }
 
 impl Internal {
-    pub fn new(store: Arc<dyn Store>, hub: Arc<Hub>, region: Region) -> Self {
-        Internal { store, hub, region }
+    /// `reachable_agent`: the state directory of the agent whose workloads the proxy reaches.
+    pub fn new(
+        store: Arc<dyn Store>,
+        hub: Arc<Hub>,
+        region: Region,
+        reachable_agent: PathBuf,
+    ) -> Self {
+        Internal {
+            store,
+            hub,
+            region,
+            reachable: Reachable {
+                state_dir: reachable_agent,
+                machine: OnceLock::new(),
+            },
+        }
     }
+}
+
+/// The machine the access proxy can reach: this host's agent, known by the machine ID it saved
+/// when it joined (read once it is there).
+#[derive(Debug)]
+struct Reachable {
+    state_dir: PathBuf,
+    machine: OnceLock<MachineId>,
+}
+
+impl Reachable {
+    fn machine(&self) -> Option<MachineId> {
+        if let Some(id) = self.machine.get() {
+            return Some(*id);
+        }
+        let saved = std::fs::read_to_string(self.state_dir.join("machine-id")).ok()?;
+        let id: MachineId = saved.trim().parse().ok()?;
+        Some(*self.machine.get_or_init(|| id))
+    }
+
+    /// Whether the proxy may be handed `reported` as `workload`'s socket on `machine`: the
+    /// machine must be the one the proxy reaches, and the path exactly the one its agent lays
+    /// out for the workload.
+    fn admit(
+        &self,
+        machine: MachineId,
+        workload: WorkloadId,
+        kind: WorkloadKind,
+        reported: &str,
+    ) -> Result<(), Status> {
+        if self.machine() != Some(machine) {
+            return Err(elsewhere());
+        }
+        let expected = run_dirs::socket_path(&self.state_dir, &workload.to_string(), kind);
+        if expected.as_deref() != Some(Path::new(reported)) {
+            tracing::warn!(
+                %machine, %workload, ?reported,
+                "its machine reported a socket other than the workload's own; refused, nothing dialled"
+            );
+            return Err(Status::failed_precondition(
+                "its machine reported a socket this installation doesn't open; nothing was dialled",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn elsewhere() -> Status {
+    Status::failed_precondition(
+        "it runs on another machine, which the access proxy can't reach yet: opening workloads \
+         on other machines comes with the relay",
+    )
 }
 
 /// One answer for an unknown workload, another tenant's, and one not ready here: the caller
@@ -55,12 +130,17 @@ impl ControllerInternalService for Internal {
         };
         let here = w.tenant_id == tenant && w.region == self.region && w.state == State::Running;
         let machine = w.machine_id.filter(|_| here).ok_or_else(not_found)?;
+        if self.reachable.machine() != Some(machine) {
+            return Err(elsewhere());
+        }
         // Running, but its machine hasn't said where it listens (yet, or again after a
         // restart of either side): worth a retry, unlike a workload that isn't running.
         let target = self
             .hub
             .target(machine, w.id, w.attempt.get())
             .ok_or_else(|| Status::unavailable("its machine hasn't reported it ready yet"))?;
+        self.reachable
+            .admit(machine, w.id, w.kind, &target.socket_path)?;
         let placed_class = w
             .placed_class
             .clone()
@@ -75,5 +155,107 @@ impl ControllerInternalService for Internal {
             placed_class,
             gpu_class: w.gpu_class,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    use einsora_core::agent::{Mode, StatusCode};
+
+    use super::*;
+    use crate::agents::hub::{AccessTarget, Reported};
+
+    /// This host's agent, joined as `machine`, in a fresh state directory.
+    fn reachable(machine: MachineId) -> (tempfile::TempDir, Reachable) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("machine-id"), format!("{machine}\n")).unwrap();
+        let reachable = Reachable {
+            state_dir: dir.path().to_owned(),
+            machine: OnceLock::new(),
+        };
+        (dir, reachable)
+    }
+
+    fn refused(result: Result<(), Status>) -> String {
+        let status = result.expect_err("refused");
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition, "{status:?}");
+        status.message().to_owned()
+    }
+
+    #[test]
+    fn only_the_exact_socket_its_agent_lays_out_is_handed_to_the_proxy() {
+        let machine = MachineId::new();
+        let (dir, reachable) = reachable(machine);
+        let (w, sibling) = (WorkloadId::new(), WorkloadId::new());
+        let run = dir.path().join("run");
+        let own = run.join(w.to_string()).join("jl.sock");
+        assert!(
+            reachable
+                .admit(machine, w, WorkloadKind::Notebook, own.to_str().unwrap())
+                .is_ok()
+        );
+        let attacks = [
+            "/var/run/docker.sock".to_owned(),
+            run.join(sibling.to_string())
+                .join("jl.sock")
+                .display()
+                .to_string(),
+            format!("run/{w}/jl.sock"),
+            format!("{}/{sibling}/../{w}/jl.sock", run.display()),
+            run.join(w.to_string())
+                .join("llm.sock")
+                .display()
+                .to_string(),
+            String::new(),
+        ];
+        for reported in &attacks {
+            let why = refused(reachable.admit(machine, w, WorkloadKind::Notebook, reported));
+            assert!(why.contains("nothing was dialled"), "{reported}: {why}");
+        }
+    }
+
+    #[test]
+    fn a_workload_on_another_machine_is_not_reachable_yet() {
+        let machine = MachineId::new();
+        let (dir, reachable) = reachable(machine);
+        let w = WorkloadId::new();
+        let path = dir.path().join("run").join(w.to_string()).join("llm.sock");
+        let why = refused(reachable.admit(
+            MachineId::new(),
+            w,
+            WorkloadKind::Endpoint,
+            path.to_str().unwrap(),
+        ));
+        assert!(why.contains("another machine"), "{why}");
+        let unjoined = Reachable {
+            state_dir: dir.path().join("nowhere"),
+            machine: OnceLock::new(),
+        };
+        refused(unjoined.admit(machine, w, WorkloadKind::Endpoint, path.to_str().unwrap()));
+    }
+
+    /// A machine reporting a target for a workload it doesn't hold: the hub keeps it under
+    /// that machine, and the workload's own machine is the only one ever asked.
+    #[test]
+    fn a_target_reported_by_a_machine_that_doesnt_hold_the_workload_is_never_used() {
+        let hub = Hub::new(Duration::from_secs(45));
+        let (holder, liar) = (MachineId::new(), MachineId::new());
+        let w = WorkloadId::new();
+        hub.connected(holder);
+        hub.connected(liar);
+        let reported = Reported {
+            attempt: 1,
+            mode: Mode::Run,
+            code: StatusCode::Ready,
+            target: Some(AccessTarget {
+                socket_path: "/var/run/docker.sock".into(),
+                token: "t".into(),
+            }),
+        };
+        hub.report(liar, HashMap::from([(w, reported)]));
+        assert!(hub.target(holder, w, 1).is_none());
     }
 }

@@ -11,6 +11,8 @@ mod lead;
 mod lease;
 mod placement;
 mod reconcile;
+#[cfg(test)]
+mod testing;
 mod writer;
 
 use std::sync::Arc;
@@ -42,9 +44,17 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let agent_port =
         agent_port::AgentPort::bind(&cfg, Arc::clone(&store), Arc::clone(&hub), &shutdown).await?;
     let server_stop = Shutdown::new();
-    let internal =
-        internal::Internal::new(Arc::clone(&store), Arc::clone(&hub), cfg.region.clone());
-    let routes = Routes::default().add_service(ControllerInternalServiceServer::new(internal));
+    let internal = internal::Internal::new(
+        Arc::clone(&store),
+        Arc::clone(&hub),
+        cfg.region.clone(),
+        cfg.reachable_agent.clone(),
+    );
+    // The api is admitted for health only; targets are the access proxy's alone.
+    let routes = Routes::default().add_service(ControllerInternalServiceServer::with_interceptor(
+        internal,
+        grpc::only(&[RoleKind::Access]),
+    ));
     let server = tokio::spawn(grpc::serve(listener, tls, routes, server_stop.clone()));
     let agents_port = tokio::spawn(agent_port.serve(server_stop.clone()));
     // The runtime is read once this controller leads, so a standby never acts on a stale view.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use einsora_runtime::settings::{ConfigError, Settings};
 
-use super::DockerConfig;
+use super::{DiskConfig, DockerConfig};
 use crate::models::MODELS_DIR;
 
 /// `false` keeps the driver off even where an engine answers.
@@ -53,6 +53,7 @@ impl DockerConfig {
             state_dir: state_dir.to_path_buf(),
             models_dir: Some(settings.path(MODELS_DIR, &models)?),
             images,
+            disks: DiskConfig::from_settings(settings)?,
         }))
     }
 }

@@ -1,6 +1,8 @@
-//! A workload's places on this machine, all under the agent's state directory and owned by the
-//! user its server runs as, mode 0700: its run directory (socket and token), its data (a
-//! notebook's files, kept while it is stopped), and its model (an endpoint's).
+//! A workload's places on this machine, all under the agent's state directory, mode 0700: its
+//! run directory (where its server's socket is), its data (a notebook's files, kept while it is
+//! stopped) and its model (an endpoint's), owned by the user its server runs as; and its
+//! secret (the token its server is started with), in a directory of the agent's own that the
+//! workload never sees: the file alone is mounted into its container, read-only.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -13,20 +15,22 @@ pub struct Places {
     pub run: PathBuf,
     pub data: PathBuf,
     pub model: PathBuf,
+    pub secret: PathBuf,
 }
 
 impl Places {
     pub fn of(state_dir: &Path, workload: &str) -> Places {
         Places {
-            run: state_dir.join("run").join(workload),
+            run: einsora_core::run_dirs::run_dir(state_dir, workload),
             data: state_dir.join("data").join(workload),
             model: state_dir.join("models").join(workload),
+            secret: state_dir.join("secrets").join(workload),
         }
     }
 
     /// Deletes everything the workload stored here.
     pub fn remove_all(&self) -> std::io::Result<()> {
-        for dir in [&self.run, &self.data, &self.model] {
+        for dir in [&self.run, &self.data, &self.model, &self.secret] {
             match std::fs::remove_dir_all(dir) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
                 _ => {}
@@ -46,18 +50,31 @@ pub fn private_dir(dir: &Path, user: (u32, u32)) -> std::io::Result<()> {
     give(dir, user)
 }
 
-/// Writes `secret` to `path`, readable by `user` only (replacing any earlier one).
+/// `dir` (and its parents), the agent's own, mode 0700.
+pub fn agent_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Writes `secret` to `path`, readable by `user` only (replacing any earlier one). The file is
+/// given to `user` through its descriptor, never by name.
 pub fn secret_file(path: &Path, secret: &str, user: (u32, u32)) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     let _ = std::fs::remove_file(&tmp);
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(0o400)
         .open(&tmp)?;
     file.write_all(secret.as_bytes())?;
     file.sync_all()?;
-    give(&tmp, user)?;
+    let (uid, gid) = user;
+    if rustix::process::geteuid().as_raw() != uid {
+        rustix::fs::fchown(&file, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))?;
+    }
     std::fs::rename(&tmp, path)
 }
 

@@ -30,6 +30,8 @@ pub enum EngineError {
     Conflict(String),
     #[error("the Docker engine answered {status}: {message}")]
     Refused { status: u16, message: String },
+    #[error("not a request the Docker engine can be sent: {0}")]
+    BadRequest(String),
 }
 
 #[derive(Debug, Clone)]
@@ -185,7 +187,7 @@ impl Engine {
             .header("host", "docker")
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(payload)))
-            .expect("a valid request");
+            .map_err(|e| EngineError::BadRequest(e.to_string()))?;
         let (status, bytes) = uds::send(&self.socket, request).await.map_err(|e| {
             EngineError::Unreachable(self.socket.display().to_string(), e.to_string())
         })?;

@@ -8,6 +8,7 @@
 
 mod config;
 mod dirs;
+mod disk;
 mod engine;
 mod model;
 mod reconcile;
@@ -17,6 +18,7 @@ mod uds;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,6 +27,7 @@ use einsora_proto::agent::v1 as pb;
 use tokio::sync::{Notify, watch};
 
 pub use config::{ENABLED, IMAGES, SOCKET};
+pub use disk::{DiskConfig, FLOOR as DISK_FLOOR, LIMITS as DISK_LIMITS, LOG_LIMIT};
 pub use engine::Engine;
 
 pub const NAME: &str = "docker";
@@ -42,6 +45,8 @@ pub struct DockerConfig {
     pub models_dir: Option<PathBuf>,
     /// The container image for each catalog runtime.
     pub images: BTreeMap<String, String>,
+    /// Workloads' disk and log limits, and the free-space floor.
+    pub disks: DiskConfig,
 }
 
 /// What the controller wants of one workload on this driver.
@@ -75,12 +80,47 @@ impl std::fmt::Debug for Seen {
 
 pub type SeenMap = Arc<Mutex<BTreeMap<String, Seen>>>;
 
+/// The worker, started afresh (its records read again from disk) whenever it panics. Nothing
+/// a workload writes should make it panic; this is so that a bug never freezes a machine.
+struct Supervised {
+    engine: Engine,
+    config: DockerConfig,
+    seen: SeenMap,
+    changed: Arc<Notify>,
+    nvidia: bool,
+    /// How many times it was restarted, for the controller.
+    restarts: Arc<AtomicU32>,
+}
+
+impl Supervised {
+    async fn run(self, wanted: watch::Receiver<Option<Vec<Wanted>>>) {
+        let restarts = Arc::clone(&self.restarts);
+        einsora_runtime::panics::restart_on_panic(NAME, &restarts, || {
+            // A restart is a change the sync loop reports at once.
+            self.changed.notify_one();
+            let worker = reconcile::Worker::new(
+                self.engine.clone(),
+                self.config.clone(),
+                Arc::clone(&self.seen),
+                Arc::clone(&self.changed),
+                self.nvidia,
+            );
+            let mut wanted = wanted.clone();
+            // The new worker applies the current desired state at once.
+            wanted.mark_changed();
+            worker.run(wanted)
+        })
+        .await;
+    }
+}
+
 #[derive(Debug)]
 pub struct Docker {
     /// `None` until the first desired state: before it, nothing is "unlisted".
     wanted: watch::Sender<Option<Vec<Wanted>>>,
     seen: SeenMap,
     nvidia: bool,
+    restarts: Arc<AtomicU32>,
 }
 
 impl Docker {
@@ -101,14 +141,28 @@ impl Docker {
             .is_ok_and(|r| r.iter().any(|name| name == "nvidia"));
         let (wanted, receiver) = watch::channel(None);
         let seen = SeenMap::default();
-        let worker = reconcile::Worker::new(engine, config, Arc::clone(&seen), changed, nvidia);
+        let restarts = Arc::new(AtomicU32::new(0));
+        let worker = Supervised {
+            engine,
+            config,
+            seen: Arc::clone(&seen),
+            changed,
+            nvidia,
+            restarts: Arc::clone(&restarts),
+        };
         tokio::spawn(worker.run(receiver));
         tracing::info!(nvidia, "docker driver ready");
         Some(Docker {
             wanted,
             seen,
             nvidia,
+            restarts,
         })
+    }
+
+    /// How many times its worker crashed and was restarted.
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
     }
 
     /// Whether NVIDIA classes can run here.

@@ -10,10 +10,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_proto::common::v1 as common_pb;
+use einsora_runtime::workload_socket;
 use http_body_util::Full;
 use tokio::sync::{Notify, watch};
 
 use super::dirs::{self, Places};
+use super::disk::Disks;
 use super::engine::{ContainerSummary, Engine, EngineError};
 use super::records::{Record, Records};
 use super::spec::{
@@ -37,6 +39,8 @@ pub struct Worker {
     changed: Arc<Notify>,
     nvidia: bool,
     records: Records,
+    /// Workloads' disks and run directories, and the free-space floor.
+    disks: Disks,
     user: (u32, u32),
     /// Images being pulled, and those whose pull failed.
     pulls: HashMap<String, watch::Receiver<Option<bool>>>,
@@ -65,6 +69,7 @@ impl Worker {
         };
         Worker {
             records: Records::open(&config.state_dir),
+            disks: Disks::new(config.disks.clone(), &config.state_dir),
             engine,
             config,
             seen,
@@ -151,6 +156,12 @@ impl Worker {
         let Some(image) = self.config.images.get(&w.spec.runtime).cloned() else {
             return refused(StatusCode::ImageMissing);
         };
+        let record = self.records.get(&w.workload);
+        let new_work = record.started_attempt < w.attempt
+            && !containers.iter().any(|c| of_attempt(c, w.attempt));
+        if new_work && let Err(code) = self.admit(w) {
+            return refused(code);
+        }
         let Some(image_id) = self.image(&image).await? else {
             return refused(self.pull_status(&image));
         };
@@ -160,9 +171,8 @@ impl Worker {
             self.engine.remove(&old.id).await?;
         }
         if let Some(c) = containers.iter().find(|c| of_attempt(c, w.attempt)) {
-            return self.running(c, &sandbox).await;
+            return self.running(c, &sandbox, record.token.as_deref()).await;
         }
-        let record = self.records.get(&w.workload);
         if record.started_attempt >= w.attempt {
             // Started once already, and its container is gone: never started again.
             return refused(StatusCode::Exited);
@@ -176,14 +186,18 @@ impl Worker {
         {
             return refused(code);
         }
-        if let Err(code) = self.prepare(&sandbox, &places, &record, w).await {
-            self.unprepared
-                .insert(w.workload.clone(), (w.attempt, code));
-            return refused(code);
-        }
+        let token = match self.prepare(&sandbox, &places, &record, w).await {
+            Ok(token) => token,
+            Err(code) => {
+                self.unprepared
+                    .insert(w.workload.clone(), (w.attempt, code));
+                return refused(code);
+            }
+        };
         let next = Record {
             started_attempt: w.attempt,
             had_disk: record.had_disk || matches!(sandbox.serves, Serves::Notebook { .. }),
+            token: Some(token),
         };
         if let Err(e) = self.records.set(&w.workload, next) {
             tracing::warn!(error = %e, "can't record a start; not starting");
@@ -198,11 +212,14 @@ impl Worker {
         Ok((StatusCode::Starting, None))
     }
 
-    /// An existing container of the attempt: the same sandbox, or stopped as changed.
+    /// An existing container of the attempt: the same sandbox, or stopped as changed. Ready
+    /// once its server answers, on its own socket, the token the agent keeps (never one read
+    /// back from anything the workload can write).
     async fn running(
         &self,
         c: &ContainerSummary,
         sandbox: &Sandbox,
+        token: Option<&str>,
     ) -> Result<Outcome, EngineError> {
         if c.labels.get(LABEL_FINGERPRINT) != Some(&sandbox.fingerprint()) {
             if c.running() {
@@ -220,43 +237,55 @@ impl Worker {
             };
             return Ok((code, None));
         }
-        let token = std::fs::read_to_string(sandbox.token_file()).unwrap_or_default();
+        let Some(token) = token else {
+            // Started by an agent that didn't keep its token: its sandbox is an older one.
+            return Ok((StatusCode::SandboxChanged, None));
+        };
         let socket = sandbox.socket();
-        if !token.is_empty() && answers(&socket, &sandbox.serves, &token).await {
-            let target = (socket.display().to_string(), token);
-            return Ok((StatusCode::Ready, Some(target)));
+        match answers(&socket, &sandbox.serves, token).await {
+            Probe::Answered => {
+                let target = (socket.display().to_string(), token.to_owned());
+                Ok((StatusCode::Ready, Some(target)))
+            }
+            Probe::NotYet => Ok((StatusCode::Starting, None)),
+            Probe::Tampered(why) => {
+                tracing::warn!(workload = %sandbox.workload, %why, "its socket was tampered with; failing it");
+                Ok((StatusCode::SocketTampered, None))
+            }
         }
-        Ok((StatusCode::Starting, None))
     }
 
-    /// Its places made, its token written, its model ready: or why it can't start.
+    /// Its places made, its token written, its model ready, and the token: or why it can't
+    /// start.
     async fn prepare(
         &self,
         sandbox: &Sandbox,
         places: &Places,
         record: &Record,
         w: &Wanted,
-    ) -> Result<(), StatusCode> {
+    ) -> Result<String, StatusCode> {
         let failed = |e: std::io::Error| {
             tracing::warn!(workload = %w.workload, error = %e, "can't prepare its directories");
             StatusCode::StartFailed
         };
         if let Serves::Notebook { data } = &sandbox.serves {
-            if record.had_disk && !data.exists() {
-                return Err(StatusCode::DiskMissing);
-            }
-            dirs::private_dir(data, self.user).map_err(failed)?;
+            let bytes = disk_bytes(&w.spec);
+            self.disks
+                .provide_data(&w.workload, data, bytes, self.user, record.had_disk)
+                .await?;
         }
-        dirs::private_dir(&places.run, self.user).map_err(failed)?;
+        self.disks
+            .provide_run_dir(&w.workload, &places.run, self.user)?;
         // A stale socket from an earlier run would look ready.
         let _ = std::fs::remove_file(sandbox.socket());
+        dirs::agent_dir(&places.secret).map_err(failed)?;
         let token = dirs::new_token().map_err(failed)?;
         dirs::secret_file(&sandbox.token_file(), &token, self.user).map_err(failed)?;
         if let Serves::Endpoint { .. } = &sandbox.serves {
             let models_dir = self.config.models_dir.as_deref();
             super::model::prepare(&w.spec, models_dir, &places.model, self.user).await?;
         }
-        Ok(())
+        Ok(token)
     }
 
     async fn park(&self, containers: &[ContainerSummary]) -> Result<StatusCode, EngineError> {
@@ -277,8 +306,10 @@ impl Worker {
             self.engine.remove(&c.id).await?;
         }
         let places = Places::of(&self.config.state_dir, &w.workload);
-        if let Err(e) = places
-            .remove_all()
+        if let Err(e) = self
+            .disks
+            .release(&w.workload, &places.run, &places.data)
+            .and_then(|()| places.remove_all())
             .and_then(|()| self.records.forget(&w.workload))
         {
             tracing::warn!(workload = %w.workload, error = %e, "can't delete its data yet");
@@ -311,10 +342,26 @@ impl Worker {
             user: self.user,
             cpus: resources.cpus,
             memory_bytes: resources.memory_bytes,
+            log_bytes: self.disks.log_bytes(),
             gpus: resources.device_uuids,
             run_dir: places.run.clone(),
+            secret_dir: places.secret.clone(),
             serves,
         }
+    }
+
+    /// Whether new work may start (the free-space floor, the disk-limit setting): decided once
+    /// per attempt, like a failed preparation.
+    fn admit(&mut self, w: &Wanted) -> Result<(), StatusCode> {
+        if let Some(&(attempt, code)) = self.unprepared.get(&w.workload)
+            && attempt == w.attempt
+        {
+            return Err(code);
+        }
+        self.disks.admit(&w.workload).inspect_err(|&code| {
+            self.unprepared
+                .insert(w.workload.clone(), (w.attempt, code));
+        })
     }
 
     /// The image's ID; `None` while it is being pulled (a pull starts in the background).
@@ -366,12 +413,31 @@ impl Worker {
     }
 }
 
+/// The size limit of a notebook's files: its class's, or the catalog's default from a
+/// controller that doesn't say.
+fn disk_bytes(spec: &einsora_proto::agent::v1::WorkloadSpec) -> u64 {
+    let said = spec.resources.as_ref().map_or(0, |r| r.disk_bytes);
+    if said > 0 {
+        return said;
+    }
+    u64::from(einsora_core::catalog::DEFAULT_DISK_GIB) << 30
+}
+
 fn of_attempt(c: &ContainerSummary, attempt: u32) -> bool {
     c.labels.get(LABEL_ATTEMPT) == Some(&attempt.to_string())
 }
 
-/// Whether the server answers its own token on its socket.
-async fn answers(socket: &Path, serves: &Serves, token: &str) -> bool {
+/// What a readiness probe found.
+enum Probe {
+    Answered,
+    /// No server yet, or not answering its token.
+    NotYet,
+    /// Something other than the workload's own socket is under its name: nothing was dialled.
+    Tampered(workload_socket::SocketRefused),
+}
+
+/// Whether the server answers its own token on its own socket.
+async fn answers(socket: &Path, serves: &Serves, token: &str) -> Probe {
     let (path, auth) = match serves {
         Serves::Notebook { .. } => ("/api/status", format!("token {token}")),
         Serves::Endpoint { .. } => ("/health", format!("Bearer {token}")),
@@ -379,8 +445,20 @@ async fn answers(socket: &Path, serves: &Serves, token: &str) -> bool {
     let request = hyper::Request::get(path)
         .header("host", "localhost")
         .header("authorization", auth)
-        .body(Full::new(Bytes::new()))
-        .expect("a valid request");
-    let probe = tokio::time::timeout(Duration::from_secs(2), uds::send(socket, request));
-    matches!(probe.await, Ok(Ok((status, _))) if status.is_success())
+        .body(Full::new(Bytes::new()));
+    let Ok(request) = request else {
+        // The agent's own hex token always makes a valid header; never panic if it didn't.
+        return Probe::NotYet;
+    };
+    let probe = async {
+        let stream = workload_socket::connect(socket).await?;
+        uds::send_over(stream, request)
+            .await
+            .map_err(workload_socket::SocketRefused::Io)
+    };
+    match tokio::time::timeout(Duration::from_secs(2), probe).await {
+        Ok(Ok((status, _))) if status.is_success() => Probe::Answered,
+        Ok(Err(refused)) if refused.is_tampering() => Probe::Tampered(refused),
+        _ => Probe::NotYet,
+    }
 }

@@ -1,17 +1,33 @@
 //! What the docker driver must remember across agent restarts, in its state directory: the
 //! attempt it last started for each workload (so an attempt is started at most once, even if
-//! its container is gone) and whether the workload's disk was ever made (so a notebook that ran
-//! before never silently gets a fresh one).
+//! its container is gone), whether the workload's disk was ever made (so a notebook that ran
+//! before never silently gets a fresh one), and the token its server was started with: the
+//! agent's own copy, since the one the container reads is never read back. The file is the
+//! agent's own (mode 0600, in its state directory), never a workload's.
 
 use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub started_attempt: u32,
     pub had_disk: bool,
+    /// SECRET: the started attempt's token.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("started_attempt", &self.started_attempt)
+            .field("had_disk", &self.had_disk)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -50,7 +66,14 @@ impl Records {
 
     fn save(&self) -> std::io::Result<()> {
         let tmp = self.path.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec(&self.records)?)?;
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(&serde_json::to_vec(&self.records)?)?;
+        file.sync_all()?;
         std::fs::rename(&tmp, &self.path)
     }
 }

@@ -1,11 +1,13 @@
 //! The container a workload becomes: its sandbox (no network, a read-only root, no
-//! capabilities, no new privileges, the class's CPU, memory and pids limits, a non-root user),
-//! the mounts (its private run directory, where its server listens on a Unix socket; its data;
-//! its model), and the fingerprint of all that, kept as a label so an adopted container is one
-//! with the same sandbox.
+//! capabilities, no new privileges, the class's CPU, memory and pids limits, a non-root user, a
+//! bounded log), the mounts (its private run directory, where its server listens on a Unix
+//! socket; its token, read-only, from outside any directory it can write; its data; its model),
+//! and the fingerprint of all that, kept as a label so an adopted container is one with the
+//! same sandbox.
 
 use std::path::{Path, PathBuf};
 
+use einsora_core::run_dirs;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -19,6 +21,8 @@ const RUN_DIR: &str = "/run/einsora";
 const DATA_DIR: &str = "/work";
 const HOME: &str = "/home/einsora";
 const MODEL: &str = "/model/model.gguf";
+/// Where the token file is mounted, read-only: not in a directory the workload can write.
+const SECRETS_DIR: &str = "/run/secrets/einsora";
 
 /// What the workload's container serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,9 +71,13 @@ pub struct Sandbox {
     pub user: (u32, u32),
     pub cpus: u32,
     pub memory_bytes: u64,
+    /// What its container's log keeps, in all: two files of half as much.
+    pub log_bytes: u64,
     /// NVIDIA GPUs by UUID, reserved exactly.
     pub gpus: Vec<String>,
     pub run_dir: PathBuf,
+    /// The agent's own directory holding the token file.
+    pub secret_dir: PathBuf,
     pub serves: Serves,
 }
 
@@ -81,17 +89,21 @@ impl Sandbox {
 
     fn socket_name(&self) -> &'static str {
         match self.serves {
-            Serves::Notebook { .. } => "jl.sock",
-            Serves::Endpoint { .. } => "llm.sock",
+            Serves::Notebook { .. } => run_dirs::NOTEBOOK_SOCKET,
+            Serves::Endpoint { .. } => run_dirs::ENDPOINT_SOCKET,
         }
     }
 
-    /// The file, in the run directory, that hands the server its token.
+    /// The file, in the agent's own secret directory, that hands the server its token.
     pub fn token_file(&self) -> PathBuf {
-        self.run_dir.join(match self.serves {
+        self.secret_dir.join(self.token_name())
+    }
+
+    fn token_name(&self) -> &'static str {
+        match self.serves {
             Serves::Notebook { .. } => "token",
             Serves::Endpoint { .. } => "api-key",
-        })
+        }
     }
 
     pub fn name(&self) -> String {
@@ -120,12 +132,17 @@ impl Sandbox {
 
     fn body_without_labels(&self) -> Value {
         let (uid, gid) = self.user;
-        let mut binds = vec![bind(&self.run_dir, RUN_DIR, false)];
+        let token_file = format!("{SECRETS_DIR}/{}", self.token_name());
+        let mut binds = vec![
+            bind(&self.run_dir, RUN_DIR, false),
+            format!("{}:{token_file}:ro", self.token_file().display()),
+        ];
         let (env, cmd) = match &self.serves {
             Serves::Notebook { data } => {
                 binds.push(bind(data, DATA_DIR, false));
                 let env = vec![
                     format!("EINSORA_RUN_DIR={RUN_DIR}"),
+                    format!("EINSORA_TOKEN_FILE={token_file}"),
                     format!("EINSORA_NOTEBOOK_DIR={DATA_DIR}"),
                     format!("HOME={HOME}"),
                 ];
@@ -140,7 +157,7 @@ impl Sandbox {
                 let socket = format!("{RUN_DIR}/{}", self.socket_name());
                 let env = vec![
                     format!("EINSORA_LLM_SOCKET={socket}"),
-                    format!("EINSORA_LLM_API_KEY_FILE={RUN_DIR}/api-key"),
+                    format!("EINSORA_LLM_API_KEY_FILE={token_file}"),
                     format!("HOME={HOME}"),
                 ];
                 let cmd = match server {
@@ -176,6 +193,13 @@ impl Sandbox {
                 HOME: format!("rw,nosuid,nodev,size=64m,uid={uid},gid={gid}"),
             },
             "RestartPolicy": { "Name": "no" },
+            "LogConfig": {
+                "Type": "json-file",
+                "Config": {
+                    "max-size": (self.log_bytes / 2).max(1).to_string(),
+                    "max-file": "2",
+                },
+            },
         });
         if !self.gpus.is_empty() {
             host["DeviceRequests"] = json!([{
@@ -217,8 +241,10 @@ mod tests {
             user: (1000, 1000),
             cpus: 1,
             memory_bytes: 2 << 30,
+            log_bytes: 20 << 20,
             gpus: Vec::new(),
             run_dir: "/state/run/w1".into(),
+            secret_dir: "/state/secrets/w1".into(),
             serves: Serves::Notebook {
                 data: "/state/data/w1".into(),
             },
@@ -235,6 +261,11 @@ mod tests {
         assert_eq!(host["SecurityOpt"], json!(["no-new-privileges"]));
         assert_eq!(host["Memory"], 2_i64 << 30);
         assert_eq!(host["NanoCpus"], 1_000_000_000_i64);
+        assert_eq!(
+            host["LogConfig"],
+            json!({ "Type": "json-file", "Config": { "max-size": "10485760", "max-file": "2" } }),
+            "its log keeps 20 MiB at most"
+        );
         assert_eq!(body["User"], "1000:1000");
         assert!(
             host.get("DeviceRequests").is_none(),
@@ -242,9 +273,15 @@ mod tests {
         );
         let env = body["Env"].to_string();
         assert!(
-            !env.contains("TOKEN"),
-            "no secret in the environment: {env}"
+            env.contains("EINSORA_TOKEN_FILE=/run/secrets/einsora/token"),
+            "{env}"
         );
+        let binds = host["Binds"].to_string();
+        assert!(
+            binds.contains("/state/secrets/w1/token:/run/secrets/einsora/token:ro"),
+            "the token is mounted read-only from the agent's own directory: {binds}"
+        );
+        assert!(binds.contains("/state/run/w1:/run/einsora:rw"), "{binds}");
     }
 
     #[test]
@@ -259,6 +296,9 @@ mod tests {
         let mut bigger = a.clone();
         bigger.memory_bytes *= 2;
         assert_ne!(a.fingerprint(), bigger.fingerprint());
+        let mut longer_logs = a.clone();
+        longer_logs.log_bytes *= 2;
+        assert_ne!(a.fingerprint(), longer_logs.fingerprint());
     }
 
     /// What a machine without a GPU can check of a vLLM endpoint: its exact GPUs, its model
@@ -303,8 +343,12 @@ mod tests {
         assert_eq!(s.socket(), PathBuf::from("/state/run/w1/llm.sock"));
         let env = body["Env"].to_string();
         assert!(
-            env.contains("EINSORA_LLM_API_KEY_FILE=/run/einsora/api-key"),
+            env.contains("EINSORA_LLM_API_KEY_FILE=/run/secrets/einsora/api-key"),
             "{env}"
+        );
+        assert!(
+            binds.contains("/state/secrets/w1/api-key:/run/secrets/einsora/api-key:ro"),
+            "the key is mounted read-only from the agent's own directory: {binds}"
         );
         assert!(
             !env.to_lowercase().contains("api_key="),

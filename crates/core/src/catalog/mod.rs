@@ -16,7 +16,7 @@ mod tests;
 use std::path::Path;
 
 pub use error::{CatalogError, Problem};
-pub use model::{ComputeClass, DriverRef, Image, Runtime};
+pub use model::{ComputeClass, DEFAULT_DISK_GIB, DriverRef, Image, Runtime};
 
 use crate::driver::DriverInfo;
 use crate::region::Region;

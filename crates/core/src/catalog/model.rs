@@ -8,6 +8,9 @@ use crate::region::Region;
 
 const GIB: u64 = 1 << 30;
 
+/// A class's `disk_gib` when the catalog leaves it out.
+pub const DEFAULT_DISK_GIB: u32 = 10;
+
 /// A compute class: what a workload asks for (`gpu_class`) and what quotas, capacity and usage
 /// are counted in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +20,7 @@ pub struct ComputeClass {
     pub(super) devices: u32,
     pub(super) cpus: u32,
     pub(super) memory_gib: u32,
+    pub(super) disk_gib: u32,
     pub(super) unified_memory_gib: Option<u32>,
     pub(super) device_models: Vec<String>,
     pub(super) regions: Option<Vec<Region>>,
@@ -47,6 +51,16 @@ impl ComputeClass {
 
     pub fn memory_bytes(&self) -> u64 {
         u64::from(self.memory_gib) * GIB
+    }
+
+    /// The size limit of a workload's writable storage (a notebook's files), in GiB: what a
+    /// machine sets aside for it, and where it gets "no space left on device".
+    pub fn disk_gib(&self) -> u32 {
+        self.disk_gib
+    }
+
+    pub fn disk_bytes(&self) -> u64 {
+        u64::from(self.disk_gib) * GIB
     }
 
     /// The unified-memory tier of an Apple class, in GiB; `None` for every other class.

@@ -22,6 +22,9 @@ pub(super) struct RawClass {
     pub devices: u32,
     pub cpus: u32,
     pub memory_gib: u32,
+    /// The size limit of a workload's writable storage; the default when absent.
+    #[serde(default)]
+    pub disk_gib: Option<u32>,
     #[serde(default)]
     pub unified_memory_gib: Option<u32>,
     #[serde(default)]

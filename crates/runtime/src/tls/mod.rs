@@ -5,6 +5,7 @@
 //! Always the ring provider, passed explicitly: no process-wide default is read or installed.
 
 mod client;
+mod limited;
 mod pinned;
 mod server;
 
@@ -18,6 +19,7 @@ use rustls::{CertificateError, OtherError, RootCertStore};
 use crate::pki::{IssuedCert, PkiError, cert_der_from_pem};
 
 pub use client::ClientTls;
+pub use limited::{ConnectionLimits, Limited, incoming_limited};
 pub use server::{incoming, peer_role, server_config, server_config_for_agents};
 
 #[derive(Debug, thiserror::Error)]

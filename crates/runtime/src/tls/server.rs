@@ -19,8 +19,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::{ALPN_H2, TlsError, chain_and_key, provider, refuse, roots};
 use crate::pki::{IssuedCert, Role, RoleKind, role_of};
 
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+pub(super) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// Mutual TLS: the client must chain to the CA (`ca_pem`), be within its validity, and hold a
 /// role in `allowed`; anything else fails the handshake. The server presents `own`.

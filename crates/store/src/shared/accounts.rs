@@ -7,7 +7,8 @@ mod accounts_sql {
     use einsora_core::ids::{TokenId, UserId};
 
     use crate::accounts::{
-        ApiTokenRecord, NewApiToken, NewSession, NewTicket, NewUser, PasswordLogin, RedeemedTicket,
+        ApiTokenRecord, Grant, NewApiToken, NewSession, NewTicket, NewUser, PasswordLogin,
+        RedeemedTicket,
         SecretHash, SessionRecord, User,
     };
     use crate::time_ms::to_ms;
@@ -285,6 +286,10 @@ mod accounts_sql {
             workload: WorkloadId,
         ) -> Result<Option<RedeemedTicket>, StoreError> {
             take_ticket(self, ticket_hash, workload).await
+        }
+
+        async fn grants_live(&self, grants: &[Grant]) -> Result<Vec<bool>, StoreError> {
+            live_grants(self, grants).await
         }
     }
 }

@@ -79,6 +79,66 @@ impl crate::AgentStore for ThisStore {
         Ok(done.rows_affected() > 0)
     }
 
+    async fn retire_older_certificates(
+        &self,
+        machine: MachineId,
+        fingerprint: &[u8; 32],
+    ) -> Result<u64, StoreError> {
+        // No change signal: which certificate a machine holds decides nothing a pass decides.
+        let done = sqlx::query(
+            "UPDATE machine_certificates SET revoked_at = $3 WHERE machine_id = $1 \
+             AND revoked_at IS NULL AND fingerprint <> $2 AND created_at <= (SELECT \
+             c.created_at FROM machine_certificates c WHERE c.machine_id = $1 \
+             AND c.fingerprint = $2)",
+        )
+        .bind(machine.as_uuid())
+        .bind(&fingerprint[..])
+        .bind(now_ms())
+        .execute(&mut *self.writer().await?)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn flag_machine(
+        &self,
+        machine: MachineId,
+        what: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        // No change signal: a flag decides nothing a pass decides.
+        let at = crate::time_ms::to_ms(at);
+        sqlx::query(
+            "UPDATE machines SET flagged_for = $1, flagged_at = COALESCE(flagged_at, $2), \
+             flagged_last_at = $2 WHERE id = $3",
+        )
+        .bind(what)
+        .bind(at)
+        .bind(machine.as_uuid())
+        .execute(&mut *self.writer().await?)
+        .await?;
+        Ok(())
+    }
+
+    async fn machine_flag(
+        &self,
+        machine: MachineId,
+    ) -> Result<Option<crate::MachineFlag>, StoreError> {
+        let row: Option<(Option<String>, Option<i64>, Option<i64>)> = sqlx::query_as(
+            "SELECT flagged_for, flagged_at, flagged_last_at FROM machines WHERE id = $1",
+        )
+        .bind(machine.as_uuid())
+        .fetch_optional(self.reader())
+        .await?;
+        match row {
+            Some((Some(what), Some(since), Some(last))) => Ok(Some(crate::MachineFlag {
+                what,
+                since: from_ms(since)?,
+                last: from_ms(last)?,
+            })),
+            _ => Ok(None),
+        }
+    }
+
     async fn machine_seen(
         &self,
         machine: MachineId,

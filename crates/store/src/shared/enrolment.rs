@@ -6,6 +6,7 @@ mod enrolment_sql {
 
     use einsora_core::ids::{EnrolmentTokenId, UserId};
 
+    use crate::SecretHash;
     use crate::enrolment::{EnrolledMachine, EnrolmentTokenRecord, NewEnrolmentToken, Redemption};
     use crate::time_ms::to_ms;
 
@@ -92,6 +93,21 @@ mod enrolment_sql {
                 .fetch_all(self.reader())
                 .await?;
             rows.iter().map(token_from_row).collect()
+        }
+
+        async fn enrolment_token_redeemable(
+            &self,
+            token_hash: &SecretHash,
+        ) -> Result<bool, StoreError> {
+            let found: Option<i64> = sqlx::query_scalar(
+                "SELECT CAST(1 AS BIGINT) FROM enrolment_tokens WHERE token_hash = $1 \
+                 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $2",
+            )
+            .bind(&token_hash[..])
+            .bind(now_ms())
+            .fetch_optional(self.reader())
+            .await?;
+            Ok(found.is_some())
         }
 
         async fn redeem_enrolment_token(

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use einsora_core::ids::{TenantId, TokenId, UserId};
 use einsora_store::{
-    NewApiToken, NewSession, NewTicket, NewUser, SecretHash, Store, StoreError, User,
+    Grant, NewApiToken, NewSession, NewTicket, NewUser, SecretHash, Store, StoreError, User,
 };
 use time::OffsetDateTime;
 
@@ -232,6 +232,7 @@ pub async fn tickets_are_redeemed_exactly_once(db: TestDb) {
         tenant_id: t,
         user_id: you.id,
         expires_at: later(secs),
+        granted_by: Grant::Session(hash(200)),
     };
     store.create_ticket(&ticket(1, 60)).await.unwrap();
     let redeemers = (0..10).map(|i| {
@@ -249,6 +250,7 @@ pub async fn tickets_are_redeemed_exactly_once(db: TestDb) {
         .collect();
     assert_eq!(won.len(), 1, "exactly one redeemer");
     assert_eq!((won[0].workload_id, &won[0].user), (w.id, &you));
+    assert_eq!(won[0].granted_by, Grant::Session(hash(200)));
 
     store.create_ticket(&ticket(2, 60)).await.unwrap();
     assert!(
@@ -267,5 +269,57 @@ pub async fn tickets_are_redeemed_exactly_once(db: TestDb) {
     assert!(
         store.redeem_ticket(&hash(3), w.id).await.unwrap().is_none(),
         "expired"
+    );
+}
+
+/// A ticket's grant stands while the credential that asked for it does: a session until it
+/// ends or expires, a token until it is revoked or expires.
+pub async fn grants_live_as_long_as_their_credential(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let you = user(store, t, "you@example.com").await;
+    let w = create(store, t, "nb").await;
+    store
+        .create_session(&session(&you, 1, later(3600)))
+        .await
+        .unwrap();
+    store
+        .create_session(&session(&you, 2, later(-1)))
+        .await
+        .unwrap();
+    let laptop = store
+        .create_api_token(&token(&you, "laptop", 3, None))
+        .await
+        .unwrap();
+    let gone = TokenId::new();
+    let grants = [
+        Grant::Session(hash(1)),
+        Grant::Session(hash(2)),
+        Grant::Token(laptop.id),
+        Grant::Token(gone),
+    ];
+    assert_eq!(
+        store.grants_live(&grants).await.unwrap(),
+        [true, false, true, false],
+        "live session, expired session, live token, unknown token"
+    );
+    let ticket = NewTicket {
+        ticket_hash: hash(9),
+        workload_id: w.id,
+        tenant_id: t,
+        user_id: you.id,
+        expires_at: later(60),
+        granted_by: Grant::Token(laptop.id),
+    };
+    store.create_ticket(&ticket).await.unwrap();
+    let redeemed = store.redeem_ticket(&hash(9), w.id).await.unwrap().unwrap();
+    assert_eq!(redeemed.granted_by, Grant::Token(laptop.id));
+
+    assert!(store.delete_session(&hash(1)).await.unwrap());
+    store.revoke_api_token(you.id, laptop.id).await.unwrap();
+    assert_eq!(
+        store.grants_live(&grants[..3]).await.unwrap(),
+        [false, false, false],
+        "after logout and revocation"
     );
 }

@@ -222,3 +222,143 @@ pub async fn revoked_expired_and_unknown_tokens_enrol_nothing(db: TestDb) {
     }
     assert!(store.machines_of(t).await.unwrap().is_empty());
 }
+
+/// A token reads as redeemable until it is used, and never once revoked or expired or if it
+/// is unknown: what enrolment checks before it looks at a CSR.
+pub async fn only_an_unused_unrevoked_unexpired_token_is_redeemable(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let you = user(store, t, "you@x.test").await;
+    store
+        .create_enrolment_token(&token(t, you, "good", 1))
+        .await
+        .unwrap();
+    let revoked = token(t, you, "revoked", 2);
+    store.create_enrolment_token(&revoked).await.unwrap();
+    store.revoke_enrolment_token(t, revoked.id).await.unwrap();
+    let expired = NewEnrolmentToken {
+        expires_at: OffsetDateTime::from_unix_timestamp(1_600_000_000).unwrap(),
+        ..token(t, you, "expired", 3)
+    };
+    store.create_enrolment_token(&expired).await.unwrap();
+
+    let redeemable =
+        move |hash: u8| async move { store.enrolment_token_redeemable(&[hash; 32]).await };
+    assert!(redeemable(1).await.unwrap(), "a fresh token");
+    for hash in [2, 3, 4] {
+        assert!(!redeemable(hash).await.unwrap(), "token {hash}");
+    }
+    assert!(
+        store.machines_of(t).await.unwrap().is_empty(),
+        "looking used nothing up"
+    );
+    assert!(redeemable(1).await.unwrap(), "still, after being looked at");
+    store
+        .redeem_enrolment_token(&redemption(1, "host"))
+        .await
+        .unwrap()
+        .expect("redeemed");
+    assert!(!redeemable(1).await.unwrap(), "used");
+}
+
+fn certificate(serial: &str, seed: u8) -> einsora_store::MachineCertificate {
+    einsora_store::MachineCertificate {
+        serial: serial.into(),
+        fingerprint: [seed; 32],
+        not_before: OffsetDateTime::from_unix_timestamp(1_700_000_000).unwrap(),
+        not_after: OffsetDateTime::from_unix_timestamp(4_000_000_000).unwrap(),
+    }
+}
+
+/// Once a renewed certificate is in use, the machine's older ones are retired; one issued after
+/// it stays, and another machine's certificates are untouched.
+pub async fn a_certificate_in_use_retires_the_machines_older_ones(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let you = user(store, t, "you@x.test").await;
+    let mut enrolled = Vec::new();
+    for (seed, cert) in [(1, 11), (2, 21)] {
+        store
+            .create_enrolment_token(&token(t, you, &format!("box-{seed}"), seed))
+            .await
+            .unwrap();
+        let r = einsora_store::Redemption {
+            certificate: certificate(&format!("{cert:02x}"), cert),
+            ..redemption(seed, "host")
+        };
+        enrolled.push(store.redeem_enrolment_token(&r).await.unwrap().unwrap());
+    }
+    let (machine, neighbour) = (enrolled[0].machine_id, enrolled[1].machine_id);
+    // Renewed twice (distinct milliseconds, as renewals are); the middle one is put to use.
+    for (serial, seed) in [("0c", 12), ("0d", 13)] {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let renewal = certificate(serial, seed);
+        let added = store.add_machine_certificate(machine, &renewal).await;
+        assert!(added.unwrap());
+    }
+    let accepted = move |m, seed: u8| async move {
+        store
+            .machine_for_certificate(m, &[seed; 32])
+            .await
+            .unwrap()
+            .is_some()
+    };
+    assert!(accepted(machine, 11).await, "until the renewal is used");
+
+    let retired = store.retire_older_certificates(machine, &[12; 32]).await;
+    assert_eq!(retired.unwrap(), 1, "the first certificate");
+    assert!(!accepted(machine, 11).await, "the previous certificate");
+    assert!(accepted(machine, 12).await, "the one in use");
+    assert!(accepted(machine, 13).await, "the one issued after it");
+    assert!(accepted(neighbour, 21).await, "another machine's");
+    let again = store.retire_older_certificates(machine, &[12; 32]).await;
+    assert_eq!(again.unwrap(), 0, "nothing left to retire");
+    let foreign = store.retire_older_certificates(machine, &[21; 32]).await;
+    assert_eq!(
+        foreign.unwrap(),
+        0,
+        "another machine's certificate retires nothing"
+    );
+    assert!(accepted(machine, 12).await);
+}
+
+/// A machine's flag keeps when it was first raised and records the latest reason; another
+/// machine is not flagged.
+pub async fn a_flagged_machine_keeps_its_first_time_and_latest_reason(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let you = user(store, t, "you@x.test").await;
+    let mut machines = Vec::new();
+    for seed in [1, 2] {
+        store
+            .create_enrolment_token(&token(t, you, &format!("box-{seed}"), seed))
+            .await
+            .unwrap();
+        let r = redemption(seed, "host");
+        machines.push(
+            store
+                .redeem_enrolment_token(&r)
+                .await
+                .unwrap()
+                .unwrap()
+                .machine_id,
+        );
+    }
+    let (machine, other) = (machines[0], machines[1]);
+    assert_eq!(store.machine_flag(machine).await.unwrap(), None);
+    let at = |s| OffsetDateTime::from_unix_timestamp(s).unwrap();
+    store
+        .flag_machine(machine, "oversized_report", at(1_700_000_000))
+        .await
+        .unwrap();
+    store
+        .flag_machine(machine, "report_flood", at(1_700_000_060))
+        .await
+        .unwrap();
+    let flag = store.machine_flag(machine).await.unwrap().expect("flagged");
+    assert_eq!(
+        (flag.what.as_str(), flag.since, flag.last),
+        ("report_flood", at(1_700_000_000), at(1_700_000_060))
+    );
+    assert_eq!(store.machine_flag(other).await.unwrap(), None);
+}

@@ -1,7 +1,7 @@
 //! The api and the controller as the proxy sees them: real tonic servers over mutual TLS,
 //! answering from tables each test fills in.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -35,12 +35,16 @@ pub const BOB: Who = Who {
     subject: "bob@example.com",
 };
 
-/// API tokens and one-time tickets, each ticket taken at most once, at its workload only.
+/// API tokens and one-time tickets, each ticket taken at most once, at its workload only,
+/// and the grants behind tickets (`grant-<ticket>`), live until ended.
 #[derive(Debug, Default)]
 pub struct Api {
     tokens: Mutex<HashMap<String, Who>>,
     tickets: Mutex<HashMap<String, (String, Who)>>,
+    ended_grants: Mutex<HashSet<String>>,
     pub authentications: AtomicUsize,
+    /// LiveGrants calls answered so far.
+    pub grant_checks: AtomicUsize,
 }
 
 impl Api {
@@ -50,6 +54,12 @@ impl Api {
 
     pub fn revoke_token(&self, token: &str) {
         self.tokens.lock().unwrap().remove(token);
+    }
+
+    /// The credential that asked for `ticket` ends (a logout, say).
+    pub fn end_grant_of(&self, ticket: &str) {
+        let grant = format!("grant-{ticket}");
+        self.ended_grants.lock().unwrap().insert(grant);
     }
 
     pub fn add_ticket(&self, ticket: &str, workload: &str, who: Who) {
@@ -97,7 +107,23 @@ impl ApiInternalService for FakeApi {
             tenant_id: who.tenant.into(),
             user_id: who.user.into(),
             subject: who.subject.into(),
+            grant: format!("grant-{}", req.ticket),
         }))
+    }
+
+    async fn live_grants(
+        &self,
+        request: Request<pb::LiveGrantsRequest>,
+    ) -> Result<Response<pb::LiveGrantsResponse>, Status> {
+        self.0.grant_checks.fetch_add(1, Ordering::SeqCst);
+        let ended = self.0.ended_grants.lock().unwrap();
+        let live = request
+            .into_inner()
+            .grants
+            .into_iter()
+            .filter(|g| g.starts_with("grant-") && !ended.contains(g))
+            .collect();
+        Ok(Response::new(pb::LiveGrantsResponse { live }))
     }
 }
 

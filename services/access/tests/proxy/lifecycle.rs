@@ -18,7 +18,7 @@ use crate::{Harness, NOTEBOOK_TOKEN, WORKER_KEY, cookie, host, open_path, origin
 async fn settings_are_checked_then_a_port_in_use_names_its_setting() {
     let dir = tempfile::tempdir().unwrap();
     for (url, problem) in [
-        ("http://localhost:8090/prefix", "must not have a path"),
+        ("http://localhost:8090/prefix", "must be an origin: no path"),
         ("ftp://localhost", "is not an http(s) URL"),
     ] {
         let error = Config::from_settings(&settings(dir.path(), &[("EINSORA_ACCESS_URL", url)]))

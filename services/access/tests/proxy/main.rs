@@ -80,6 +80,10 @@ impl Harness {
             tls,
             limits: Default::default(),
             target_ttl,
+            http: einsora_runtime::http::HttpLimits {
+                max_connections: 1024,
+                header_read: std::time::Duration::from_secs(10),
+            },
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy = listener.local_addr().unwrap();
@@ -125,12 +129,18 @@ impl Harness {
 
     /// Opens `workload` as `who` with a ticket; the session cookie's value.
     pub async fn open(&self, workload: Uuid, who: &Who) -> String {
+        self.open_with_ticket(workload, who).await.0
+    }
+
+    /// [`Harness::open`], and the ticket it was opened with.
+    pub async fn open_with_ticket(&self, workload: Uuid, who: &Who) -> (String, String) {
         let ticket = self.ticket(workload, who);
         let answer = http::get(self.proxy, &host(workload), &open_path(&ticket), &[]).await;
         assert_eq!(answer.status, 200, "{answer:?}");
         let cookie = answer.header("set-cookie").unwrap();
         let value = cookie.split(';').next().unwrap();
-        value.strip_prefix("einsora_access=").unwrap().to_owned()
+        let session = value.strip_prefix("einsora_access=").unwrap().to_owned();
+        (session, ticket)
     }
 
     /// Stops the proxy and waits for `serve` to return.

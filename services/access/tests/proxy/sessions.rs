@@ -1,6 +1,7 @@
 //! Requests at a notebook's origin once it is open: what Jupyter receives, cross-origin
 //! refusals, WebSockets, and sessions ending with their attempt.
 
+use tokio::io::AsyncWriteExt;
 use uuid::Uuid;
 
 use crate::fakes::ALICE;
@@ -187,4 +188,62 @@ async fn a_session_ends_when_its_notebook_restarts_or_stops() {
     let answer = get(h.proxy, &host(other), "/", &[("Cookie", &session)]).await;
     assert_eq!(answer.status, 401, "{answer:?}");
     assert_eq!(h.workload.accepts(), 2);
+}
+
+/// The credential that asked for the ticket ends (a logout, a password change, a revoked
+/// token): within seconds its session is refused and its open WebSocket closed, though the
+/// browser sends nothing meanwhile. Another session of the same notebook, from a credential
+/// that still stands, carries on.
+#[tokio::test]
+async fn a_session_ends_with_the_credential_that_opened_it_open_websockets_included() {
+    let h = Harness::start().await;
+    let id = h.notebook(&ALICE);
+    let (ended, ticket) = h.open_with_ticket(id, &ALICE).await;
+    let ended = cookie(&ended);
+    let kept = cookie(&h.open(id, &ALICE).await);
+    let at = host(id);
+    assert_eq!(
+        get(h.proxy, &at, "/", &[("Cookie", &ended)]).await.status,
+        200
+    );
+    let own = origin(id);
+    let head = websocket_head(id, &[("Origin", &own), ("Cookie", &ended)]);
+    let mut ws = Stream::open(h.proxy, &head).await;
+    ws.wait_for("\r\n\r\n", 0).await;
+    ws.tcp.write_all(b"before").await.unwrap();
+    ws.wait_for("before", 0).await;
+
+    h.api.end_grant_of(&ticket);
+    let started = std::time::Instant::now();
+    assert!(
+        ws.ends_within(std::time::Duration::from_secs(5)).await,
+        "the WebSocket outlived its credential: {}",
+        ws.seen
+    );
+    let answer = get(h.proxy, &at, "/", &[("Cookie", &ended)]).await;
+    assert_eq!(answer.status, 401, "{answer:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(h.api.grant_checks.load(std::sync::atomic::Ordering::SeqCst) > 0);
+    assert_eq!(
+        get(h.proxy, &at, "/", &[("Cookie", &kept)]).await.status,
+        200
+    );
+}
+
+/// A stopped notebook's open WebSocket closes within seconds too, without another request.
+#[tokio::test]
+async fn a_stopped_notebooks_websocket_is_closed() {
+    let h = Harness::start().await;
+    let id = h.notebook(&ALICE);
+    let session = cookie(&h.open(id, &ALICE).await);
+    let own = origin(id);
+    let head = websocket_head(id, &[("Origin", &own), ("Cookie", &session)]);
+    let mut ws = Stream::open(h.proxy, &head).await;
+    ws.wait_for("\r\n\r\n", 0).await;
+    h.controller.stop(&id.to_string());
+    assert!(
+        ws.ends_within(std::time::Duration::from_secs(5)).await,
+        "{}",
+        ws.seen
+    );
 }

@@ -1,123 +1,233 @@
-//! Login attempts, limited in memory per (email, address) and per address with sliding
-//! windows. The pair limit stops guessing one account's password; the address limit stops
-//! spraying many accounts from one place. Neither counts another address's attempts, so an
-//! attacker elsewhere can't lock the owner out. Every attempt counts until it succeeds, so a
-//! burst of concurrent guesses can't slip past before their failures are recorded.
+//! Login attempts, limited in memory so that online guessing stays slow while nobody else's
+//! failures keep the owner out for more than a few seconds at a time (docs/security.md,
+//! "Gateway: hosts, origins and login limiting").
+//!
+//! An attempt counts against buckets, and a bucket's failures make it wait before its next
+//! attempt: nothing after its first few, then a delay that doubles up to a cap of seconds; a
+//! bucket with no failure for a while starts afresh. An anonymous client's attempt counts
+//! against (email, address), which slows guessing one account, and against the address, which
+//! slows spraying many; no other address's attempts count, so an attacker elsewhere can't
+//! delay the owner. A known client (one that proved it signed in to the account before, or a
+//! session checking its password) counts against a bucket of its own only, so a flood from
+//! its own address never delays it. An attempt made while a bucket waits is refused and not
+//! counted; any other counts as failed until it succeeds, so concurrent guesses can't slip
+//! past before their failures are recorded.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// At most `max` failures within any `window`.
+/// After `free` failures, each further one makes the bucket wait `first`, doubling per failure
+/// up to `cap`, from its last attempt. A bucket with no attempt for `forget` starts afresh.
 #[derive(Debug, Clone, Copy)]
-pub struct Rule {
-    pub max: usize,
-    pub window: Duration,
+pub struct Backoff {
+    pub free: u32,
+    pub first: Duration,
+    pub cap: Duration,
+    pub forget: Duration,
 }
 
-pub const PER_PAIR: Rule = Rule {
-    max: 5,
-    window: Duration::from_secs(15 * 60),
+impl Backoff {
+    /// How long after its last attempt a bucket with `failures` waits.
+    pub fn delay(&self, failures: u32) -> Duration {
+        let Some(over) = failures.checked_sub(self.free) else {
+            return Duration::ZERO;
+        };
+        let factor = 1u32.checked_shl(over).unwrap_or(u32::MAX);
+        self.first.saturating_mul(factor).min(self.cap)
+    }
+}
+
+/// The buckets' rules.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// One account from one anonymous address.
+    pub account: Backoff,
+    /// Every account from one anonymous address.
+    pub address: Backoff,
+    /// One known client.
+    pub known_client: Backoff,
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+const FIVE_SECONDS: Duration = Duration::from_secs(5);
+const QUARTER_HOUR: Duration = Duration::from_secs(15 * 60);
+
+/// Five failures free, then 1 s, 2 s, 4 s, then 5 s between attempts: at most 12 guesses a
+/// minute per bucket once it is going, and never a wait of more than 5 s.
+pub const LIMITS: Limits = Limits {
+    account: Backoff {
+        free: 5,
+        first: SECOND,
+        cap: FIVE_SECONDS,
+        forget: QUARTER_HOUR,
+    },
+    address: Backoff {
+        free: 50,
+        first: SECOND,
+        cap: FIVE_SECONDS,
+        forget: QUARTER_HOUR,
+    },
+    known_client: Backoff {
+        free: 5,
+        first: SECOND,
+        cap: FIVE_SECONDS,
+        forget: QUARTER_HOUR,
+    },
 };
-pub const PER_ADDRESS: Rule = Rule {
-    max: 50,
-    window: Duration::from_secs(15 * 60),
-};
-/// Forgotten windows are swept once the maps grow past this (and then past twice their size).
+
+/// Forgotten buckets are swept once the map grows past this (and then past twice its size).
 const SWEEP_AT: usize = 4096;
 
-/// IPv6 callers usually hold a whole /64, so it counts as one address; `None` is a caller
-/// whose address the gateway didn't say.
+/// Who is attempting.
+#[derive(Debug, Clone, Copy)]
+pub enum Client<'a> {
+    /// Known by its address alone (`None`: the gateway didn't say).
+    Anonymous {
+        email: &'a str,
+        addr: Option<IpAddr>,
+    },
+    /// Known by a secret only it holds: a known-client proof's hash, or its session's.
+    Known(&'a [u8; 32]),
+}
+
+/// IPv6 callers usually hold a whole /64, so it counts as one address.
 type AddressKey = Option<IpAddr>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Account(String, AddressKey),
+    Address(AddressKey),
+    Known([u8; 32]),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    failures: u32,
+    last: Instant,
+}
 
 #[derive(Debug)]
 pub struct Limiter {
-    pair: Rule,
-    address: Rule,
+    limits: Limits,
     state: Mutex<State>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
-    pairs: HashMap<(String, AddressKey), VecDeque<Instant>>,
-    addresses: HashMap<AddressKey, VecDeque<Instant>>,
+    buckets: HashMap<Key, Bucket>,
     sweep_at: usize,
 }
 
 impl Limiter {
-    pub fn new(pair: Rule, address: Rule) -> Self {
+    pub fn new(limits: Limits) -> Self {
         Limiter {
-            pair,
-            address,
+            limits,
             state: Mutex::new(State {
+                buckets: HashMap::new(),
                 sweep_at: SWEEP_AT,
-                ..State::default()
             }),
         }
     }
 
     /// Counts an attempt as failed until `succeeded` says otherwise; `Err` with how long to wait
-    /// when a limit is reached (the attempt is then not counted).
-    pub fn begin(&self, email: &str, addr: Option<IpAddr>, now: Instant) -> Result<(), Duration> {
-        let addr = address_key(addr);
+    /// while one of its buckets waits (the attempt is then not counted).
+    pub fn begin(&self, client: Client<'_>, now: Instant) -> Result<(), Duration> {
+        let keys = keys(client);
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.sweep(now, self.pair.window.max(self.address.window));
-        let pair_key = (email.to_owned(), addr);
-        let pair_wait = wait(state.pairs.get_mut(&pair_key), self.pair, now);
-        let addr_wait = wait(state.addresses.get_mut(&addr), self.address, now);
-        if let Some(retry) = pair_wait.max(addr_wait) {
-            return Err(retry);
+        self.sweep(&mut state, now);
+        let wait = keys
+            .iter()
+            .filter_map(|key| {
+                let rule = self.rule(key);
+                let bucket = state.buckets.get(key)?;
+                bucket.wait(&rule, now)
+            })
+            .max();
+        if let Some(wait) = wait {
+            return Err(wait);
         }
-        state.pairs.entry(pair_key).or_default().push_back(now);
-        state.addresses.entry(addr).or_default().push_back(now);
+        for key in keys {
+            let rule = self.rule(&key);
+            let bucket = state.buckets.entry(key).or_insert(Bucket {
+                failures: 0,
+                last: now,
+            });
+            bucket.count(&rule, now);
+        }
         Ok(())
     }
 
-    /// The attempt was right: the pair starts afresh, and the address gets its attempt back.
-    pub fn succeeded(&self, email: &str, addr: Option<IpAddr>) {
-        let addr = address_key(addr);
+    /// The attempt was right: its own bucket starts afresh, and the address gets its attempt
+    /// back.
+    pub fn succeeded(&self, client: Client<'_>) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.pairs.remove(&(email.to_owned(), addr));
-        if let Some(times) = state.addresses.get_mut(&addr) {
-            times.pop_back();
+        for key in keys(client) {
+            match key {
+                Key::Address(_) => {
+                    if let Some(bucket) = state.buckets.get_mut(&key) {
+                        bucket.failures = bucket.failures.saturating_sub(1);
+                    }
+                }
+                Key::Account(..) | Key::Known(_) => {
+                    state.buckets.remove(&key);
+                }
+            }
         }
     }
-}
 
-/// Drops the times that left the window; how long until the next attempt is allowed, if the
-/// window is full.
-fn wait(times: Option<&mut VecDeque<Instant>>, rule: Rule, now: Instant) -> Option<Duration> {
-    let times = times?;
-    while times
-        .front()
-        .is_some_and(|&t| now.saturating_duration_since(t) >= rule.window)
-    {
-        times.pop_front();
+    fn rule(&self, key: &Key) -> Backoff {
+        match key {
+            Key::Account(..) => self.limits.account,
+            Key::Address(_) => self.limits.address,
+            Key::Known(_) => self.limits.known_client,
+        }
     }
-    if times.len() < rule.max {
-        return None;
-    }
-    let oldest = *times.front()?;
-    Some(
-        rule.window
-            .saturating_sub(now.saturating_duration_since(oldest)),
-    )
-}
 
-impl State {
-    fn sweep(&mut self, now: Instant, window: Duration) {
-        if self.pairs.len() + self.addresses.len() < self.sweep_at {
+    fn sweep(&self, state: &mut State, now: Instant) {
+        if state.buckets.len() < state.sweep_at {
             return;
         }
-        let live = |times: &mut VecDeque<Instant>| {
-            times
-                .back()
-                .is_some_and(|&t| now.saturating_duration_since(t) < window)
-        };
-        self.pairs.retain(|_, times| live(times));
-        self.addresses.retain(|_, times| live(times));
-        self.sweep_at = SWEEP_AT.max(2 * (self.pairs.len() + self.addresses.len()));
+        state
+            .buckets
+            .retain(|key, bucket| !bucket.forgotten(&self.rule(key), now));
+        state.sweep_at = SWEEP_AT.max(2 * state.buckets.len());
+    }
+}
+
+fn keys(client: Client<'_>) -> Vec<Key> {
+    match client {
+        Client::Anonymous { email, addr } => {
+            let addr = address_key(addr);
+            vec![Key::Account(email.to_owned(), addr), Key::Address(addr)]
+        }
+        Client::Known(secret) => vec![Key::Known(*secret)],
+    }
+}
+
+impl Bucket {
+    fn forgotten(&self, rule: &Backoff, now: Instant) -> bool {
+        now.saturating_duration_since(self.last) >= rule.forget
+    }
+
+    fn failures(&self, rule: &Backoff, now: Instant) -> u32 {
+        if self.forgotten(rule, now) {
+            0
+        } else {
+            self.failures
+        }
+    }
+
+    /// How long until the next attempt, if it must wait.
+    fn wait(&self, rule: &Backoff, now: Instant) -> Option<Duration> {
+        let ready = self.last + rule.delay(self.failures(rule, now));
+        (now < ready).then(|| ready - now)
+    }
+
+    fn count(&mut self, rule: &Backoff, now: Instant) {
+        self.failures = self.failures(rule, now).saturating_add(1);
+        self.last = now;
     }
 }
 
@@ -132,97 +242,4 @@ fn address_key(addr: Option<IpAddr>) -> AddressKey {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MIN: Duration = Duration::from_secs(60);
-
-    fn ip(s: &str) -> Option<IpAddr> {
-        Some(s.parse().unwrap())
-    }
-
-    fn limiter() -> Limiter {
-        Limiter::new(
-            Rule {
-                max: 3,
-                window: 10 * MIN,
-            },
-            Rule {
-                max: 5,
-                window: 10 * MIN,
-            },
-        )
-    }
-
-    #[test]
-    fn pair_limit_slides_with_its_window() {
-        let l = limiter();
-        let t0 = Instant::now();
-        for i in 0..3 {
-            l.begin("a@x", ip("192.0.2.1"), t0 + i * MIN).unwrap();
-        }
-        let retry = l.begin("a@x", ip("192.0.2.1"), t0 + 3 * MIN).unwrap_err();
-        assert_eq!(retry, 7 * MIN, "until the oldest failure leaves the window");
-        // The first failure leaves the window at t0 + 10 min: one more attempt fits.
-        l.begin("a@x", ip("192.0.2.1"), t0 + 10 * MIN).unwrap();
-        assert!(l.begin("a@x", ip("192.0.2.1"), t0 + 10 * MIN).is_err());
-    }
-
-    #[test]
-    fn another_address_is_not_locked_out() {
-        let l = limiter();
-        let t0 = Instant::now();
-        for _ in 0..3 {
-            l.begin("owner@x", ip("198.51.100.9"), t0).unwrap();
-        }
-        assert!(l.begin("owner@x", ip("198.51.100.9"), t0).is_err());
-        l.begin("owner@x", ip("192.0.2.1"), t0).unwrap();
-    }
-
-    #[test]
-    fn address_limit_stops_spraying_many_emails() {
-        let l = limiter();
-        let t0 = Instant::now();
-        for i in 0..5 {
-            l.begin(&format!("u{i}@x"), ip("2001:db8::1"), t0).unwrap();
-        }
-        assert!(l.begin("u9@x", ip("2001:db8::1"), t0).is_err());
-        assert!(
-            l.begin("u9@x", ip("2001:db8::ffff"), t0).is_err(),
-            "same /64"
-        );
-        l.begin("u9@x", ip("2001:db8:0:1::1"), t0).unwrap();
-    }
-
-    #[test]
-    fn success_clears_the_pair_and_returns_the_address_attempt() {
-        let l = limiter();
-        let t0 = Instant::now();
-        for _ in 0..3 {
-            l.begin("a@x", ip("192.0.2.1"), t0).unwrap();
-        }
-        l.succeeded("a@x", ip("192.0.2.1"));
-        for _ in 0..3 {
-            l.begin("a@x", ip("192.0.2.1"), t0).unwrap();
-        }
-        // 2 failed + 3 pending on the address (the successful one was handed back).
-        assert!(l.begin("b@x", ip("192.0.2.1"), t0).is_err());
-    }
-
-    #[test]
-    fn sweeping_forgets_old_windows() {
-        let l = limiter();
-        let t0 = Instant::now();
-        for i in 0..SWEEP_AT {
-            l.begin(
-                "a@x",
-                Some(IpAddr::from([10, 0, (i / 256) as u8, (i % 256) as u8])),
-                t0,
-            )
-            .unwrap();
-        }
-        l.begin("a@x", ip("192.0.2.1"), t0 + 11 * MIN).unwrap();
-        let state = l.state.lock().unwrap();
-        assert_eq!((state.pairs.len(), state.addresses.len()), (1, 1));
-    }
-}
+mod tests;

@@ -1,6 +1,7 @@
 //! Local accounts (EINSORA_AUTH_MODE=local, and dev's seeded users): logging in with a
 //! password, dashboard sessions, the caller's own details and password, and API tokens.
 
+pub mod known_client;
 pub mod limiter;
 pub(crate) mod me;
 pub mod passwords;
@@ -19,7 +20,7 @@ use tonic::{Request, Response, Status};
 
 use crate::caller::{Access, Auth, Presented};
 use crate::{context, status};
-use limiter::{Limiter, PER_ADDRESS, PER_PAIR};
+use limiter::{Client, LIMITS, Limiter, Limits};
 use passwords::Passwords;
 
 pub use tokens::Tokens;
@@ -54,10 +55,15 @@ impl Accounts {
     }
 
     pub fn new(auth: Arc<Auth>, passwords: Arc<Passwords>) -> Self {
+        Self::with_limits(auth, passwords, LIMITS)
+    }
+
+    /// With other login limits than [`LIMITS`] (tests scale the timers down).
+    pub fn with_limits(auth: Arc<Auth>, passwords: Arc<Passwords>, limits: Limits) -> Self {
         Accounts {
             auth,
             passwords,
-            limiter: Limiter::new(PER_PAIR, PER_ADDRESS),
+            limiter: Limiter::new(limits),
         }
     }
 }
@@ -77,29 +83,57 @@ fn rate_limited(retry: Duration) -> Status {
 }
 
 impl Accounts {
-    /// The account whose password `password` is, under the login limits; `None` for a wrong
-    /// password and an unknown email alike (both spend one hash).
+    async fn password_login(&self, email: &str) -> Result<Option<PasswordLogin>, Status> {
+        let store = self.auth.store();
+        store.password_login(email).await.map_err(status::store)
+    }
+
+    /// The account whose password `password` is, under the login limits for `client`; `None`
+    /// for a wrong password and an unknown email alike (both spend one hash). `login` is the
+    /// account's record if it was already looked up (a known client's proof needed it).
     async fn check_password(
         &self,
         email: &str,
         password: String,
-        addr: Option<std::net::IpAddr>,
+        client: Client<'_>,
+        login: Option<Option<PasswordLogin>>,
     ) -> Result<Option<PasswordLogin>, Status> {
         self.limiter
-            .begin(email, addr, Instant::now())
+            .begin(client, Instant::now())
             .map_err(rate_limited)?;
-        let login = self
-            .auth
-            .store()
-            .password_login(email)
-            .await
-            .map_err(status::store)?;
+        let login = match login {
+            Some(login) => login,
+            None => self.password_login(email).await?,
+        };
         let phc = login.as_ref().map(|l| l.phc.clone());
         if !self.passwords.verify(password, phc).await? {
             return Ok(None);
         }
-        self.limiter.succeeded(email, addr);
+        self.limiter.succeeded(client);
         Ok(login)
+    }
+
+    /// Login's check: a client that presents a proof of an earlier sign-in to this account
+    /// has its own limits; any other is known by its address.
+    async fn sign_in(
+        &self,
+        email: &str,
+        password: String,
+        addr: Option<std::net::IpAddr>,
+        proofs: &[String],
+    ) -> Result<Option<PasswordLogin>, Status> {
+        let anonymous = Client::Anonymous { email, addr };
+        if proofs.is_empty() {
+            return self.check_password(email, password, anonymous, None).await;
+        }
+        let login = self.password_login(email).await?;
+        let now = OffsetDateTime::now_utc();
+        let known = login
+            .as_ref()
+            .and_then(|l| known_client::check(proofs, &l.user.id, &l.phc, now));
+        let client = known.as_ref().map_or(anonymous, Client::Known);
+        self.check_password(email, password, client, Some(login))
+            .await
     }
 }
 
@@ -114,9 +148,10 @@ impl AccountService for Accounts {
         request: Request<pb::LoginRequest>,
     ) -> Result<Response<pb::LoginResponse>, Status> {
         let addr = Auth::client_addr(request.metadata());
+        let proofs = known_client::presented(request.metadata());
         let pb::LoginRequest { email, password } = request.into_inner();
         let email = normalize_email(&email);
-        let Some(login) = self.check_password(&email, password, addr).await? else {
+        let Some(login) = self.sign_in(&email, password, addr, &proofs).await? else {
             return Err(Status::unauthenticated(WRONG_LOGIN));
         };
         context::authenticated(login.user.tenant_id, &login.user.email);
@@ -135,14 +170,21 @@ impl AccountService for Accounts {
             .create_session(&session)
             .await
             .map_err(status::store)?;
-        Ok(Response::new(pb::LoginResponse {
+        let proof = known_client::issue(&login.user.id, &login.phc, OffsetDateTime::now_utc())
+            .map_err(status::internal)?;
+        let mut response = Response::new(pb::LoginResponse {
             session_id,
             session: Some(pb::Session {
                 me: Some(me::me(&login.user, me::session_credential())),
                 csrf_token,
                 expires_at: Some(timestamp(expires_at)),
             }),
-        }))
+        });
+        let proof = proof.parse().map_err(status::internal)?;
+        response
+            .metadata_mut()
+            .insert(known_client::METADATA, proof);
+        Ok(response)
     }
 
     async fn logout(
@@ -171,14 +213,15 @@ impl AccountService for Accounts {
         &self,
         request: Request<pb::ChangePasswordRequest>,
     ) -> Result<Response<pb::ChangePasswordResponse>, Status> {
-        let addr = Auth::client_addr(request.metadata());
         let refusal = "an API token can't change the password: sign in";
         let (user, id_hash) = self.session_write(request.metadata(), refusal).await?;
         let req = request.into_inner();
         passwords::check_new(&req.new_password)
             .map_err(|rule| Status::invalid_argument(format!("new_password: {rule}")))?;
-        // A stolen session mustn't become a way to guess the password either.
-        let checked = self.check_password(&user.email, req.current_password, addr);
+        // A stolen session mustn't become a way to guess the password either; its failures
+        // are its own, so nobody else's delay the owner's change.
+        let session = Client::Known(&id_hash);
+        let checked = self.check_password(&user.email, req.current_password, session, None);
         if checked.await?.is_none() {
             return Err(Status::permission_denied("current_password is wrong"));
         }

@@ -80,6 +80,8 @@ async fn a_ticket_is_redeemed_once() {
         .await
         .unwrap();
     let (ticket, hash) = secrets::new_ticket().unwrap();
+    // A token that no longer exists: the ticket still opens, but what it opens ends at once.
+    let gone_token = einsora_core::ids::TokenId::new();
     let expires_at = time::OffsetDateTime::now_utc() + secrets::TICKET_LIFETIME;
     let new_ticket = NewTicket {
         ticket_hash: hash,
@@ -87,6 +89,7 @@ async fn a_ticket_is_redeemed_once() {
         tenant_id: tenant,
         user_id: me.user_id.parse().unwrap(),
         expires_at,
+        granted_by: einsora_store::Grant::Token(gone_token),
     };
     api.store.create_ticket(&new_ticket).await.unwrap();
     let redeem = |workload_id: String| {
@@ -110,6 +113,16 @@ async fn a_ticket_is_redeemed_once() {
         (taken.subject.as_str(), taken.tenant_id.as_str()),
         (EMAIL, me.tenant_id.as_str())
     );
+    assert_eq!(taken.grant, format!("token:{gone_token}"));
+    let live = api
+        .internal
+        .live_grants(Request::new(pb::LiveGrantsRequest {
+            grants: vec![taken.grant.clone(), "session:nothex".into(), String::new()],
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(live.live.is_empty(), "{:?}", live.live);
     assert_code(
         api.internal
             .redeem_ticket(redeem(workload.to_string()))

@@ -1,3 +1,5 @@
+mod flood;
+
 use std::time::{Duration, Instant};
 
 use einsora_proto::accounts::v1 as pb;
@@ -63,8 +65,11 @@ async fn the_limiter_trips_but_the_owner_still_logs_in_elsewhere() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!((1..=15 * 60).contains(&retry), "{retry}");
-    // The owner, from their own address, is not locked out by the attacker's failures.
+    assert!(
+        (1..=5).contains(&retry),
+        "a wait of seconds, not a lockout: {retry}"
+    );
+    // The owner, from their own address, is not delayed by the attacker's failures.
     let ok = api.try_login(EMAIL, PASSWORD, "192.0.2.10").await.unwrap();
     let owner = Creds {
         session: Some(ok.session_id),
@@ -72,6 +77,11 @@ async fn the_limiter_trips_but_the_owner_still_logs_in_elsewhere() {
     };
     // And the rest of the API keeps answering.
     api.me(&owner).await.unwrap();
+    // Once the wait is over, the right password gets in from the guessing address too.
+    tokio::time::sleep(Duration::from_secs(retry)).await;
+    api.try_login(EMAIL, PASSWORD, "203.0.113.66")
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

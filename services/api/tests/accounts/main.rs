@@ -9,8 +9,9 @@ mod tokens;
 
 use std::sync::Arc;
 
+use einsora_api::accounts::limiter::{LIMITS, Limits};
 use einsora_api::accounts::passwords::Passwords;
-use einsora_api::accounts::{Accounts, Tokens};
+use einsora_api::accounts::{Accounts, Tokens, known_client};
 use einsora_api::caller::{Auth, CLIENT_ADDR_HEADER, CSRF_HEADER, SESSION_HEADER};
 use einsora_api::internal::Internal;
 use einsora_proto::accounts::v1 as pb;
@@ -38,6 +39,8 @@ pub struct Creds {
     pub csrf: Option<String>,
     pub bearer: Option<String>,
     pub addr: Option<&'static str>,
+    /// Known-client proofs from earlier sign-ins.
+    pub proofs: Vec<String>,
 }
 
 impl Creds {
@@ -63,6 +66,9 @@ impl Creds {
             &self.bearer.as_ref().map(|t| format!("Bearer {t}")),
         );
         put(CLIENT_ADDR_HEADER, &self.addr.map(str::to_owned));
+        for proof in &self.proofs {
+            md.append(known_client::METADATA, proof.parse().unwrap());
+        }
         req
     }
 
@@ -77,6 +83,11 @@ impl Creds {
 
 /// A fresh store with the owner set up, and the services on it.
 pub async fn api() -> Api {
+    api_with(LIMITS).await
+}
+
+/// [`api`] with other login limits.
+pub async fn api_with(limits: Limits) -> Api {
     let dir = tempfile::tempdir().unwrap();
     let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
     let (store, _) = einsora_store::migrate(&url).await.unwrap();
@@ -86,7 +97,7 @@ pub async fn api() -> Api {
     let auth = Arc::new(Auth::new(Arc::clone(&store)));
     let passwords = Arc::new(Passwords::new().await.unwrap());
     Api {
-        accounts: Accounts::new(Arc::clone(&auth), passwords),
+        accounts: Accounts::with_limits(Arc::clone(&auth), passwords, limits),
         tokens: Tokens::new(Arc::clone(&auth)),
         internal: Internal::new(auth),
         store,
@@ -105,14 +116,27 @@ impl Api {
             addr: Some(addr),
             ..Creds::default()
         };
+        self.login_as(&creds, email, password)
+            .await
+            .map(|(answer, _)| answer)
+    }
+
+    /// A login with `creds`' address and proofs: the answer and the proof it hands out.
+    pub async fn login_as(
+        &self,
+        creds: &Creds,
+        email: &str,
+        password: &str,
+    ) -> Result<(pb::LoginResponse, String), Status> {
         let req = pb::LoginRequest {
             email: email.into(),
             password: password.into(),
         };
-        self.accounts
-            .login(creds.request(req))
-            .await
-            .map(|r| r.into_inner())
+        let answer = self.accounts.login(creds.request(req)).await?;
+        let proof = answer.metadata().get(known_client::METADATA);
+        let proof = proof.expect("a login hands out a proof").to_str();
+        let proof = proof.unwrap().to_owned();
+        Ok((answer.into_inner(), proof))
     }
 
     /// Logs the owner in; the session's credentials, CSRF token included.

@@ -55,6 +55,7 @@ pub fn workloads(
                         memory_bytes: c.memory_bytes(),
                         device_count: w.units.min(c.devices()),
                         device_uuids: Vec::new(),
+                        disk_bytes: c.disk_bytes(),
                     }),
                     requires_strong_isolation: w.tenant_id != owner,
                     // The store validated them when they were written; a row that no longer

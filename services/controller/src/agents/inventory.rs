@@ -8,10 +8,10 @@ use einsora_proto::convert::ProtoEnum;
 use einsora_store::{MachineRecord, MachineRegistration};
 use time::OffsetDateTime;
 
+use super::limits::{MAX_DEVICES, MAX_TEXT};
+
 const MAX_CPUS: u32 = 4096;
 const MIN_MEMORY: u64 = 64 << 20;
-const MAX_DEVICES: usize = 64;
-const MAX_TEXT: usize = 128;
 
 /// The registration `report` makes of `known`: its identity, owner, region and sharing stay
 /// the store's; only what the agent measures changes. `Err` says what doesn't fit.

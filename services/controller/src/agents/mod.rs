@@ -1,14 +1,23 @@
 //! The agents' side of the controller: each machine's Sync stream (identity from its
-//! certificate, inventory, liveness, revocation) and the desired state it is sent.
+//! certificate, one live stream per machine, inventory, liveness, revocation, renewal) and the
+//! desired state it is sent.
 
 mod backend;
 mod desired;
-mod hub;
+pub(crate) mod hub;
+mod identity;
 mod inventory;
+mod limits;
+mod refusal;
 mod renew;
+mod statuses;
+mod streams;
 mod sync;
 
 pub use backend::AgentBackend;
 pub use hub::Hub;
 pub use renew::Renewals;
 pub use sync::SyncApi;
+
+#[cfg(test)]
+pub(crate) use limits::{MAX_MESSAGE, MAX_WORKLOADS};

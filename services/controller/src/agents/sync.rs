@@ -3,23 +3,21 @@
 //! seconds), never by what it reports. It is sent its complete desired state (computed from the
 //! store each time) on connect, whenever the controller runs, parks or deletes one of its
 //! workloads (which wakes only this machine's stream, through the hub), and at least every
-//! `HEARTBEAT`; its inventory reports update its registration when they fit it.
+//! `HEARTBEAT`; its inventory reports update its registration when they fit it. A machine has
+//! one live stream (`streams`): a newer one replaces it. A stream presenting a renewed
+//! certificate retires the machine's older ones.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::catalog::Catalog;
-use einsora_core::ids::{MachineId, WorkloadId};
 use einsora_proto::agent::v1 as pb;
-use einsora_proto::agent::v1::sync_service_server::SyncService;
-use einsora_proto::convert::{ProtoEnum, timestamp};
-use einsora_runtime::pki::{Role, role_of};
+use einsora_proto::agent::v1::sync_service_server::{SyncService, SyncServiceServer};
+use einsora_proto::convert::timestamp;
 use einsora_runtime::shutdown::Shutdown;
-use einsora_store::{MachineRecord, Store, StoreError};
-use sha2::{Digest, Sha256};
+use einsora_store::{MachineRecord, Store};
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -27,12 +25,19 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::hub::{AccessTarget, Hub, Reported};
+use super::hub::Hub;
+use super::identity::{identity, retire_older_certificates};
+use super::limits::{self, Budgets, Excess};
+use super::refusal::Refusal;
 use super::renew::Renewals;
-use super::{desired, inventory};
+use super::streams::{Claim, Streams};
+use super::{desired, inventory, statuses};
 
 /// The desired state is sent at least this often.
 const HEARTBEAT: Duration = Duration::from_secs(20);
+/// What the store records a machine flagged for once a driver of its crashed (and was
+/// restarted by its agent): beside `limits::Excess`'s words.
+const DRIVER_CRASHED: &str = "driver_crashed";
 /// How often the machine's certificate is checked again (revocation closes within ~this).
 const RECHECK: Duration = Duration::from_secs(2);
 /// `last_seen_at` is written at most this often.
@@ -49,6 +54,8 @@ pub struct SyncApi {
     catalog: Arc<Catalog>,
     hub: Arc<Hub>,
     renewals: Renewals,
+    streams: Arc<Streams>,
+    budgets: Arc<Budgets>,
     shutdown: Shutdown,
 }
 
@@ -65,8 +72,16 @@ impl SyncApi {
             catalog,
             hub,
             renewals,
+            streams: Arc::default(),
+            budgets: Arc::default(),
             shutdown,
         }
+    }
+
+    /// The service, refusing any message larger than `limits::MAX_MESSAGE` from its length,
+    /// before reading it.
+    pub fn into_server(self) -> SyncServiceServer<SyncApi> {
+        SyncServiceServer::new(self).max_decoding_message_size(limits::MAX_MESSAGE)
     }
 }
 
@@ -85,8 +100,10 @@ impl SyncService for SyncApi {
             .store
             .machine_for_certificate(id, &fingerprint)
             .await
-            .map_err(store_status)?
-            .ok_or_else(revoked)?;
+            .map_err(Refusal::from)?
+            .ok_or(Refusal::Revoked)?;
+        retire_older_certificates(&*self.store, id, &fingerprint).await;
+        let claim = self.streams.claim(id, request.remote_addr());
         let (tx, rx) = mpsc::channel(4);
         let session = Session {
             store: Arc::clone(&self.store),
@@ -94,6 +111,9 @@ impl SyncService for SyncApi {
             hub: Arc::clone(&self.hub),
             renewals: self.renewals.clone(),
             renewed: None,
+            budgets: Arc::clone(&self.budgets),
+            flagged: HashSet::new(),
+            driver_restarts: 0,
             machine,
             fingerprint,
             tx,
@@ -102,69 +122,9 @@ impl SyncService for SyncApi {
             read_failing: false,
             seen_at: None,
         };
-        tokio::spawn(session.run(request.into_inner(), self.shutdown.clone()));
+        tokio::spawn(session.run(request.into_inner(), claim, self.shutdown.clone()));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
-}
-
-/// The machine a verified peer certificate names, and the certificate's fingerprint.
-fn identity<T>(request: &Request<T>) -> Result<(MachineId, [u8; 32]), Status> {
-    let certs = request
-        .peer_certs()
-        .ok_or_else(|| Status::unauthenticated("Sync needs the machine's certificate"))?;
-    let leaf = certs
-        .first()
-        .ok_or_else(|| Status::unauthenticated("Sync needs the machine's certificate"))?;
-    match role_of(leaf) {
-        Ok(Role::Agent { machine_id }) => Ok((
-            MachineId::from_uuid(machine_id),
-            Sha256::digest(leaf.as_ref()).into(),
-        )),
-        _ => Err(Status::permission_denied(
-            "only a machine certificate may sync",
-        )),
-    }
-}
-
-/// The statuses of a report that name a workload, an attempt, a mode and a code; others are
-/// dropped (an agent never sends free text, and a malformed entry decides nothing).
-fn reported(statuses: &pb::WorkloadStatuses) -> HashMap<WorkloadId, Reported> {
-    statuses
-        .workloads
-        .iter()
-        .filter_map(|s| {
-            let workload = s.workload_id.parse::<WorkloadId>().ok()?;
-            let mode = Mode::from_field("mode", s.mode).ok()?;
-            let code = StatusCode::from_field("code", s.code).ok()?;
-            Some((
-                workload,
-                Reported {
-                    attempt: s.attempt,
-                    mode,
-                    code,
-                    target: s.access_target.as_ref().and_then(target),
-                },
-            ))
-        })
-        .collect()
-}
-
-/// An absolute socket path and a token, or nothing.
-fn target(t: &pb::AccessTarget) -> Option<AccessTarget> {
-    let absolute = std::path::Path::new(&t.socket_path).is_absolute();
-    (absolute && !t.token.is_empty()).then(|| AccessTarget {
-        socket_path: t.socket_path.clone(),
-        token: t.token.clone(),
-    })
-}
-
-fn revoked() -> Status {
-    Status::permission_denied("this machine's certificate is unknown or revoked")
-}
-
-fn store_status(err: StoreError) -> Status {
-    tracing::warn!(error = %err, "the store failed a Sync request");
-    Status::unavailable("the database is unavailable; try again shortly")
 }
 
 struct Session {
@@ -174,6 +134,11 @@ struct Session {
     renewals: Renewals,
     /// A renewed certificate to go with the next desired state.
     renewed: Option<pb::RenewedCertificate>,
+    budgets: Arc<Budgets>,
+    /// What this stream was flagged for already (logged and recorded once each).
+    flagged: HashSet<Excess>,
+    /// The driver restarts the machine last reported on this stream.
+    driver_restarts: u32,
     machine: MachineRecord,
     fingerprint: [u8; 32],
     tx: mpsc::Sender<Result<pb::DesiredState, Status>>,
@@ -190,7 +155,12 @@ struct Session {
 struct Ended;
 
 impl Session {
-    async fn run(mut self, mut reports: Streaming<pb::AgentReport>, shutdown: Shutdown) {
+    async fn run(
+        mut self,
+        mut reports: Streaming<pb::AgentReport>,
+        claim: Claim,
+        shutdown: Shutdown,
+    ) {
         let id = self.machine.machine.id;
         tracing::info!(machine = %id, "machine connected");
         let wake = self.hub.connected(id);
@@ -198,12 +168,23 @@ impl Session {
         loop {
             let step = tokio::select! {
                 () = shutdown.cancelled() => break,
+                () = claim.replaced() => {
+                    let _ = tokio::time::timeout(SEND_TIMEOUT, self.tx.send(Err(Refusal::Replaced.into()))).await;
+                    break;
+                }
                 report = reports.message() => match report {
                     Ok(Some(report)) => {
                         self.on_report(report).await;
                         Ok(())
                     }
-                    _ => break,
+                    Ok(None) => break,
+                    Err(status) => {
+                        // Larger than the port decodes: refused from its length, unread.
+                        if status.code() == tonic::Code::OutOfRange {
+                            self.flag(Excess::Oversized).await;
+                        }
+                        break;
+                    }
                 },
                 () = wake.notified() => self.send(false).await,
                 () = tokio::time::sleep_until(self.next_send) => self.send(true).await,
@@ -257,9 +238,19 @@ impl Session {
     }
 
     async fn on_report(&mut self, report: pb::AgentReport) {
+        // An empty report says nothing, not even that the agent is there.
+        let Some(report) = report.report else {
+            return;
+        };
+        let id = self.machine.machine.id;
+        if let Err(excess) = limits::bounded(&report).and_then(|()| self.budgets.take(id, &report))
+        {
+            self.flag(excess).await;
+            return;
+        }
         let now = OffsetDateTime::now_utc();
-        match report.report {
-            Some(pb::agent_report::Report::Inventory(inventory)) => {
+        match report {
+            pb::agent_report::Report::Inventory(inventory) => {
                 match inventory::registration(&self.machine, &inventory, now) {
                     Ok(registration) => match self.store.record_inventory(&registration).await {
                         Ok(_) => {
@@ -273,12 +264,21 @@ impl Session {
                     ),
                 }
             }
-            Some(pb::agent_report::Report::Statuses(statuses)) => {
+            pb::agent_report::Report::Statuses(statuses) => {
+                if statuses.driver_restarts > self.driver_restarts {
+                    self.driver_restarts = statuses.driver_restarts;
+                    tracing::warn!(
+                        machine = %id, restarts = statuses.driver_restarts,
+                        "a driver on the machine crashed and was restarted; the machine is flagged"
+                    );
+                    if let Err(e) = self.store.flag_machine(id, DRIVER_CRASHED, now).await {
+                        tracing::warn!(machine = %id, error = %e, "couldn't record the machine's flag");
+                    }
+                }
                 self.hub
-                    .report(self.machine.machine.id, reported(&statuses));
+                    .report(self.machine.machine.id, statuses::reported(&statuses));
             }
-            Some(pb::agent_report::Report::RenewCertificate(request)) => {
-                let id = self.machine.machine.id;
+            pb::agent_report::Report::RenewCertificate(request) => {
                 let renewed = self
                     .renewals
                     .renew(&*self.store, id, &request.csr_pem)
@@ -290,7 +290,6 @@ impl Session {
                     self.next_send = Instant::now();
                 }
             }
-            None => {}
         }
         self.hub.heard(self.machine.machine.id);
         if self.seen_at.is_none_or(|at| at.elapsed() >= SEEN_EVERY) {
@@ -298,6 +297,20 @@ impl Session {
                 Ok(()) => self.seen_at = Some(Instant::now()),
                 Err(e) => tracing::warn!(error = %e, "couldn't record that the machine was seen"),
             }
+        }
+    }
+
+    /// A report was dropped for `excess`: the machine is flagged (logged and recorded once per
+    /// stream and kind, so a flood floods neither the log nor the store).
+    async fn flag(&mut self, excess: Excess) {
+        if !self.flagged.insert(excess) {
+            return;
+        }
+        let id = self.machine.machine.id;
+        tracing::warn!(machine = %id, why = %excess, "dropped a report; the machine is flagged");
+        let now = OffsetDateTime::now_utc();
+        if let Err(e) = self.store.flag_machine(id, excess.word(), now).await {
+            tracing::warn!(machine = %id, error = %e, "couldn't record the machine's flag");
         }
     }
 
@@ -311,7 +324,9 @@ impl Session {
             Ok(Some(_)) | Err(_) => Ok(()),
             Ok(None) => {
                 tracing::info!(machine = %self.machine.machine.id, "machine revoked; closing its stream");
-                let _ = tokio::time::timeout(SEND_TIMEOUT, self.tx.send(Err(revoked()))).await;
+                let _ =
+                    tokio::time::timeout(SEND_TIMEOUT, self.tx.send(Err(Refusal::Revoked.into())))
+                        .await;
                 Err(Ended)
             }
         }

@@ -1,59 +1,28 @@
 use std::sync::Arc;
 
-use einsora_core::ids::{EnrolmentTokenId, TenantId, UserId};
-use einsora_core::region::Region;
+use einsora_core::ids::TenantId;
 use einsora_runtime::pki::{Ca, Role, role_of};
-use einsora_store::{DatabaseUrl, NewEnrolmentToken, NewTenant, NewUser, Store, secret_hash};
+use einsora_store::Store;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use time::OffsetDateTime;
+
+use einsora_proto::agent::v1::EnrollRequest;
+use einsora_proto::agent::v1::enrolment_service_server::EnrolmentService;
+
+use crate::testing::Tenancy;
 
 use super::*;
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-async fn store_with_token(token: &str) -> (Arc<dyn Store>, TenantId, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
-    let (store, _) = einsora_store::migrate(&url).await.unwrap();
-    let tenant = TenantId::new();
-    let new = NewTenant {
-        id: tenant,
-        slug: "acme".into(),
-        name: "Acme".into(),
-        trusted: false,
-    };
-    store.create_tenant(&new).await.unwrap();
-    let user = UserId::new();
-    let you = NewUser {
-        id: user,
-        tenant_id: tenant,
-        email: "you@acme.test".into(),
-        display_name: "You".into(),
-        phc: "$argon2id$unused".into(),
-    };
-    store.create_user(&you).await.unwrap();
-    let made = NewEnrolmentToken {
-        id: EnrolmentTokenId::new(),
-        tenant_id: tenant,
-        name: "lab-box".into(),
-        region: Region::new("local").unwrap(),
-        prefix: "enr_Ab3x".into(),
-        token_hash: secret_hash(token),
-        created_by: user,
-        expires_at: OffsetDateTime::now_utc() + time::Duration::hours(1),
-    };
-    store.create_enrolment_token(&made).await.unwrap();
-    (store, tenant, dir)
+async fn store_with_token(token: &str) -> (Arc<dyn Store>, TenantId, Tenancy) {
+    let tenancy = Tenancy::new().await;
+    tenancy.token(token).await;
+    (Arc::clone(&tenancy.store), tenancy.tenant, tenancy)
 }
 
 fn csr() -> String {
-    let key = rcgen::KeyPair::generate().unwrap();
-    rcgen::CertificateParams::default()
-        .serialize_request(&key)
-        .unwrap()
-        .pem()
-        .unwrap()
+    crate::testing::csr().0
 }
 
 #[tokio::test]
@@ -109,4 +78,125 @@ async fn a_bad_csr_is_refused_without_using_the_token_up() {
     enrol(&*store, &agents, token, &csr(), "x", HOUR)
         .await
         .expect("the token is still good");
+}
+
+#[tokio::test]
+async fn a_bad_token_is_refused_before_anything_else_it_came_with_is_looked_at() {
+    let token = "enr_0123456789abcdefghijklmnopqrstuv";
+    let (store, tenant, _dir) = store_with_token(token).await;
+    let agents = Ca::generate("agents").unwrap();
+    let huge = "A".repeat(MAX_CSR + 1);
+    for (bad, csr) in [("enr_nope", "garbage"), ("enr_nope", huge.as_str())] {
+        let err = enrol(&*store, &agents, bad, csr, "x", HOUR)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, EnrolError::Token), "{err}");
+    }
+    let long = format!("{token}{}", "x".repeat(300));
+    let err = enrol(&*store, &agents, &long, &csr(), "x", HOUR)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EnrolError::Token), "an overlong token: {err}");
+
+    enrol(&*store, &agents, token, &csr(), "x", HOUR)
+        .await
+        .expect("the good token");
+    let err = enrol(&*store, &agents, token, "garbage", "y", HOUR)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EnrolError::Token), "a used token: {err}");
+    assert_eq!(store.machines_of(tenant).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn an_oversized_csr_is_refused_without_using_the_token_up() {
+    let token = "enr_0123456789abcdefghijklmnopqrstuv";
+    let (store, tenant, _dir) = store_with_token(token).await;
+    let agents = Ca::generate("agents").unwrap();
+    let padded = format!("{}{}", csr(), "\n".repeat(MAX_CSR));
+    let err = enrol(&*store, &agents, token, &padded, "x", HOUR)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EnrolError::CsrTooLarge), "{err}");
+    assert!(store.machines_of(tenant).await.unwrap().is_empty());
+    enrol(&*store, &agents, token, &csr(), "x", HOUR)
+        .await
+        .expect("the token is still good");
+}
+
+fn api(store: &Arc<dyn Store>, per_hour: usize) -> EnrolmentApi {
+    EnrolmentApi {
+        store: Arc::clone(store),
+        agents_ca: Arc::new(Ca::generate("agents").unwrap()),
+        cert_lifetime: HOUR,
+        ca_pem: String::new(),
+        limit: EnrolLimit::new(per_hour, HOUR),
+    }
+}
+
+fn request(token: &str) -> tonic::Request<EnrollRequest> {
+    tonic::Request::new(EnrollRequest {
+        enrolment_token: token.to_owned(),
+        csr_pem: csr(),
+        hostname: "x".into(),
+    })
+}
+
+#[tokio::test]
+async fn enroll_beyond_the_limit_is_resource_exhausted_and_uses_no_token() {
+    let token = "enr_0123456789abcdefghijklmnopqrstuv";
+    let (store, tenant, _dir) = store_with_token(token).await;
+    let api = api(&store, 2);
+    for _ in 0..2 {
+        let refused = api.enroll(request("enr_guess")).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+    }
+    let limited = api.enroll(request(token)).await.unwrap_err();
+    assert_eq!(limited.code(), tonic::Code::ResourceExhausted);
+    assert!(
+        limited.message().contains("too many enrolment attempts"),
+        "{}",
+        limited.message()
+    );
+    assert!(
+        store.machines_of(tenant).await.unwrap().is_empty(),
+        "a refused attempt doesn't reach the token"
+    );
+}
+
+/// The limit counts by the caller's address as the connection has it (here, connections from
+/// two loopback addresses).
+#[tokio::test]
+async fn enroll_counts_each_callers_address_apart() {
+    use tonic::transport::server::Connected;
+
+    let (store, _tenant, _dir) = store_with_token("enr_unused").await;
+    let api = api(&store, 1);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = listener.local_addr().unwrap();
+    let mut connections = Vec::new();
+    let mut from = async |ip: [u8; 4]| {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind((ip, 0).into()).unwrap();
+        let client = socket.connect(at).await.unwrap();
+        let (served, peer) = listener.accept().await.unwrap();
+        assert_eq!(
+            peer.ip().to_string(),
+            format!("{}.{}.{}.{}", ip[0], ip[1], ip[2], ip[3])
+        );
+        let mut request = request("enr_guess");
+        request.extensions_mut().insert(served.connect_info());
+        connections.push((client, served));
+        request
+    };
+    let first = api.enroll(from([127, 0, 0, 2]).await).await.unwrap_err();
+    assert_eq!(first.code(), tonic::Code::PermissionDenied);
+    let again = api.enroll(from([127, 0, 0, 2]).await).await.unwrap_err();
+    assert_eq!(again.code(), tonic::Code::ResourceExhausted);
+    let elsewhere = api.enroll(from([127, 0, 0, 3]).await).await.unwrap_err();
+    assert_eq!(
+        elsewhere.code(),
+        tonic::Code::PermissionDenied,
+        "another address has its own count"
+    );
 }

@@ -38,6 +38,7 @@ fn builtin_catalog_has_the_classes_others_rely_on() {
         (Cpu, 0, 1)
     );
     assert_eq!(small.memory_bytes(), 2 * GIB);
+    assert_eq!(small.disk_bytes(), 10 * GIB);
     let l40s = catalog.class("l40s-48gb").unwrap();
     assert_eq!((l40s.accelerator(), l40s.devices()), (Nvidia, 1));
     let mac = catalog.class("apple-silicon-32gb").unwrap();

@@ -163,3 +163,25 @@ fn a_class_must_be_in_a_known_region() {
     )]);
     expect_problem(&yaml, "class \"h100-80gb\"", "twice");
 }
+
+#[test]
+fn a_class_limits_its_disk_to_disk_gib_or_the_default() {
+    let sized = "{name: cpu-8c-8g, accelerator: cpu, cpus: 8, memory_gib: 8, disk_gib: 3}";
+    let plain = "{name: cpu-2c-2g, accelerator: cpu, cpus: 2, memory_gib: 2}";
+    let catalog = Catalog::from_yaml(&with_classes(&[sized, plain])).unwrap();
+    let sized = catalog.class("cpu-8c-8g").unwrap();
+    assert_eq!((sized.disk_gib(), sized.disk_bytes()), (3, 3 << 30));
+    let plain = catalog.class("cpu-2c-2g").unwrap();
+    assert_eq!(plain.disk_gib(), crate::catalog::DEFAULT_DISK_GIB);
+    assert_eq!(
+        plain.disk_bytes(),
+        u64::from(crate::catalog::DEFAULT_DISK_GIB) << 30
+    );
+}
+
+#[test]
+fn a_class_without_disk_is_refused() {
+    let yaml =
+        with_classes(&["{name: cpu-2c-2g, accelerator: cpu, cpus: 2, memory_gib: 2, disk_gib: 0}"]);
+    expect_problem(&yaml, "class \"cpu-2c-2g\"", "disk_gib: 0");
+}

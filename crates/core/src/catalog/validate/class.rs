@@ -3,7 +3,7 @@
 
 use super::{Problems, check_name, entry, join};
 use crate::accelerator::AcceleratorKind::{self, Amd, Apple, Cpu, Nvidia};
-use crate::catalog::model::{ComputeClass, same_device_model};
+use crate::catalog::model::{ComputeClass, DEFAULT_DISK_GIB, same_device_model};
 use crate::catalog::raw::RawClass;
 use crate::region::Region;
 
@@ -55,6 +55,12 @@ fn class(raw: RawClass, entry: &str, regions: &[Region], p: &mut Problems) -> Op
     if raw.memory_gib == 0 {
         p.add(entry, "has memory_gib: 0; every class needs at least 1 GiB");
     }
+    if raw.disk_gib == Some(0) {
+        p.add(
+            entry,
+            "has disk_gib: 0; leave it out for the default, or give at least 1 GiB",
+        );
+    }
     if let Some(accelerator) = accelerator {
         hardware(&raw, accelerator, entry, p);
     }
@@ -69,6 +75,7 @@ fn class(raw: RawClass, entry: &str, regions: &[Region], p: &mut Problems) -> Op
         devices: raw.devices,
         cpus: raw.cpus,
         memory_gib: raw.memory_gib,
+        disk_gib: raw.disk_gib.unwrap_or(DEFAULT_DISK_GIB),
         unified_memory_gib: raw.unified_memory_gib,
         device_models: raw.models,
         regions: class_regions,

@@ -1,0 +1,193 @@
+//! What a machine's stream may send. Every message is bounded by the port's decoding limit
+//! (`MAX_MESSAGE`); within it, each report by its counts and the length of each string
+//! (`bounded`), and each kind of report by its rate, per machine across reconnects
+//! (`Budgets`). A report over a bound is dropped whole (nothing it says is used) and the
+//! machine is flagged for it (`Excess`).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use einsora_core::ids::MachineId;
+use einsora_proto::agent::v1 as pb;
+
+use crate::enrol::MAX_CSR;
+
+/// The largest message the agents' Sync decodes; larger ones end the stream.
+pub const MAX_MESSAGE: usize = 1 << 20;
+/// Workloads in one statuses report: far more than a machine runs.
+pub const MAX_WORKLOADS: usize = 512;
+/// A workload ID (a UUID) or a driver's name.
+const MAX_NAME: usize = 64;
+/// A Unix socket's path (the kernel's own limit is 108 bytes).
+const MAX_SOCKET_PATH: usize = 256;
+/// A workload's own token.
+const MAX_SECRET: usize = 512;
+/// Devices and drivers in one inventory.
+pub const MAX_DEVICES: usize = 64;
+pub const MAX_DRIVERS: usize = 32;
+/// A text an inventory reports (hostname, OS, architecture, a device's model or UUID, the
+/// agent's version).
+pub const MAX_TEXT: usize = 128;
+
+/// Why a report was dropped; a machine is flagged with its word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+pub enum Excess {
+    #[error("a report over the size bounds")]
+    Oversized,
+    #[error("reports of one kind faster than allowed")]
+    TooFrequent,
+}
+
+impl Excess {
+    /// What the store records the machine flagged for.
+    pub fn word(self) -> &'static str {
+        match self {
+            Excess::Oversized => "oversized_report",
+            Excess::TooFrequent => "report_flood",
+        }
+    }
+}
+
+/// `Err` if any count or string of the report is over its bound.
+pub fn bounded(report: &pb::agent_report::Report) -> Result<(), Excess> {
+    use pb::agent_report::Report;
+    let fits = match report {
+        Report::Statuses(s) => {
+            s.workloads.len() <= MAX_WORKLOADS
+                && s.workloads.iter().all(|w| {
+                    w.workload_id.len() <= MAX_NAME
+                        && w.driver.len() <= MAX_NAME
+                        && w.access_target.as_ref().is_none_or(|t| {
+                            t.socket_path.len() <= MAX_SOCKET_PATH && t.token.len() <= MAX_SECRET
+                        })
+                })
+        }
+        Report::Inventory(i) => {
+            let texts = [&i.hostname, &i.os, &i.arch, &i.agent_version];
+            i.devices.len() <= MAX_DEVICES
+                && i.drivers.len() <= MAX_DRIVERS
+                && texts.iter().all(|t| t.len() <= MAX_TEXT)
+                && i.drivers.iter().all(|d| d.len() <= MAX_NAME)
+                && i.devices
+                    .iter()
+                    .all(|d| d.model.len() <= MAX_TEXT && d.uuid.len() <= MAX_TEXT)
+        }
+        Report::RenewCertificate(r) => r.csr_pem.len() <= MAX_CSR,
+    };
+    if fits { Ok(()) } else { Err(Excess::Oversized) }
+}
+
+/// One kind of report may come `burst` at once, then one per `every`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    pub burst: u32,
+    pub every: Duration,
+}
+
+/// The rates, by kind of report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rates {
+    pub statuses: Rate,
+    pub inventory: Rate,
+    pub renewal: Rate,
+}
+
+impl Default for Rates {
+    /// Well above what an agent sends: statuses when they change (checked every 2 s), after
+    /// each desired state and on its heartbeat; its inventory on connect; a renewal at half
+    /// its certificate's lifetime (again on each connect until answered).
+    fn default() -> Rates {
+        Rates {
+            statuses: Rate {
+                burst: 50,
+                every: Duration::from_millis(100),
+            },
+            // An agent reconnecting with its backoff (from 0.5 s, doubling) stays within it.
+            inventory: Rate {
+                burst: 10,
+                every: Duration::from_secs(5),
+            },
+            renewal: Rate {
+                burst: 5,
+                every: Duration::from_secs(60),
+            },
+        }
+    }
+}
+
+/// Each machine's allowance, kept across its reconnects (so a new stream doesn't refill it).
+/// Only machines that hold a valid certificate get one.
+#[derive(Debug, Default)]
+pub struct Budgets {
+    rates: Rates,
+    machines: Mutex<HashMap<MachineId, Allowance>>,
+}
+
+#[derive(Debug, Default)]
+struct Allowance {
+    statuses: Bucket,
+    inventory: Bucket,
+    renewal: Bucket,
+}
+
+/// A GCRA bucket: when the next report would be due at the sustained rate.
+#[derive(Debug, Default)]
+struct Bucket {
+    due: Option<Instant>,
+}
+
+impl Bucket {
+    fn take(&mut self, rate: Rate, now: Instant) -> bool {
+        let due = self.due.map_or(now, |d| d.max(now));
+        let slack = rate.every * rate.burst.saturating_sub(1);
+        if due.saturating_duration_since(now) > slack {
+            return false;
+        }
+        self.due = Some(due + rate.every);
+        true
+    }
+}
+
+impl Budgets {
+    #[cfg(test)]
+    pub fn new(rates: Rates) -> Budgets {
+        Budgets {
+            rates,
+            machines: Mutex::default(),
+        }
+    }
+
+    /// Counts the report against the machine's allowance; `Err` if it is over it.
+    pub fn take(
+        &self,
+        machine: MachineId,
+        report: &pb::agent_report::Report,
+    ) -> Result<(), Excess> {
+        self.take_at(machine, report, Instant::now())
+    }
+
+    fn take_at(
+        &self,
+        machine: MachineId,
+        report: &pb::agent_report::Report,
+        now: Instant,
+    ) -> Result<(), Excess> {
+        use pb::agent_report::Report;
+        let mut machines = self.machines.lock().unwrap_or_else(PoisonError::into_inner);
+        let allowance = machines.entry(machine).or_default();
+        let (bucket, rate) = match report {
+            Report::Statuses(_) => (&mut allowance.statuses, self.rates.statuses),
+            Report::Inventory(_) => (&mut allowance.inventory, self.rates.inventory),
+            Report::RenewCertificate(_) => (&mut allowance.renewal, self.rates.renewal),
+        };
+        if bucket.take(rate, now) {
+            Ok(())
+        } else {
+            Err(Excess::TooFrequent)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,144 @@
+use super::*;
+use pb::agent_report::Report;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn status(id: &str) -> pb::WorkloadStatus {
+    pb::WorkloadStatus {
+        workload_id: id.into(),
+        driver: "process".into(),
+        ..Default::default()
+    }
+}
+
+fn statuses(n: usize) -> Report {
+    Report::Statuses(pb::WorkloadStatuses {
+        workloads: (0..n)
+            .map(|_| status("0190c0de-0000-7000-8000-000000000000"))
+            .collect(),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn reports_within_their_bounds_pass_and_one_over_any_bound_is_oversized() {
+    assert_eq!(bounded(&statuses(MAX_WORKLOADS)), Ok(()));
+    assert_eq!(
+        bounded(&statuses(MAX_WORKLOADS + 1)),
+        Err(Excess::Oversized)
+    );
+    let long = "x".repeat(MAX_NAME + 1);
+    let one = |s: pb::WorkloadStatus| {
+        Report::Statuses(pb::WorkloadStatuses {
+            workloads: vec![s],
+            ..Default::default()
+        })
+    };
+    let target = |path: usize, token: usize| pb::WorkloadStatus {
+        access_target: Some(pb::AccessTarget {
+            socket_path: "/".repeat(path),
+            token: "t".repeat(token),
+        }),
+        ..status("w")
+    };
+    assert_eq!(bounded(&one(target(MAX_SOCKET_PATH, MAX_SECRET))), Ok(()));
+    for (what, s) in [
+        ("a workload ID", status(&long)),
+        (
+            "a driver",
+            pb::WorkloadStatus {
+                driver: long.clone(),
+                ..status("w")
+            },
+        ),
+        ("a socket path", target(MAX_SOCKET_PATH + 1, 1)),
+        ("a token", target(1, MAX_SECRET + 1)),
+    ] {
+        assert_eq!(bounded(&one(s)), Err(Excess::Oversized), "{what}");
+    }
+
+    let inventory = pb::Inventory {
+        hostname: "h".repeat(MAX_TEXT),
+        drivers: vec!["process".into(); MAX_DRIVERS],
+        devices: vec![pb::Device::default(); MAX_DEVICES],
+        ..Default::default()
+    };
+    assert_eq!(bounded(&Report::Inventory(inventory.clone())), Ok(()));
+    let over = [
+        pb::Inventory {
+            agent_version: "v".repeat(MAX_TEXT + 1),
+            ..inventory.clone()
+        },
+        pb::Inventory {
+            drivers: vec!["process".into(); MAX_DRIVERS + 1],
+            ..inventory.clone()
+        },
+        pb::Inventory {
+            devices: vec![pb::Device::default(); MAX_DEVICES + 1],
+            ..inventory.clone()
+        },
+    ];
+    for i in over {
+        assert_eq!(bounded(&Report::Inventory(i)), Err(Excess::Oversized));
+    }
+    let csr = |n| {
+        Report::RenewCertificate(pb::CertificateRenewal {
+            csr_pem: "c".repeat(n),
+        })
+    };
+    assert_eq!(bounded(&csr(MAX_CSR)), Ok(()));
+    assert_eq!(bounded(&csr(MAX_CSR + 1)), Err(Excess::Oversized));
+}
+
+#[test]
+fn each_kind_comes_a_burst_then_at_its_rate_per_machine() {
+    let rate = Rate {
+        burst: 3,
+        every: SECOND,
+    };
+    let budgets = Budgets::new(Rates {
+        statuses: rate,
+        inventory: rate,
+        renewal: rate,
+    });
+    let (machine, other) = (MachineId::new(), MachineId::new());
+    let t0 = Instant::now();
+    let report = statuses(1);
+    for i in 0..3 {
+        assert_eq!(budgets.take_at(machine, &report, t0), Ok(()), "burst {i}");
+    }
+    assert_eq!(
+        budgets.take_at(machine, &report, t0),
+        Err(Excess::TooFrequent)
+    );
+    let renewal = Report::RenewCertificate(pb::CertificateRenewal::default());
+    assert_eq!(
+        budgets.take_at(machine, &renewal, t0),
+        Ok(()),
+        "another kind"
+    );
+    assert_eq!(
+        budgets.take_at(other, &report, t0),
+        Ok(()),
+        "another machine"
+    );
+
+    assert_eq!(
+        budgets.take_at(machine, &report, t0 + SECOND),
+        Ok(()),
+        "one more a second later"
+    );
+    assert_eq!(
+        budgets.take_at(machine, &report, t0 + SECOND),
+        Err(Excess::TooFrequent)
+    );
+    // Quiet for a while, it has its whole burst again (and no more).
+    let later = t0 + 10 * SECOND;
+    for _ in 0..3 {
+        assert_eq!(budgets.take_at(machine, &report, later), Ok(()));
+    }
+    assert_eq!(
+        budgets.take_at(machine, &report, later),
+        Err(Excess::TooFrequent)
+    );
+}

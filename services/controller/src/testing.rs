@@ -1,0 +1,74 @@
+//! Test fixtures shared by the controller's unit tests: a migrated SQLite store with one tenant
+//! and a user of it, who makes enrolment tokens.
+
+use std::sync::Arc;
+
+use einsora_core::ids::{EnrolmentTokenId, TenantId, UserId};
+use einsora_core::region::Region;
+use einsora_store::{DatabaseUrl, NewEnrolmentToken, NewTenant, NewUser, Store, secret_hash};
+use time::OffsetDateTime;
+
+pub struct Tenancy {
+    pub store: Arc<dyn Store>,
+    pub tenant: TenantId,
+    pub user: UserId,
+    _dir: tempfile::TempDir,
+}
+
+impl Tenancy {
+    pub async fn new() -> Tenancy {
+        let dir = tempfile::tempdir().unwrap();
+        let url =
+            DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
+        let (store, _) = einsora_store::migrate(&url).await.unwrap();
+        let tenant = TenantId::new();
+        let new = NewTenant {
+            id: tenant,
+            slug: "acme".into(),
+            name: "Acme".into(),
+            trusted: false,
+        };
+        store.create_tenant(&new).await.unwrap();
+        let user = UserId::new();
+        let you = NewUser {
+            id: user,
+            tenant_id: tenant,
+            email: "you@acme.test".into(),
+            display_name: "You".into(),
+            phc: "$argon2id$unused".into(),
+        };
+        store.create_user(&you).await.unwrap();
+        Tenancy {
+            store,
+            tenant,
+            user,
+            _dir: dir,
+        }
+    }
+
+    /// An enrolment token with this secret, good for an hour, into region `local`.
+    pub async fn token(&self, secret: &str) {
+        let made = NewEnrolmentToken {
+            id: EnrolmentTokenId::new(),
+            tenant_id: self.tenant,
+            name: "lab-box".into(),
+            region: Region::new("local").unwrap(),
+            prefix: "enr_Ab3x".into(),
+            token_hash: secret_hash(secret),
+            created_by: self.user,
+            expires_at: OffsetDateTime::now_utc() + time::Duration::hours(1),
+        };
+        self.store.create_enrolment_token(&made).await.unwrap();
+    }
+}
+
+/// A CSR for a new key, and the key.
+pub fn csr() -> (String, rcgen::KeyPair) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let csr = rcgen::CertificateParams::default()
+        .serialize_request(&key)
+        .unwrap()
+        .pem()
+        .unwrap();
+    (csr, key)
+}
