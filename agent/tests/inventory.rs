@@ -91,6 +91,47 @@ fn on_path(program: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
+/// What a command prints, trimmed; it must succeed.
+fn output_of(program: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(out.status.success(), "{program} {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// The UUIDs of the GPUs `nvidia-smi -L` lists (`GPU 0: NVIDIA H200 (UUID: GPU-…)`, MIG
+/// devices left out), sorted: another way of asking than the inventory's query. None on a
+/// machine whose driver sees no GPU.
+fn gpus_nvidia_smi_lists() -> Vec<String> {
+    let out = std::process::Command::new("nvidia-smi")
+        .arg("-L")
+        .output()
+        .expect("nvidia-smi runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let said = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            said.contains("No devices were found"),
+            "nvidia-smi -L: {said}"
+        );
+        return Vec::new();
+    }
+    let mut uuids: Vec<String> = text
+        .lines()
+        .filter(|line| line.starts_with("GPU "))
+        .map(|line| {
+            let (_, uuid) = line
+                .rsplit_once("(UUID: ")
+                .unwrap_or_else(|| panic!("a GPU line without its UUID: {line}"));
+            uuid.trim_end_matches(')').to_owned()
+        })
+        .collect();
+    uuids.sort();
+    uuids
+}
+
 #[tokio::test]
 async fn collect_describes_this_machine() {
     let inventory = collect().await.expect("this machine's inventory");
@@ -100,13 +141,34 @@ async fn collect_describes_this_machine() {
     assert!(inventory.memory_bytes > 0, "{inventory:?}");
     assert!(!inventory.hostname.trim().is_empty(), "{inventory:?}");
     if cfg!(target_os = "linux") {
+        // Checked against what other tools say of this machine.
+        assert_eq!(inventory.hostname, output_of("uname", &["-n"]));
+        let usable: u32 = output_of("nproc", &[]).parse().unwrap();
+        assert!(
+            inventory.cpus <= usable,
+            "{} CPUs, of the {usable} this process may run on",
+            inventory.cpus
+        );
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+        let total = parse_meminfo(&meminfo).unwrap();
+        assert!(
+            inventory.memory_bytes <= total,
+            "{} bytes, of the machine's {total}",
+            inventory.memory_bytes
+        );
         if on_path("nvidia-smi") {
-            assert!(
-                inventory
-                    .devices
-                    .iter()
-                    .all(|d| d.vendor == AcceleratorKind::Nvidia)
+            let listed = gpus_nvidia_smi_lists();
+            let mut found: Vec<String> = inventory.devices.iter().map(|d| d.uuid.clone()).collect();
+            found.sort();
+            assert_eq!(
+                found, listed,
+                "every GPU nvidia-smi lists, once each: {inventory:?}"
             );
+            for device in &inventory.devices {
+                assert_eq!(device.vendor, AcceleratorKind::Nvidia, "{device:?}");
+                assert!(!device.model.is_empty(), "{device:?}");
+                assert!(device.memory_bytes > 0, "{device:?}");
+            }
         } else {
             assert_eq!(inventory.devices, [], "no nvidia-smi, so no accelerators");
         }

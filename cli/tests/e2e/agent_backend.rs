@@ -15,7 +15,7 @@ use crate::cli_flow::Cli;
 use crate::lan::{Host, Lan};
 use crate::lifecycle::{Owner, act, create, state, timeline, wait_for};
 use crate::solo::Solo;
-use crate::support::{stderr, terminate};
+use crate::support::stderr;
 use crate::world::call;
 
 /// An agent process, its output kept; stopped when dropped.
@@ -34,10 +34,30 @@ impl Agent {
     }
 }
 
+/// How long an agent may take to stop on SIGTERM.
+const AGENT_STOPS_WITHIN: Duration = Duration::from_secs(30);
+
 impl Drop for Agent {
+    /// SIGTERM, then SIGKILL if it hasn't stopped in time: a failing test never hangs on an
+    /// agent that doesn't stop, and a passing one fails for it.
     fn drop(&mut self) {
-        if let Some(child) = self.child.take() {
-            terminate(child);
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        crate::support::signal(child.id(), "TERM");
+        let deadline = Instant::now() + AGENT_STOPS_WITHIN;
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                crate::support::signal(child.id(), "KILL");
+                let _ = child.wait();
+                assert!(
+                    std::thread::panicking(),
+                    "the agent didn't stop within {AGENT_STOPS_WITHIN:?} of SIGTERM:\n{}",
+                    self.logs.lock().unwrap()
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }
@@ -453,14 +473,18 @@ fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
     drop(agent);
 }
 
-/// A machine certificate is renewed over the stream before it expires; the stream lives on,
-/// and a restarted agent connects with the renewed one after the first expired.
+/// A machine certificate is renewed over the stream before it expires; the stream lives on
+/// past the first certificate's end and still carries the machine's traffic both ways, and a
+/// restarted agent connects with the renewed one after the first expired.
 #[test]
 fn a_machine_certificate_is_renewed_over_the_stream() {
+    const LIFETIME: Duration = Duration::from_secs(10);
     let (solo, lan, agents) = solo(&[("EINSORA_AGENT_CERT_LIFETIME", "10s")]);
     let owner = Owner::of(&solo);
+    let who = &owner.session;
     let machine = join(&solo, &owner, &lan, &agents, "box");
-    let joined = Instant::now();
+    // The first certificate was issued during the join: it ends by then.
+    let first_ends = Instant::now() + LIFETIME;
     let first = std::fs::read_to_string(machine.state.join("agent.pem")).unwrap();
     let agent = run_agent(&solo, &machine);
     online(&solo, &owner, &machine.id, &agent);
@@ -473,9 +497,26 @@ fn a_machine_certificate_is_renewed_over_the_stream() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    // Past the first certificate's end: the stream carried on with the renewed one.
-    std::thread::sleep(Duration::from_secs(11).saturating_sub(joined.elapsed()));
+    // Past the first certificate's end (a second's margin for the clocks' granularity), a
+    // workload launched now runs on the machine: its desired state went down the stream and its
+    // status came back up.
+    std::thread::sleep(
+        (first_ends + Duration::from_secs(1)).saturating_duration_since(Instant::now()),
+    );
+    let (status, made) = create(&solo, who, "after-renewal", "cpu-1c-2g");
+    assert_eq!(status, 202, "{made}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    wait_for(&solo, who, &id, "running");
+    let placed = call(&solo, who, "GET", &format!("/v1/workloads/{id}"), None).json();
+    assert_eq!(placed["machine_id"], machine.id.as_str(), "{placed}");
+    // And it was the first stream that carried it: the agent connected once and never lost it.
     let logs = agent.logs.lock().unwrap().clone();
+    assert_eq!(
+        logs.matches("syncing").count(),
+        1,
+        "one stream all along:\n{logs}"
+    );
+    assert!(!logs.contains("lost the controller"), "{logs}");
     assert!(!logs.contains("was revoked"), "{logs}");
     drop(agent);
     let again = run_agent(&solo, &machine);

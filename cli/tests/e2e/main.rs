@@ -14,6 +14,7 @@ mod docker;
 mod enrolment;
 mod fencing;
 mod hostile;
+mod images;
 mod isolation;
 mod lan;
 mod lifecycle;

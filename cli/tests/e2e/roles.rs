@@ -19,14 +19,18 @@ async fn healthy(
 ) -> Result<ServingStatus, String> {
     let id = RoleIdentity::load(&e.dir().join("pki"), own).map_err(|e| e.to_string())?;
     let tls = ClientTls::new(&id.ca_pem, Some(&id.cert), server).map_err(|e| e.to_string())?;
-    let channel = tls.connect(addr).await.map_err(|e| e.to_string())?;
+    // Debug, not Display: a refusal's TLS alert is in the error's sources.
+    let channel = tls
+        .connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e:?}"))?;
     let request = HealthCheckRequest {
         service: String::new(),
     };
     let answer = HealthClient::new(channel)
         .check(request)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|status| format!("check: {status:?}"))?;
     Ok(answer.into_inner().status())
 }
 
@@ -76,6 +80,8 @@ async fn grpc_roles_serve_health_over_mutual_tls_and_stop_on_sigterm() {
                 (setting, &addr),
                 ("EINSORA_CLUSTER_BACKEND", "fake"),
                 ("EINSORA_AGENT_ADDR", &agents),
+                // Refused handshakes are logged at debug.
+                ("EINSORA_LOG", "info,einsora_runtime::tls=debug"),
             ],
         );
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -87,10 +93,35 @@ async fn grpc_roles_serve_health_over_mutual_tls_and_stop_on_sigterm() {
             }
         };
         assert_eq!(status, ServingStatus::Serving, "{role}");
-        let refused = healthy(&e, agent, server, &addr).await;
-        assert!(refused.is_err(), "{role} admitted an agent");
-        let out = terminate(child);
-        assert!(out.status.success(), "{role} exit: {}", stderr(&out));
+        // Refused at the handshake by the role rule (the chain is the installation CA's, so
+        // only the role can refuse it): rustls's CertificateUnknown, not any other failure.
+        // The agent's chain is the installation CA's, so only the role rule can refuse it, at
+        // the handshake. TLS 1.3 sends that refusal after the client's side of the handshake,
+        // so the client connects and its first call fails (with the CertificateUnknown alert,
+        // or a closed or broken connection, whichever wins the race); the role's log says
+        // which rule refused it.
+        let refused = healthy(&e, agent, server, &addr)
+            .await
+            .expect_err(&format!("{role} admitted an agent"));
+        assert!(
+            refused.starts_with("check: "),
+            "{role}: the agent didn't reach the handshake: {refused}"
+        );
+        let after = healthy(&e, caller, server, &addr).await;
+        assert_eq!(after, Ok(ServingStatus::Serving), "{role} serves on");
+        // Waited for off the runtime's thread, which must stay free to close the test's own
+        // connections when the role drains them.
+        let out = tokio::task::spawn_blocking(move || terminate(child))
+            .await
+            .unwrap();
+        let logs = stderr(&out);
+        assert!(out.status.success(), "{role} exit: {logs}");
+        let rule = format!("a {agent} certificate is not admitted here");
+        assert!(
+            logs.lines()
+                .any(|l| l.contains("TLS handshake failed") && l.contains(&rule)),
+            "{role} didn't refuse the agent's certificate by its role ({refused}):\n{logs}"
+        );
     }
 }
 
