@@ -124,6 +124,11 @@ impl Stack {
         })
     }
 
+    /// The roles' process IDs, in the order `start` was given them.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
     /// Logs in as dev@acme (its password is on the api's standard output) and makes a token.
     pub async fn token(&mut self, http: &Http) -> anyhow::Result<String> {
         use std::io::BufRead;

@@ -37,6 +37,8 @@ pub enum Excess {
     Oversized,
     #[error("reports of one kind faster than allowed")]
     TooFrequent,
+    #[error("streams opened faster than allowed")]
+    StreamsTooFrequent,
 }
 
 impl Excess {
@@ -45,6 +47,7 @@ impl Excess {
         match self {
             Excess::Oversized => "oversized_report",
             Excess::TooFrequent => "report_flood",
+            Excess::StreamsTooFrequent => "stream_flood",
         }
     }
 }
@@ -91,6 +94,8 @@ pub struct Rates {
     pub statuses: Rate,
     pub inventory: Rate,
     pub renewal: Rate,
+    /// New Sync streams of one machine.
+    pub streams: Rate,
 }
 
 impl Default for Rates {
@@ -112,6 +117,12 @@ impl Default for Rates {
                 burst: 5,
                 every: Duration::from_secs(60),
             },
+            // An agent reconnects with a backoff from 0.5 s, doubling; each open costs the
+            // store a read and a write and the log a few lines.
+            streams: Rate {
+                burst: 20,
+                every: Duration::from_secs(1),
+            },
         }
     }
 }
@@ -129,6 +140,20 @@ struct Allowance {
     statuses: Bucket,
     inventory: Bucket,
     renewal: Bucket,
+    streams: Bucket,
+    /// When a refused stream open was last logged and flagged, so a flood does neither more
+    /// than once a minute.
+    streams_noted: Option<Instant>,
+}
+
+/// How often a machine's refused stream opens are logged and flagged.
+const NOTE_STREAM_FLOOD_EVERY: Duration = Duration::from_secs(60);
+
+/// A stream open over the machine's allowance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamFlood {
+    /// Whether to log it and flag the machine now (at most once a minute).
+    pub note: bool,
 }
 
 /// A GCRA bucket: when the next report would be due at the sustained rate.
@@ -165,6 +190,27 @@ impl Budgets {
         report: &pb::agent_report::Report,
     ) -> Result<(), Excess> {
         self.take_at(machine, report, Instant::now())
+    }
+
+    /// Counts a new stream of the machine against its allowance, before anything else is done
+    /// for it.
+    pub fn open_stream(&self, machine: MachineId) -> Result<(), StreamFlood> {
+        self.open_stream_at(machine, Instant::now())
+    }
+
+    fn open_stream_at(&self, machine: MachineId, now: Instant) -> Result<(), StreamFlood> {
+        let mut machines = self.machines.lock().unwrap_or_else(PoisonError::into_inner);
+        let allowance = machines.entry(machine).or_default();
+        if allowance.streams.take(self.rates.streams, now) {
+            return Ok(());
+        }
+        let note = allowance
+            .streams_noted
+            .is_none_or(|at| now.saturating_duration_since(at) >= NOTE_STREAM_FLOOD_EVERY);
+        if note {
+            allowance.streams_noted = Some(now);
+        }
+        Err(StreamFlood { note })
     }
 
     fn take_at(

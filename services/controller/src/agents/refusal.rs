@@ -15,6 +15,8 @@ pub enum Refusal {
     Revoked,
     #[error("a newer stream with this machine's identity replaced this one")]
     Replaced,
+    #[error("this machine opens streams faster than allowed; try again shortly")]
+    TooManyStreams,
     #[error("the database is unavailable; try again shortly")]
     Store(#[from] StoreError),
 }
@@ -26,6 +28,7 @@ impl From<Refusal> for Status {
             Refusal::NoCertificate => Status::unauthenticated(message),
             Refusal::NotAMachine | Refusal::Revoked => Status::permission_denied(message),
             Refusal::Replaced => Status::aborted(message),
+            Refusal::TooManyStreams => Status::resource_exhausted(message),
             Refusal::Store(e) => {
                 tracing::warn!(error = %e, "the store failed a Sync request");
                 Status::unavailable(message)

@@ -96,6 +96,17 @@ impl SyncService for SyncApi {
         request: Request<Streaming<pb::AgentReport>>,
     ) -> Result<Response<DesiredStream>, Status> {
         let (id, fingerprint) = identity(&request)?;
+        if let Err(flood) = self.budgets.open_stream(id) {
+            if flood.note {
+                tracing::warn!(machine = %id, "the machine opens streams faster than allowed; refusing them and flagging it");
+                let now = OffsetDateTime::now_utc();
+                let word = Excess::StreamsTooFrequent.word();
+                if let Err(e) = self.store.flag_machine(id, word, now).await {
+                    tracing::warn!(machine = %id, error = %e, "couldn't record the machine's flag");
+                }
+            }
+            return Err(Refusal::TooManyStreams.into());
+        }
         let machine = self
             .store
             .machine_for_certificate(id, &fingerprint)

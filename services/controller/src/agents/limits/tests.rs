@@ -100,6 +100,7 @@ fn each_kind_comes_a_burst_then_at_its_rate_per_machine() {
         statuses: rate,
         inventory: rate,
         renewal: rate,
+        streams: rate,
     });
     let (machine, other) = (MachineId::new(), MachineId::new());
     let t0 = Instant::now();
@@ -140,5 +141,41 @@ fn each_kind_comes_a_burst_then_at_its_rate_per_machine() {
     assert_eq!(
         budgets.take_at(machine, &report, later),
         Err(Excess::TooFrequent)
+    );
+}
+
+/// A machine reopening its stream as fast as it can: its burst, then one per interval; the
+/// refusals are noted (logged and flagged) at most once a minute.
+#[test]
+fn stream_opens_come_a_burst_then_at_their_rate_and_floods_are_noted_once_a_minute() {
+    let rate = Rate {
+        burst: 2,
+        every: SECOND,
+    };
+    let budgets = Budgets::new(Rates {
+        streams: rate,
+        ..Rates::default()
+    });
+    let (machine, other) = (MachineId::new(), MachineId::new());
+    let t0 = Instant::now();
+    assert_eq!(budgets.open_stream_at(machine, t0), Ok(()));
+    assert_eq!(budgets.open_stream_at(machine, t0), Ok(()));
+    let first = budgets.open_stream_at(machine, t0);
+    assert_eq!(first, Err(StreamFlood { note: true }));
+    for _ in 0..100 {
+        assert_eq!(
+            budgets.open_stream_at(machine, t0),
+            Err(StreamFlood { note: false })
+        );
+    }
+    assert_eq!(budgets.open_stream_at(other, t0), Ok(()), "another machine");
+    assert_eq!(budgets.open_stream_at(machine, t0 + SECOND), Ok(()));
+    let a_minute_on = t0 + 61 * SECOND;
+    budgets.open_stream_at(machine, a_minute_on).unwrap();
+    budgets.open_stream_at(machine, a_minute_on).unwrap();
+    assert_eq!(
+        budgets.open_stream_at(machine, a_minute_on),
+        Err(StreamFlood { note: true }),
+        "noted again a minute later"
     );
 }

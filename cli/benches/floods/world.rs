@@ -1,0 +1,258 @@
+//! The installation under attack: the api, the controller (agent backend), the gateway and the
+//! access proxy as real processes of the release binary (`support::Stack`), the store opened
+//! beside them for what the bench sets up and reads back, and how this process reaches the
+//! agents' port from any loopback address (each flood and each well-behaved client has its own).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::Context;
+use einsora_core::ids::{EnrolmentTokenId, MachineId, TenantId, UserId};
+use einsora_core::region::Region;
+use einsora_proto::agent::v1 as pb;
+use einsora_proto::agent::v1::enrolment_service_client::EnrolmentServiceClient;
+use einsora_runtime::pki::{Role, fingerprint};
+use einsora_store::{
+    DatabaseUrl, NewEnrolmentToken, NewTenant, NewUser, QuotaClass, Store, secret_hash,
+};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use time::OffsetDateTime;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use crate::support::{Http, Stack, free_addr};
+
+/// A TCP connect, a TLS handshake, an Enroll: each given this long.
+pub const PATIENCE: Duration = Duration::from_secs(15);
+/// Enrolment tokens made at the start (each well-behaved enrolment uses one).
+const TOKENS: usize = 300;
+
+/// The roles' processes.
+#[derive(Debug, Clone, Copy)]
+pub struct Pids {
+    pub controller: u32,
+    pub gateway: u32,
+    pub access: u32,
+}
+
+pub struct World {
+    /// The processes, until the world is dropped.
+    _stack: Stack,
+    pub store: Arc<dyn Store>,
+    pub tenant: TenantId,
+    pub agents: SocketAddr,
+    pub gateway: SocketAddr,
+    pub access: SocketAddr,
+    /// An API token of dev@acme, for the gateway's and the proxy's well-behaved clients.
+    pub api_token: String,
+    pub pids: Pids,
+    /// Where every role's JSON log lines go (EINSORA_LOG_FILE).
+    pub log: PathBuf,
+    ca_pem: String,
+    tokens: Mutex<Vec<String>>,
+    _dir: tempfile::TempDir,
+}
+
+/// A machine's identity after enrolment.
+#[derive(Debug, Clone)]
+pub struct Enrolled {
+    pub id: MachineId,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl World {
+    pub async fn start() -> anyhow::Result<World> {
+        let dir = tempfile::tempdir()?;
+        let url = format!("sqlite:{}/einsora.db", dir.path().display());
+        let log = dir.path().join("einsora.log");
+        let access = free_addr()?;
+        let access_port = access.rsplit(':').next().unwrap_or_default().to_owned();
+        let extra = [
+            ("EINSORA_CLUSTER_BACKEND", "agent".to_owned()),
+            ("EINSORA_CONTROLLER_INTERVAL", "1s".to_owned()),
+            ("EINSORA_ACCESS_ADDR", access.clone()),
+            (
+                "EINSORA_ACCESS_URL",
+                format!("http://localhost:{access_port}"),
+            ),
+            // A real installation's level, so what a flood makes the roles log is counted.
+            ("EINSORA_LOG", "info".to_owned()),
+            ("EINSORA_LOG_FILE", log.display().to_string()),
+        ];
+        let extra: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut stack = Stack::start(
+            Some(&url),
+            &["api", "controller", "gateway", "access"],
+            &extra,
+        )?;
+        let pids = match stack.pids()[..] {
+            [_api, controller, gateway, access] => Pids {
+                controller,
+                gateway,
+                access,
+            },
+            _ => anyhow::bail!("the stack didn't start four roles"),
+        };
+        let setting = |name: &str| -> anyhow::Result<String> {
+            stack
+                .env
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .with_context(|| format!("the stack has no {name}"))
+        };
+        let agents: SocketAddr = setting("EINSORA_AGENT_ADDR")?.parse()?;
+        let gateway: SocketAddr = setting("EINSORA_HTTP_ADDR")?.parse()?;
+        let data_dir = PathBuf::from(setting("EINSORA_DATA_DIR")?);
+        let http: Http = Client::builder(TokioExecutor::new()).build_http();
+        let api_token = stack.token(&http).await.context("an API token")?;
+        anyhow::ensure!(api_token.starts_with("tsk_"), "no API token");
+
+        let store = einsora_store::open(&DatabaseUrl::parse(&url)?).await?;
+        let tenant = TenantId::new();
+        let owner = NewTenant {
+            id: tenant,
+            slug: "bench-owner".into(),
+            name: "Bench owner".into(),
+            trusted: true,
+        };
+        store.create_tenant(&owner).await?;
+        store.set_quota(tenant, &QuotaClass::Default, None).await?;
+        let user = UserId::new();
+        let you = NewUser {
+            id: user,
+            tenant_id: tenant,
+            email: "owner@bench".into(),
+            display_name: "Owner".into(),
+            phc: "$argon2id$unused".into(),
+        };
+        store.create_user(&you).await?;
+        let ca_pem = std::fs::read_to_string(data_dir.join("pki/ca.pem"))?;
+        let pin = fingerprint(&ca_pem)?;
+        let pin_hex: String = pin.iter().map(|b| format!("{b:02x}")).collect();
+        let mut tokens = Vec::with_capacity(TOKENS);
+        for i in 0..TOKENS {
+            let token = format!("enr_flood{i:027}.{pin_hex}");
+            store
+                .create_enrolment_token(&NewEnrolmentToken {
+                    id: EnrolmentTokenId::new(),
+                    tenant_id: tenant,
+                    name: format!("bench-{i}"),
+                    region: Region::new("local")?,
+                    prefix: token.chars().take(8).collect(),
+                    token_hash: secret_hash(&token),
+                    created_by: user,
+                    expires_at: OffsetDateTime::now_utc() + time::Duration::hours(2),
+                })
+                .await?;
+            tokens.push(token);
+        }
+        let world = World {
+            access: access.parse()?,
+            _stack: stack,
+            store,
+            tenant,
+            agents,
+            gateway,
+            api_token,
+            pids,
+            log,
+            ca_pem,
+            tokens: Mutex::new(tokens),
+            _dir: dir,
+        };
+        world.wait_for_ports().await?;
+        Ok(world)
+    }
+
+    /// Every port accepts connections, and the proxy answers.
+    async fn wait_for_ports(&self) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        for addr in [self.agents, self.gateway, self.access] {
+            while tokio::net::TcpStream::connect(addr).await.is_err() {
+                anyhow::ensure!(
+                    tokio::time::Instant::now() < deadline,
+                    "{addr} never accepted"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// An unused enrolment token.
+    pub fn token(&self) -> anyhow::Result<String> {
+        self.tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop()
+            .context("out of enrolment tokens")
+    }
+
+    /// The agents' port, reached from `from`, trusting the installation CA and expecting the
+    /// controller's role (as an agent does after enrolment), presenting `own` if any.
+    pub fn endpoint(&self, from: IpAddr, own: Option<&Enrolled>) -> anyhow::Result<Endpoint> {
+        let mut tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&self.ca_pem))
+            .domain_name(Role::Controller.name())
+            .timeout(PATIENCE);
+        if let Some(own) = own {
+            tls = tls.identity(Identity::from_pem(&own.cert_pem, &own.key_pem));
+        }
+        Ok(Endpoint::from_shared(format!("https://{}", self.agents))?
+            .tls_config(tls)?
+            .local_address(Some(from))
+            .connect_timeout(PATIENCE))
+    }
+
+    /// Connects now (TCP, TLS, HTTP/2), within `PATIENCE`.
+    pub async fn connect(&self, from: IpAddr, own: Option<&Enrolled>) -> anyhow::Result<Channel> {
+        let endpoint = self.endpoint(from, own)?;
+        Ok(tokio::time::timeout(PATIENCE, endpoint.connect())
+            .await
+            .context("connecting timed out")??)
+    }
+
+    /// Enrols a new machine from `from` with a fresh token and key.
+    pub async fn enrol(&self, from: IpAddr, hostname: &str) -> anyhow::Result<Enrolled> {
+        let token = self.token()?;
+        let key = rcgen::KeyPair::generate()?;
+        let csr_pem = rcgen::CertificateParams::default()
+            .serialize_request(&key)?
+            .pem()?;
+        let channel = self.connect(from, None).await?;
+        let request = pb::EnrollRequest {
+            enrolment_token: token,
+            csr_pem,
+            hostname: hostname.to_owned(),
+        };
+        let enrolled = tokio::time::timeout(
+            PATIENCE,
+            EnrolmentServiceClient::new(channel).enroll(request),
+        )
+        .await
+        .context("Enroll timed out")??
+        .into_inner();
+        Ok(Enrolled {
+            id: enrolled.machine_id.parse().context("a machine ID")?,
+            cert_pem: enrolled.certificate_chain_pem,
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+/// A status code as a word for the tables.
+pub fn code(code: tonic::Code) -> String {
+    let debug = format!("{code:?}");
+    let mut word = String::new();
+    for (i, c) in debug.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            word.push('_');
+        }
+        word.push(c.to_ascii_lowercase());
+    }
+    word
+}
