@@ -9,14 +9,24 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use einsora_testkit::{eventually, eventually_or, setting};
 use serde_json::{Value, json};
 
 use crate::cli_flow::Cli;
+use crate::controllers::lease_holder;
 use crate::lan::{Host, Lan};
 use crate::lifecycle::{Owner, act, create, state, timeline, wait_for};
-use crate::solo::Solo;
+use crate::solo::{CONTROLLER_INTERVAL, Solo};
 use crate::support::stderr;
 use crate::world::call;
+
+/// EINSORA_AGENT_HEARTBEAT of the test's agents: well within every offline threshold set here.
+pub const HEARTBEAT: Duration = Duration::from_millis(500);
+/// How long a machine, an agent or a controller may take to do what a test waits on (start,
+/// connect, sync, take the lease) on a loaded 2-core machine: a bound only a hang reaches.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+/// A few controller passes: for a check that nothing happens once something did.
+pub const PASSES: Duration = CONTROLLER_INTERVAL.saturating_mul(5);
 
 /// An agent process, its output kept; stopped when dropped.
 pub struct Agent {
@@ -25,6 +35,25 @@ pub struct Agent {
 }
 
 impl Agent {
+    pub fn logs(&self) -> String {
+        self.logs.lock().unwrap().clone()
+    }
+
+    /// How many streams it has opened to its controller (it logs `syncing` on each).
+    pub fn streams(&self) -> usize {
+        self.logs().matches("syncing").count()
+    }
+
+    /// Waits until it has opened its `n`th stream (see [`Agent::streams`]).
+    pub fn synced(&self, n: usize) {
+        eventually_or(
+            format_args!("the agent's stream {n}"),
+            PATIENCE,
+            || (self.streams() >= n).then_some(()),
+            || self.logs(),
+        );
+    }
+
     /// SIGKILL: no chance to tidy up.
     fn kill(mut self) {
         if let Some(mut child) = self.child.take() {
@@ -74,14 +103,17 @@ pub struct Machine {
 /// port. Declared in this order, the machines' processes stop before their network goes.
 pub fn solo(extra: &[(&str, &str)]) -> (Solo, Lan, String) {
     let lan = Lan::new();
-    let agents = lan.free_addr();
+    let port = lan.port();
+    let agents = port.to_string();
     let mut env = vec![
         ("EINSORA_AGENT_ADDR", agents.as_str()),
         ("EINSORA_CLUSTER_BACKEND", "agent"),
         ("EINSORA_LOCAL_AGENT", "false"),
     ];
     env.extend_from_slice(extra);
-    (Solo::start(&env), lan, agents)
+    let mut solo = Solo::start(&env);
+    solo.hold(port);
+    (solo, lan, agents)
 }
 
 /// Joins a machine called `name` (its state directory `agent-<name>`) from a namespace of its
@@ -118,11 +150,12 @@ pub fn join(solo: &Solo, owner: &Owner, lan: &Lan, agents: &str, name: &str) -> 
 /// The machine's agent, in its namespace, with the sim driver, heartbeating well within the
 /// scaled-down offline thresholds.
 pub fn run_agent(solo: &Solo, machine: &Machine) -> Agent {
+    let heartbeat = setting(HEARTBEAT);
     let env = [
         ("EINSORA_AGENT_STATE_DIR", machine.state.to_str().unwrap()),
         ("EINSORA_AGENT_SIM", "true"),
         ("EINSORA_AGENT_DOCKER", "false"),
-        ("EINSORA_AGENT_HEARTBEAT", "500ms"),
+        ("EINSORA_AGENT_HEARTBEAT", heartbeat.as_str()),
     ];
     let mut child = machine
         .host
@@ -145,22 +178,22 @@ pub fn run_agent(solo: &Solo, machine: &Machine) -> Agent {
     }
 }
 
-/// Waits until the machine reads online with the sim driver; the machine as read.
+/// Waits until the machine reads online with the sim driver (its agent's inventory arrived);
+/// the machine as read. (Online means seen within minutes: a machine that synced once reads
+/// online through a test's short absences.)
 pub fn online(solo: &Solo, owner: &Owner, machine_id: &str, agent: &Agent) -> Value {
     let path = format!("/v1/machines/{machine_id}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let machine = call(solo, &owner.session, "GET", &path, None).json();
-        if machine["status"] == "online" && machine["drivers"] == json!(["sim"]) {
-            return machine;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{machine}\n{}",
-            agent.logs.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let read = || call(solo, &owner.session, "GET", &path, None).json();
+    eventually_or(
+        "the machine online with the sim driver",
+        PATIENCE,
+        || {
+            let machine = read();
+            (machine["status"] == "online" && machine["drivers"] == json!(["sim"]))
+                .then_some(machine)
+        },
+        || format!("{}\n{}", read(), agent.logs()),
+    )
 }
 
 /// The timeline's steps, notes left out.
@@ -224,17 +257,24 @@ fn up_enrols_this_machine_and_its_workloads_outlive_a_restart() {
     let owner = Owner::of(&solo);
     let this_machine = |solo: &Solo| {
         let cli = Cli::with_token(solo, &owner.token);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let listed = cli.json(&["machines"]);
-            let machines = listed["machines"].as_array().unwrap().clone();
-            assert!(machines.len() <= 1, "one machine: {listed}");
-            if let Some(m) = machines.first().filter(|m| m["status"] == "online") {
-                return m.clone();
-            }
-            assert!(Instant::now() < deadline, "{listed}\n{}", solo.logs());
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        eventually_or(
+            "this machine online",
+            PATIENCE,
+            || {
+                let listed = cli.json(&["machines"]);
+                let machines = listed["machines"].as_array().unwrap().clone();
+                assert!(machines.len() <= 1, "one machine: {listed}");
+                machines.into_iter().find(|m| m["status"] == "online")
+            },
+            || format!("{}\n{}", cli.json(&["machines"]), solo.logs()),
+        )
+    };
+    // The agent's streams, as `up` shows its lines.
+    let streams = |solo: &Solo| {
+        solo.terminal()
+            .lines()
+            .filter(|l| l.starts_with("agent ") && l.contains("syncing"))
+            .count()
     };
     let machine = this_machine(&solo);
     assert!(machine["cpus"].as_u64().unwrap() >= 1, "{machine}");
@@ -250,6 +290,8 @@ fn up_enrols_this_machine_and_its_workloads_outlive_a_restart() {
     let id = made["id"].as_str().unwrap().to_owned();
     wait_for(&solo, who, &id, "running");
     let before = steps(&solo, &owner, &id);
+    let streams_before = streams(&solo);
+    assert!(streams_before >= 1, "{}", solo.terminal());
 
     solo.restart();
     let again = this_machine(&solo);
@@ -257,8 +299,19 @@ fn up_enrols_this_machine_and_its_workloads_outlive_a_restart() {
         again["id"], machine["id"],
         "the same machine, not a second one"
     );
-    // A few controller passes after it re-synced: nothing was started again.
-    std::thread::sleep(Duration::from_secs(2));
+    // The restarted agent synced with the restarted controller, which leads; a few passes
+    // after both, nothing was started again.
+    eventually_or(
+        "the agent syncing with the restarted controller",
+        PATIENCE,
+        || (streams(&solo) > streams_before).then_some(()),
+        || solo.logs(),
+    );
+    let controller = solo.child("controller").expect("up runs a controller");
+    eventually("the restarted controller leading", PATIENCE, || {
+        (lease_holder(&solo.database) == Some(controller)).then_some(())
+    });
+    std::thread::sleep(PASSES);
     assert_eq!(state(&solo, who, &id), "running");
     assert_eq!(steps(&solo, &owner, &id), before);
     // And the restarted agent obeys (it syncs with the restarted controller).
@@ -284,9 +337,14 @@ fn without_a_machine_a_workload_waits_with_the_seeds_reason() {
 /// nothing else happens; back in time, nothing changes; away too long, they fail.
 #[test]
 fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
+    const OFFLINE_AFTER: Duration = Duration::from_secs(2);
+    // Room for an agent to start and reconnect after the note (milliseconds on an idle
+    // machine), on a loaded one.
+    const OFFLINE_FAIL: Duration = Duration::from_secs(9);
+    let (after, fail) = (setting(OFFLINE_AFTER), setting(OFFLINE_FAIL));
     let (solo, lan, agents) = solo(&[
-        ("EINSORA_AGENT_OFFLINE_AFTER", "2s"),
-        ("EINSORA_AGENT_OFFLINE_FAIL", "8s"),
+        ("EINSORA_AGENT_OFFLINE_AFTER", after.as_str()),
+        ("EINSORA_AGENT_OFFLINE_FAIL", fail.as_str()),
     ]);
     let owner = Owner::of(&solo);
     let who = &owner.session;
@@ -305,26 +363,41 @@ fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
     };
 
     drop(agent);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while noted(&solo) == 0 {
-        assert!(Instant::now() < deadline, "{:?}", timeline(&solo, who, &id));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // It has exited: it was last heard before now.
+    let gone = Instant::now();
+    eventually_or(
+        "the workload noting its machine offline",
+        PATIENCE,
+        || (noted(&solo) > 0).then_some(()),
+        || format!("{:?}", timeline(&solo, who, &id)),
+    );
     let back = run_agent(&solo, &machine);
-    online(&solo, &owner, &machine.id, &back);
-    std::thread::sleep(Duration::from_secs(10));
+    back.synced(1);
+    let returned = gone.elapsed();
+    assert!(
+        returned < OFFLINE_FAIL,
+        "the agent took {returned:?} to come back: too late to be forgiven"
+    );
+    // Until it would have failed had its absence not ended (a pass after the threshold, and a
+    // margin), nothing happens.
+    let would_have_failed = gone + OFFLINE_FAIL + CONTROLLER_INTERVAL + Duration::from_secs(1);
+    std::thread::sleep(would_have_failed.saturating_duration_since(Instant::now()));
     assert_eq!(
         steps(&solo, &owner, &id).len(),
         3,
         "back in time: nothing stopped or restarted"
     );
     assert_eq!(noted(&solo), 1, "one note for the episode");
+    eprintln!("away: back {} ms after it left", returned.as_millis());
 
     drop(back);
     wait_for(&solo, who, &id, "failed");
     assert_eq!(
         steps(&solo, &owner, &id).last().unwrap(),
-        "failed: its machine has been offline for over 8s"
+        &format!(
+            "failed: its machine has been offline for over {}s",
+            OFFLINE_FAIL.as_secs()
+        )
     );
     assert_eq!(
         noted(&solo),
@@ -338,7 +411,9 @@ fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
 #[test]
 fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
     const MACHINES: usize = 20;
-    let (solo, lan, agents) = solo(&[("EINSORA_CONTROLLER_LEASE", "2s")]);
+    const LEASE: Duration = Duration::from_secs(2);
+    let lease = setting(LEASE);
+    let (solo, lan, agents) = solo(&[("EINSORA_CONTROLLER_LEASE", lease.as_str())]);
     let owner = Owner::of(&solo);
     let who = &owner.session;
     let mut machines = Vec::new();
@@ -347,21 +422,21 @@ fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
         let agent = run_agent(&solo, &machine);
         machines.push((agent, machine));
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let synced = || {
         let listed = call(&solo, who, "GET", "/v1/machines", None).json();
-        let online = listed["machines"]
+        listed["machines"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|m| m["drivers"] == json!(["sim"]))
-            .count();
-        if online == MACHINES {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{online} of {MACHINES} synced");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+            .count()
+    };
+    eventually_or(
+        format_args!("{MACHINES} machines synced"),
+        PATIENCE,
+        || (synced() == MACHINES).then_some(()),
+        || format!("{} synced", synced()),
+    );
     let mut ids = Vec::new();
     for i in 0..MACHINES {
         let (status, made) = create(&solo, who, &format!("w-{i}"), "cpu-1c-2g");
@@ -373,15 +448,26 @@ fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
     }
     let before: Vec<_> = ids.iter().map(|id| timeline(&solo, who, id)).collect();
 
+    let streams: Vec<usize> = machines.iter().map(|(agent, _)| agent.streams()).collect();
     let controller = solo.child("controller").expect("up runs a controller");
     crate::support::signal(controller, "KILL");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while solo.child("controller").is_none_or(|pid| pid == controller) {
-        assert!(Instant::now() < deadline, "up restarts its controller");
-        std::thread::sleep(Duration::from_millis(100));
+    let restarted = eventually("up restarting its controller", PATIENCE, || {
+        solo.child("controller").filter(|&pid| pid != controller)
+    });
+    // Every agent reconnected, the restarted controller took the lease (the killed one's
+    // expired), and a few passes later: no workload changed, none was noted.
+    for (i, ((agent, _), before)) in machines.iter().zip(streams).enumerate() {
+        eventually_or(
+            format_args!("box-{i} reconnecting"),
+            PATIENCE,
+            || (agent.streams() > before).then_some(()),
+            || agent.logs(),
+        );
     }
-    // Past the lease, the settling window and a few passes.
-    std::thread::sleep(Duration::from_secs(12));
+    eventually("the restarted controller leading", LEASE + PATIENCE, || {
+        (lease_holder(&solo.database) == Some(restarted)).then_some(())
+    });
+    std::thread::sleep(PASSES);
     let after: Vec<_> = ids.iter().map(|id| timeline(&solo, who, id)).collect();
     assert_eq!(after, before, "no workload changed, nothing was noted");
     let listed = call(&solo, who, "GET", "/v1/machines", None).json();
@@ -478,8 +564,11 @@ fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
 /// restarted agent connects with the renewed one after the first expired.
 #[test]
 fn a_machine_certificate_is_renewed_over_the_stream() {
+    // The agent must connect with the first certificate before it ends (milliseconds after the
+    // join on an idle machine): room for a slow start.
     const LIFETIME: Duration = Duration::from_secs(10);
-    let (solo, lan, agents) = solo(&[("EINSORA_AGENT_CERT_LIFETIME", "10s")]);
+    let lifetime = setting(LIFETIME);
+    let (solo, lan, agents) = solo(&[("EINSORA_AGENT_CERT_LIFETIME", lifetime.as_str())]);
     let owner = Owner::of(&solo);
     let who = &owner.session;
     let machine = join(&solo, &owner, &lan, &agents, "box");
@@ -487,16 +576,27 @@ fn a_machine_certificate_is_renewed_over_the_stream() {
     let first_ends = Instant::now() + LIFETIME;
     let first = std::fs::read_to_string(machine.state.join("agent.pem")).unwrap();
     let agent = run_agent(&solo, &machine);
+    eventually_or(
+        "the agent connecting with its first certificate, before it ends",
+        LIFETIME,
+        || (agent.streams() >= 1).then_some(()),
+        || agent.logs(),
+    );
+    let left = first_ends.saturating_duration_since(Instant::now());
+    eprintln!(
+        "renewal: connected with {} ms of the first certificate left",
+        left.as_millis()
+    );
     online(&solo, &owner, &machine.id, &agent);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::fs::read_to_string(machine.state.join("agent.pem")).unwrap() == first {
-        assert!(
-            Instant::now() < deadline,
-            "never renewed:\n{}",
-            agent.logs.lock().unwrap()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually_or(
+        "the certificate renewed",
+        PATIENCE,
+        || {
+            (std::fs::read_to_string(machine.state.join("agent.pem")).unwrap() != first)
+                .then_some(())
+        },
+        || agent.logs(),
+    );
     // Past the first certificate's end (a second's margin for the clocks' granularity), a
     // workload launched now runs on the machine: its desired state went down the stream and its
     // status came back up.
@@ -510,25 +610,22 @@ fn a_machine_certificate_is_renewed_over_the_stream() {
     let placed = call(&solo, who, "GET", &format!("/v1/workloads/{id}"), None).json();
     assert_eq!(placed["machine_id"], machine.id.as_str(), "{placed}");
     // And it was the first stream that carried it: the agent connected once and never lost it.
-    let logs = agent.logs.lock().unwrap().clone();
-    assert_eq!(
-        logs.matches("syncing").count(),
-        1,
-        "one stream all along:\n{logs}"
-    );
+    let logs = agent.logs();
+    assert_eq!(agent.streams(), 1, "one stream all along:\n{logs}");
     assert!(!logs.contains("lost the controller"), "{logs}");
     assert!(!logs.contains("was revoked"), "{logs}");
     drop(agent);
     let again = run_agent(&solo, &machine);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !again.logs.lock().unwrap().contains("syncing") {
-        let logs = again.logs.lock().unwrap().clone();
-        assert!(
-            Instant::now() < deadline && !logs.contains("was revoked"),
-            "the restarted agent didn't sync with its renewed certificate:\n{logs}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    eventually_or(
+        "the restarted agent syncing with its renewed certificate",
+        PATIENCE,
+        || {
+            let logs = again.logs();
+            assert!(!logs.contains("was revoked"), "{logs}");
+            logs.contains("syncing").then_some(())
+        },
+        || again.logs(),
+    );
 }
 
 /// A second agent on the same machine (its state directory) refuses to run beside the first.

@@ -3,7 +3,9 @@
 
 use std::process::Command;
 
-use crate::support::{Einsora, dump, free_addr, stderr};
+use einsora_testkit::Port;
+
+use crate::support::{Einsora, dump, stderr};
 
 #[test]
 fn a_malformed_database_url_names_the_setting_and_hides_the_password() {
@@ -30,7 +32,9 @@ fn a_malformed_database_url_names_the_setting_and_hides_the_password() {
 #[test]
 fn an_unreachable_postgres_names_the_setting_and_the_cause() {
     let e = Einsora::new();
-    let url = format!("postgres://admin:hunter2@{}/einsora", free_addr());
+    // Held, and nothing listens on it: connecting is refused.
+    let nobody = Port::loopback();
+    let url = format!("postgres://admin:hunter2@{nobody}/einsora");
     let out = e.run(&["migrate"], &[("EINSORA_DATABASE_URL", &url)]);
     let err = stderr(&out);
     assert!(!out.status.success());
@@ -56,8 +60,9 @@ fn a_database_newer_than_the_binary_is_refused_untouched() {
         .unwrap();
     assert!(status.success());
     let before = dump(&e.db());
+    let api = Port::loopback();
     for role in ["migrate", "api"] {
-        let out = e.run(&[role], &[("EINSORA_API_ADDR", &free_addr())]);
+        let out = e.run(&[role], &[("EINSORA_API_ADDR", &api.to_string())]);
         let err = stderr(&out);
         assert!(!out.status.success(), "{role}: {err}");
         assert!(
@@ -127,7 +132,8 @@ fn bad_settings_are_refused_before_anything_is_written() {
 fn a_role_without_certificates_says_how_to_make_them() {
     let e = Einsora::new();
     assert!(e.run(&["migrate"], &[]).status.success());
-    let out = e.run(&["api"], &[("EINSORA_API_ADDR", &free_addr())]);
+    let api = Port::loopback();
+    let out = e.run(&["api"], &[("EINSORA_API_ADDR", &api.to_string())]);
     let err = stderr(&out);
     assert!(!out.status.success());
     assert!(err.contains("EINSORA_PKI_DIR: "), "{err}");
@@ -142,7 +148,8 @@ fn a_role_without_certificates_says_how_to_make_them() {
 fn a_role_refuses_a_database_that_was_never_migrated() {
     let e = Einsora::new();
     assert!(e.run(&["pki", "init"], &[]).status.success());
-    let out = e.run(&["api"], &[("EINSORA_API_ADDR", &free_addr())]);
+    let api = Port::loopback();
+    let out = e.run(&["api"], &[("EINSORA_API_ADDR", &api.to_string())]);
     let err = stderr(&out);
     assert!(!out.status.success());
     assert!(err.contains("run `einsora migrate`"), "{err}");

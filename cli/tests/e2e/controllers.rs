@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::solo::{Engine, Solo};
-use crate::support::{Einsora, free_addr, signal};
+use crate::support::{Einsora, signal};
 use crate::world::catalog_with_a_second_region;
 
 /// The region the test's own controllers reconcile.
@@ -40,15 +40,15 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// A controller of [`REGION`] on the stack's database and certificates, with `env`.
+    /// A controller of [`REGION`] on the stack's database and certificates, with `env`. Nothing
+    /// dials its ports: it binds whichever the kernel gives it.
     pub fn start(solo: &Solo, catalog: &str, env: &[(&str, &str)]) -> Controller {
-        let (addr, agents) = (free_addr(), free_addr());
         let mut all: Vec<(&str, &str)> = vec![
-            ("EINSORA_AGENT_ADDR", &agents),
+            ("EINSORA_AGENT_ADDR", "127.0.0.1:0"),
             ("EINSORA_DATABASE_URL", &solo.database),
             ("EINSORA_CATALOG", catalog),
             ("EINSORA_REGION", REGION),
-            ("EINSORA_CONTROLLER_ADDR", &addr),
+            ("EINSORA_CONTROLLER_ADDR", "127.0.0.1:0"),
             ("EINSORA_CLUSTER_BACKEND", "fake"),
         ];
         all.extend_from_slice(env);
@@ -137,12 +137,10 @@ pub fn query(database: &str, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Waits until `check` holds, or fails with `what` after `within`.
+/// Waits until `check` holds, or fails with `what` after `within`; how long it took.
+#[track_caller]
 pub fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) -> Duration {
     let started = Instant::now();
-    while !check() {
-        assert!(started.elapsed() < within, "{what} within {within:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    einsora_testkit::eventually(what, within, || check().then_some(()));
     started.elapsed()
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::lifecycle::Owner;
 use crate::solo::Solo;
-use crate::support::{free_addr, stderr};
+use crate::support::stderr;
 use crate::world::call;
 
 fn token(solo: &Solo, owner: &Owner, name: &str) -> String {
@@ -22,10 +22,18 @@ fn token(solo: &Solo, owner: &Owner, name: &str) -> String {
     made.json()["token"].as_str().unwrap().to_owned()
 }
 
+/// A stack whose agents' port (held with it) is known to the test, as machines dial it.
+fn with_agents_port() -> (Solo, String) {
+    let port = einsora_testkit::Port::loopback();
+    let agents = port.to_string();
+    let mut solo = Solo::start(&[("EINSORA_AGENT_ADDR", agents.as_str())]);
+    solo.hold(port);
+    (solo, agents)
+}
+
 #[test]
 fn a_machine_joins_once_with_a_token_that_pins_the_controller() {
-    let agents = free_addr();
-    let solo = Solo::start(&[("EINSORA_AGENT_ADDR", agents.as_str())]);
+    let (solo, agents) = with_agents_port();
     let owner = Owner::of(&solo);
     let controller = format!("https://{agents}");
     let join = |token: &str, state: &std::path::Path| {
@@ -114,8 +122,7 @@ fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
-    let agents = free_addr();
-    let solo = Solo::start(&[("EINSORA_AGENT_ADDR", agents.as_str())]);
+    let (solo, agents) = with_agents_port();
     let owner = Owner::of(&solo);
     let state = solo.e.dir().join("agent");
     let state_env = [("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap())];

@@ -60,13 +60,9 @@ impl Lan {
         format!("{}.1", self.prefix)
     }
 
-    /// A free port on the host's address.
-    pub fn free_addr(&self) -> String {
-        std::net::TcpListener::bind((self.address().as_str(), 0))
-            .unwrap_or_else(|e| panic!("binding {}: {e}", self.address()))
-            .local_addr()
-            .unwrap()
-            .to_string()
+    /// A port on the host's address, held until dropped (see [`einsora_testkit::Port`]).
+    pub fn port(&self) -> einsora_testkit::Port {
+        einsora_testkit::Port::on(self.address().parse().unwrap())
     }
 
     /// A new namespace with its own address on the bridge.

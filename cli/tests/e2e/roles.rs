@@ -9,7 +9,9 @@ use einsora_runtime::tls::ClientTls;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
-use crate::support::{Einsora, free_addr, stderr, terminate};
+use einsora_testkit::Port;
+
+use crate::support::{Einsora, stderr, terminate};
 
 async fn healthy(
     e: &Einsora,
@@ -71,15 +73,16 @@ async fn grpc_roles_serve_health_over_mutual_tls_and_stop_on_sigterm() {
     ];
     for (role, setting, server, caller) in cases {
         let (e, agent) = installed();
-        let addr = free_addr();
+        // Dialled by the test, so held; the controller's agents' port is dialled by no one.
+        let port = Port::loopback();
+        let addr = port.to_string();
         // Node agents (the controller's default backend) arrive later: the fake runs here.
-        let agents = free_addr();
         let child = e.spawn(
             &[role],
             &[
                 (setting, &addr),
                 ("EINSORA_CLUSTER_BACKEND", "fake"),
-                ("EINSORA_AGENT_ADDR", &agents),
+                ("EINSORA_AGENT_ADDR", "127.0.0.1:0"),
                 // Refused handshakes are logged at debug.
                 ("EINSORA_LOG", "info,einsora_runtime::tls=debug"),
             ],

@@ -8,11 +8,15 @@ use std::process::{Child, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::{Einsora, children_of, free_addr, stderr, terminate};
+use einsora_testkit::Port;
+
+use crate::support::{Einsora, children_of, stderr, terminate};
 
 /// The owner `Solo` makes before `einsora up` in local auth mode.
 pub const OWNER_EMAIL: &str = "owner@solo.test";
 pub const OWNER_PASSWORD: &str = "an owner's long password";
+/// EINSORA_CONTROLLER_INTERVAL of every stack: one controller pass, at most.
+pub const CONTROLLER_INTERVAL: Duration = Duration::from_millis(200);
 
 /// Where a stack keeps its data.
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +38,8 @@ pub struct Solo {
     env: Vec<(String, String)>,
     logs: Arc<Mutex<String>>,
     stdout: Arc<Mutex<String>>,
+    /// The ports its settings name, held for as long as it lives (across restarts too).
+    ports: Vec<Port>,
 }
 
 /// A raw HTTP answer.
@@ -82,13 +88,14 @@ impl Solo {
         if !dev {
             make_owner(&e, &database);
         }
-        let http = free_addr();
-        let access = free_addr();
+        let (http, access) = (Port::loopback(), Port::loopback());
+        let (http_addr, access_addr) = (http.to_string(), access.to_string());
+        let interval = einsora_testkit::setting(CONTROLLER_INTERVAL);
         let mut common: Vec<(&str, &str)> = vec![
-            ("EINSORA_HTTP_ADDR", &http),
-            ("EINSORA_ACCESS_ADDR", &access),
+            ("EINSORA_HTTP_ADDR", &http_addr),
+            ("EINSORA_ACCESS_ADDR", &access_addr),
             ("EINSORA_DATABASE_URL", &database),
-            ("EINSORA_CONTROLLER_INTERVAL", "200ms"),
+            ("EINSORA_CONTROLLER_INTERVAL", &interval),
             ("EINSORA_CLUSTER_BACKEND", "fake"),
         ];
         common.extend_from_slice(env);
@@ -97,9 +104,16 @@ impl Solo {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let mut solo = Solo::watch(e, up, http, access, database);
+        let mut solo = Solo::watch(e, up, http_addr, access_addr, database);
         solo.env = env;
+        solo.hold(http);
+        solo.hold(access);
         solo
+    }
+
+    /// Keeps `port` (one the stack's settings name) held until the stack is dropped.
+    pub fn hold(&mut self, port: Port) {
+        self.ports.push(port);
     }
 
     /// Stops `up` and starts it again, as launched, on the same data.
@@ -132,6 +146,7 @@ impl Solo {
             env: Vec::new(),
             logs: Arc::default(),
             stdout: Arc::default(),
+            ports: Vec::new(),
         };
         solo.follow(up);
         solo
@@ -162,6 +177,11 @@ impl Solo {
     /// What the processes printed on standard output (dev mode's accounts, the ready line).
     pub fn stdout(&self) -> String {
         self.stdout.lock().unwrap().clone()
+    }
+
+    /// The lines `up` and its children wrote to the terminal (standard error), every start's.
+    pub fn terminal(&self) -> String {
+        self.logs.lock().unwrap().clone()
     }
 
     /// Everything logged so far: the terminal's lines, then einsora.log.

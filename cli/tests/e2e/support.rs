@@ -75,14 +75,6 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-pub fn free_addr() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string()
-}
-
 /// Sends SIGTERM by PID and waits for the exit.
 pub fn terminate(mut child: Child) -> Output {
     signal(child.id(), "TERM");

@@ -5,24 +5,22 @@
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use einsora_testkit::Port;
 use serde_json::json;
 
 use crate::cli_flow::dev_password;
 use crate::solo::{Engine, OWNER_EMAIL, OWNER_PASSWORD, Solo, make_owner};
-use crate::support::{Einsora, finish, free_addr, processes_on, signal, stderr};
+use crate::support::{Einsora, finish, processes_on, signal, stderr};
 
 const ROLES: [&str; 5] = ["api", "controller", "metering", "access", "gateway"];
 const WITHIN: Duration = Duration::from_secs(60);
 
 /// Polls `done` until it holds, failing with `what` after [`WITHIN`].
+#[track_caller]
 fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WITHIN;
-    while !done() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    einsora_testkit::eventually(what, WITHIN, || done().then_some(()));
 }
 
 fn log_in(solo: &Solo, email: &str, password: &str) -> u16 {
@@ -35,7 +33,8 @@ fn log_in(solo: &Solo, email: &str, password: &str) -> u16 {
 #[test]
 fn without_a_terminal_or_an_owner_up_says_how_to_make_one_and_listens_on_nothing() {
     let e = Einsora::new();
-    let (http, access) = (free_addr(), free_addr());
+    let ports = (Port::loopback(), Port::loopback());
+    let (http, access) = (ports.0.to_string(), ports.1.to_string());
     let env = [
         ("EINSORA_HTTP_ADDR", http.as_str()),
         ("EINSORA_ACCESS_ADDR", access.as_str()),
@@ -112,11 +111,12 @@ fn a_port_in_use_is_one_line_naming_it_and_its_setting() {
         } else {
             "EINSORA_HTTP_ADDR"
         };
-        let (addr_text, free) = (addr.to_string(), free_addr());
+        let free = Port::loopback();
+        let (addr_text, free_text) = (addr.to_string(), free.to_string());
         let env = [
             ("EINSORA_AUTH_MODE", "dev"),
             (setting, addr_text.as_str()),
-            (other, free.as_str()),
+            (other, free_text.as_str()),
         ];
         let out = finish(e.spawn(&["up"], &env), WITHIN);
         let err = stderr(&out);
@@ -133,7 +133,8 @@ fn a_machine_owner_that_does_not_exist_stops_up_naming_the_setting() {
     let e = Einsora::new();
     let database = format!("sqlite:{}", e.db().display());
     make_owner(&e, &database);
-    let (http, access) = (free_addr(), free_addr());
+    let ports = (Port::loopback(), Port::loopback());
+    let (http, access) = (ports.0.to_string(), ports.1.to_string());
     let env = [
         ("EINSORA_HTTP_ADDR", http.as_str()),
         ("EINSORA_ACCESS_ADDR", access.as_str()),
@@ -205,7 +206,8 @@ fn einsora_dev_runs_with_seeded_users_on_a_temporary_sqlite() {
     let e = Einsora::new();
     let home = e.dir().join("home");
     std::fs::create_dir(&home).unwrap();
-    let (http, access) = (free_addr(), free_addr());
+    let ports = (Port::loopback(), Port::loopback());
+    let (http, access) = (ports.0.to_string(), ports.1.to_string());
     let env = [
         ("HOME", home.to_str().unwrap()),
         ("EINSORA_HTTP_ADDR", http.as_str()),
@@ -219,6 +221,8 @@ fn einsora_dev_runs_with_seeded_users_on_a_temporary_sqlite() {
         .spawn()
         .unwrap();
     let mut solo = Solo::watch(e, dev, http, access, String::new());
+    solo.hold(ports.0);
+    solo.hold(ports.1);
     let password = dev_password(&solo, "dev@globex");
     assert_eq!(log_in(&solo, "dev@globex", &password), 200);
 

@@ -1,8 +1,13 @@
 //! Test infrastructure shared by the crates' test suites: real components, started in temp
-//! directories and stopped when the test process ends.
+//! directories and stopped when the test process ends; ports held for them so nothing else
+//! takes those; and waits on conditions, never on a guess of how long something takes.
 
+mod ports;
 mod postgres;
 mod strings;
+mod wait;
 
+pub use ports::Port;
 pub use postgres::TempPostgres;
 pub use strings::all_strings;
+pub use wait::{POLL, eventually, eventually_or, setting};

@@ -3,7 +3,6 @@
 //! fresh database; a watchdog stops the server and removes its directory when the process ends,
 //! however it ends.
 
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -12,13 +11,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{Context, Result, bail};
 
+use crate::Port;
+
 const SUPERUSER: &str = "einsora";
 
 #[derive(Debug)]
 pub struct TempPostgres {
     bin: PathBuf,
     dir: PathBuf,
-    port: u16,
+    /// Held for as long as this lives, so no one takes it while the server is stopped.
+    port: Port,
     /// What `pg_ctl start` is given, to start it again after `stop`.
     options: String,
     /// The unprivileged user the server runs as when tests run as root (Postgres refuses root).
@@ -86,10 +88,11 @@ impl TempPostgres {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid))?;
         }
         let data = dir.join("data");
-        let port = free_port()?;
+        let port = Port::try_on(std::net::Ipv4Addr::LOCALHOST.into())?;
         let mut options = format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off \
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=off \
              -c max_connections=200",
+            port.port(),
             dir.display()
         );
         if tls.is_some() {
@@ -171,7 +174,7 @@ impl TempPostgres {
                     "-h",
                     "127.0.0.1",
                     "-p",
-                    &self.port.to_string(),
+                    &self.port.port().to_string(),
                     "-U",
                     SUPERUSER,
                 ])
@@ -181,11 +184,11 @@ impl TempPostgres {
     }
 
     pub fn url(&self, database: &str) -> String {
-        format!("postgres://{SUPERUSER}@127.0.0.1:{}/{database}", self.port)
+        format!("postgres://{SUPERUSER}@{}/{database}", self.port)
     }
 
     pub fn port(&self) -> u16 {
-        self.port
+        self.port.port()
     }
 
     pub fn bin(&self) -> &Path {
@@ -230,10 +233,6 @@ impl TempPostgres {
             .context("starting the Postgres watchdog")?;
         Ok(())
     }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// Postgres refuses to run as root: under root, use the `postgres` account (or `nobody`).
