@@ -22,6 +22,7 @@ where
     let cfg = config(settings)?;
     follow_supervisor()?;
     telemetry::init(TelemetryOptions::for_role(settings, name)?)?;
+    raise_open_files();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let shutdown = Shutdown::new();
@@ -30,6 +31,26 @@ where
             .context("listening for SIGINT and SIGTERM")?;
         role(cfg, shutdown).await
     })
+}
+
+/// Every connection a role holds is a file descriptor, and a soft limit of 1,024 (a common
+/// default) would cap the agents' port far below the 10,000 machines it is sized for: the soft
+/// limit is raised to the hard one, as Go's runtime does for its servers. The hard limit is the
+/// operator's (systemd's `LimitNOFILE`, Docker's `--ulimit`); a failure leaves the soft one.
+fn raise_open_files() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        let raised = rustix::process::Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::warn!(error = %e, soft = ?limit.current, "couldn't raise the open-files limit");
+        }
+    }
+    let now = getrlimit(Resource::Nofile).current;
+    tracing::debug!(open_files = ?now, "open-files limit");
 }
 
 /// Under `einsora up`, which names itself in the environment: on Linux, SIGTERM when the

@@ -30,7 +30,8 @@ pub const CERT_LIFETIME: &str = "EINSORA_AGENT_CERT_LIFETIME";
 
 /// Enrolment attempts allowed per minute from one address (an IPv6 /64) on the agents' port.
 pub const ENROL_PER_MINUTE: &str = "EINSORA_AGENT_ENROL_PER_MINUTE";
-/// Connections the agents' port holds at once; one more waits until one closes.
+/// Connections the agents' port holds at once; one more waits until one closes. The default,
+/// 16,384, holds the 10,000 machines one controller is built for, with room to reconnect.
 pub const AGENT_CONNECTIONS: &str = "EINSORA_AGENT_MAX_CONNECTIONS";
 
 const MIN_DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -142,7 +143,7 @@ impl Config {
         };
         let limits = AgentLimits {
             enrol_per_minute: count(settings, ENROL_PER_MINUTE, "10")?,
-            max_connections: count(settings, AGENT_CONNECTIONS, "1024")?,
+            max_connections: count(settings, AGENT_CONNECTIONS, "16384")?,
         };
         let cfg = Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8082")?,
@@ -201,7 +202,7 @@ mod tests {
         assert_eq!(cfg.timers.offline_after, Duration::from_secs(45));
         assert_eq!(cfg.timers.lease, Duration::from_secs(30));
         assert_eq!(cfg.limits.enrol_per_minute, 10);
-        assert_eq!(cfg.limits.max_connections, 1024);
+        assert_eq!(cfg.limits.max_connections, 16384);
     }
 
     #[test]
