@@ -1,21 +1,29 @@
 //! The access proxy against nginx, one worker each, in front of the same origin on a Unix socket:
-//! - small answers (100 bytes): req/s and wrk's latency p50/p99 at 1, 32 and 256 connections,
-//!   with the origin direct (wrk to the same server on TCP, kept alive) as the floor;
+//! - small answers (100 bytes): req/s at 1, 32 and 256 connections (wrk, closed loop), with the
+//!   origin direct (wrk to the same server on TCP, kept alive) as the floor;
+//! - small answers' latency at the same offered load for every peer (`support::open_loop`, a
+//!   fixed rate, BENCH_RATE, over kept-alive connections);
 //! - 1 MiB answers: throughput at 1 and 32 connections;
 //! - memory per idle WebSocket: the proxy's RSS before and after 1,000 upgraded connections
 //!   through it to an origin that accepts the upgrade and idles (fresh processes).
 //!
+//! nginx runs as its users run it: `proxy_buffering on` (its default) for answers, and with
+//! `proxy_buffering off` (as in front of Jupyter, for streams and WebSockets) beside it, both
+//! reported. Every row is the median of BENCH_ROUNDS rounds of BENCH_SECONDS, every peer run in
+//! each round in turn, so all share the machine's load. A wrk run with socket errors or non-2xx
+//! answers fails the bench.
+//!
 //! The proxy is the release binary's `einsora access` with `TOKIO_WORKER_THREADS=1`; the api and
 //! the controller are the access tests' fakes (`services/access/tests/proxy/fakes.rs`) served over
 //! mutual TLS from this process, answering from memory. The measured path is the product's: a
-//! notebook's host, its session cookie looked up, then a ResolveAccessTarget call to the
-//! controller and a new Unix-socket connection to the workload for every request. nginx is
-//! Debian's (`worker_processes 1`, a new upstream connection per request too, the WebSocket
-//! headers of its documentation, `proxy_buffering off` as in front of Jupyter).
+//! notebook's host, its session cookie looked up, the workload's target (asked of the controller,
+//! kept for a second) and a new Unix-socket connection to the workload for every request; nginx
+//! makes a new upstream connection per request too.
 //!
-//! `cargo bench -p einsora --bench access` (BENCH_SECONDS per wrk run, default 10;
-//! BENCH_ROUNDS, default 3; BENCH_SOCKETS, default 1000). Needs `wrk` (`apt-get install wrk`);
-//! fetches nginx with `apt-get download` into target/peers when it isn't there.
+//! `cargo bench -p einsora --bench access` (BENCH_SECONDS per run, default 10; BENCH_ROUNDS,
+//! default 3; BENCH_RATE, default 2000; BENCH_SOCKETS, default 1000). Needs `wrk`
+//! (`apt-get install wrk`); fetches nginx with `apt-get download` into target/peers when it
+//! isn't there.
 
 mod support;
 
@@ -45,13 +53,39 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 
-use support::{free_addr, get};
+use einsora_testkit::bench::{Report, Table, count, median};
+use support::{free_addr, get, open_loop, probe};
 
 const SMALL: &[u8; 100] = b"{\"version\":\"2.21.0\",\"started\":\"2026-11-29T00:00:00Z\",\"kernels\":0,\"connections\":0,\"pad\":\"xxxxxxxxxx\"}";
 const BIG: usize = 1 << 20;
 const SMALL_CONNECTIONS: [u32; 3] = [1, 32, 256];
 const BIG_CONNECTIONS: [u32; 2] = [1, 32];
 const TOKEN: &str = "nbtoken-bench";
+
+/// The peers, in the order they are started.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Direct,
+    NginxBuffered,
+    NginxUnbuffered,
+    Einsora,
+    Candidate,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Direct => "direct",
+            Kind::NginxBuffered => "nginx, buffering on",
+            Kind::NginxUnbuffered => "nginx, buffering off",
+            Kind::Einsora => "einsora",
+            Kind::Candidate => "candidate",
+        }
+    }
+}
+
+/// Per test, per peer: one entry per round.
+type Rounds<T> = Vec<Vec<Vec<T>>>;
 
 fn main() -> anyhow::Result<()> {
     let setting = |name: &str, default: u64| {
@@ -62,7 +96,13 @@ fn main() -> anyhow::Result<()> {
     };
     let seconds = setting("BENCH_SECONDS", 10);
     let rounds = setting("BENCH_ROUNDS", 3);
+    let rate = setting("BENCH_RATE", 2000) as f64;
     let sockets = setting("BENCH_SOCKETS", 1000) as usize;
+    let mut report = Report::start(
+        "access",
+        "Access proxy",
+        "cargo bench -p einsora --bench access",
+    );
     let wrk = which("wrk").context("no wrk on PATH: apt-get install wrk")?;
     let nginx = nginx()?;
     let dir = tempfile::tempdir()?;
@@ -74,24 +114,36 @@ fn main() -> anyhow::Result<()> {
 
     // BENCH_CANDIDATE names another build of `einsora`, measured beside the release one.
     let candidate = std::env::var_os("BENCH_CANDIDATE").map(PathBuf::from);
-    let mut names = vec!["direct", "nginx", "einsora"];
+    let mut kinds = vec![
+        Kind::Direct,
+        Kind::NginxBuffered,
+        Kind::NginxUnbuffered,
+        Kind::Einsora,
+    ];
     if candidate.is_some() {
-        names.push("candidate");
+        kinds.push(Kind::Candidate);
     }
-    let start = |p: usize| match p {
-        0 => Ok(Peer::direct(&world)),
-        1 => Peer::nginx(&world, &nginx),
-        2 => Peer::einsora(&world, &rt, Path::new(support::EINSORA)),
-        _ => Peer::einsora(&world, &rt, candidate.as_deref().unwrap_or(Path::new(""))),
+    let start = |kind: Kind| match kind {
+        Kind::Direct => Ok(Peer::direct(&world)),
+        Kind::NginxBuffered => Peer::nginx(&world, &nginx, true),
+        Kind::NginxUnbuffered => Peer::nginx(&world, &nginx, false),
+        Kind::Einsora => Peer::einsora(&world, &rt, Path::new(support::EINSORA)),
+        Kind::Candidate => {
+            Peer::einsora(&world, &rt, candidate.as_deref().unwrap_or(Path::new("")))
+        }
     };
-    let n = names.len();
-    // Results by test and peer: one entry per round.
-    let mut small: Vec<Vec<Vec<Wrk>>> = vec![vec![vec![]; n]; SMALL_CONNECTIONS.len()];
-    let mut big: Vec<Vec<Vec<Wrk>>> = vec![vec![vec![]; n]; BIG_CONNECTIONS.len()];
+    let n = kinds.len();
+    let mut small: Rounds<Wrk> = vec![vec![vec![]; n]; SMALL_CONNECTIONS.len()];
+    let mut big: Rounds<Wrk> = vec![vec![vec![]; n]; BIG_CONNECTIONS.len()];
+    let mut latency: Vec<Vec<[f64; 5]>> = vec![vec![]; n];
     let mut idle: Vec<Vec<Idle>> = vec![vec![]; n];
+    let length = Duration::from_secs(seconds);
     for round in 0..rounds as usize {
         eprintln!("round {}/{rounds}", round + 1);
-        let peers = (0..n).map(start).collect::<anyhow::Result<Vec<_>>>()?;
+        let peers = kinds
+            .iter()
+            .map(|&k| start(k))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         // Interleaved: every test runs each peer in turn, the order rotating by round.
         let order: Vec<usize> = (0..n).map(|i| (i + round) % n).collect();
         for (t, &c) in SMALL_CONNECTIONS.iter().enumerate() {
@@ -99,81 +151,155 @@ fn main() -> anyhow::Result<()> {
                 small[t][p].push(peers[p].wrk(&wrk, "/small", c, seconds)?);
             }
         }
+        for &p in &order {
+            latency[p].push(rt.block_on(peers[p].open_loop(rate, length))?);
+        }
         for (t, &c) in BIG_CONNECTIONS.iter().enumerate() {
             for &p in &order {
                 big[t][p].push(peers[p].wrk(&wrk, "/1m", c, seconds)?);
             }
         }
         drop(peers);
-        // Fresh processes, so what the runs above grew isn't counted.
-        for &p in order.iter().filter(|&&p| p > 0) {
-            let peer = start(p)?;
+        // Fresh processes, so what the runs above grew isn't counted; WebSockets go through
+        // the unbuffered nginx, as in front of Jupyter (buffering doesn't touch an upgraded
+        // connection).
+        for &p in order
+            .iter()
+            .filter(|&&p| !matches!(kinds[p], Kind::Direct | Kind::NginxBuffered))
+        {
+            let peer = start(kinds[p])?;
             idle[p].push(rt.block_on(peer.websockets(&world, sockets))?);
         }
     }
+    let med = |runs: &[Wrk], f: fn(&Wrk) -> f64| median(runs.iter().map(f));
+    let nginx_peers = [1, 2];
+    let einsora = 3;
 
-    println!("\nsmall answers (100 bytes), medians of {rounds} rounds of {seconds} s");
-    println!(
-        "{:<8} {:>5} {:>10} {:>9} {:>9} {:>10} {:>8}",
-        "peer", "conns", "req/s", "p50 µs", "p99 µs", "cpu µs/req", "vs nginx"
-    );
+    let mut head = vec!["conns"];
+    head.extend(kinds.iter().map(|k| k.name()));
+    head.extend([
+        "einsora ÷ the faster nginx",
+        "CPU µs/req: nginx on / off — einsora",
+    ]);
+    let mut table = Table::new(&head, 0);
     for (t, &c) in SMALL_CONNECTIONS.iter().enumerate() {
-        let nginx_rate = median(small[t][1].iter().map(|w| w.rate));
-        for (p, name) in names.iter().enumerate() {
-            let runs = &small[t][p];
-            let rate = median(runs.iter().map(|w| w.rate));
-            let cpu = if p == 0 {
-                "-".to_owned()
-            } else {
-                format!("{:.1}", median(runs.iter().map(|w| w.cpu_us_per_request)))
-            };
-            println!(
-                "{name:<8} {c:>5} {rate:>10.0} {:>9.0} {:>9.0} {cpu:>10} {:>8.2}",
-                median(runs.iter().map(|w| w.p50_us)),
-                median(runs.iter().map(|w| w.p99_us)),
-                rate / nginx_rate,
-            );
-        }
+        let runs = &small[t];
+        let mut row = vec![c.to_string()];
+        row.extend(runs.iter().map(|r| thousands(med(r, |w| w.rate))));
+        let best = nginx_peers
+            .iter()
+            .map(|&p| med(&runs[p], |w| w.rate))
+            .fold(0.0, f64::max);
+        row.push(format!("{:.2}", med(&runs[einsora], |w| w.rate) / best));
+        row.push(format!(
+            "{:.1} / {:.1} — {:.1}",
+            med(&runs[1], |w| w.cpu_us_per_request),
+            med(&runs[2], |w| w.cpu_us_per_request),
+            med(&runs[einsora], |w| w.cpu_us_per_request),
+        ));
+        table.row(row);
     }
-    println!("\n1 MiB answers, medians of {rounds} rounds of {seconds} s");
-    println!(
-        "{:<8} {:>5} {:>10} {:>9} {:>9} {:>10}",
-        "peer", "conns", "GB/s", "p50 ms", "p99 ms", "cpu µs/MiB"
+    report.say(format!(
+        "Small answers (100 bytes), req/s, wrk closed loop, one thread; medians of {rounds} rounds \
+         of {seconds} s:"
+    ));
+    report.table(&table);
+
+    let mut table = Table::new(
+        &[
+            "peer",
+            "offered /s",
+            "sent /s",
+            "p50 ms",
+            "p99 ms",
+            "p99.9 ms",
+            "failed",
+        ],
+        1,
     );
+    for (p, kind) in kinds.iter().enumerate() {
+        let col = |i: usize| median(latency[p].iter().map(|r| r[i]));
+        table.row(vec![
+            kind.name().to_owned(),
+            format!("{rate:.0}"),
+            format!("{:.0}", col(0)),
+            format!("{:.2}", col(1)),
+            format!("{:.2}", col(2)),
+            format!("{:.2}", col(3)),
+            format!("{:.0}", col(4)),
+        ]);
+    }
+    report.say(format!(
+        "Small answers' latency at the same offered load: open loop, from each request's send, \
+         kept-alive connections; medians of {rounds} rounds of {seconds} s:"
+    ));
+    report.table(&table);
+
+    let mut head = vec!["conns"];
+    head.extend(kinds.iter().map(|k| k.name()));
+    head.push("p99 ms: nginx on / off — einsora");
+    let mut table = Table::new(&head, 0);
     for (t, &c) in BIG_CONNECTIONS.iter().enumerate() {
-        for (p, name) in names.iter().enumerate() {
-            let runs = &big[t][p];
-            let cpu = if p == 0 {
-                "-".to_owned()
-            } else {
-                format!("{:.0}", median(runs.iter().map(|w| w.cpu_us_per_request)))
-            };
-            println!(
-                "{name:<8} {c:>5} {:>10.2} {:>9.2} {:>9.2} {cpu:>10}",
-                median(runs.iter().map(|w| w.rate * BIG as f64 / 1e9)),
-                median(runs.iter().map(|w| w.p50_us / 1000.0)),
-                median(runs.iter().map(|w| w.p99_us / 1000.0)),
-            );
-        }
-    }
-    println!("\n{sockets} idle WebSockets (RSS of the proxy; nginx: its worker)");
-    println!(
-        "{:<8} {:>10} {:>10} {:>12}   per round",
-        "peer", "before", "after", "per socket"
-    );
-    for (p, name) in names.iter().enumerate().skip(1) {
-        let runs = &idle[p];
-        let per: Vec<String> = runs.iter().map(|r| format!("{:.1}", r.per_kib)).collect();
-        println!(
-            "{name:<8} {:>7.1} MB {:>7.1} MB {:>8.1} KiB   {}",
-            median(runs.iter().map(|r| r.before_kib / 1024.0)),
-            median(runs.iter().map(|r| r.after_kib / 1024.0)),
-            median(runs.iter().map(|r| r.per_kib)),
-            per.join(" / "),
+        let runs = &big[t];
+        let mut row = vec![c.to_string()];
+        row.extend(
+            runs.iter()
+                .map(|r| format!("{:.2}", med(r, |w| w.rate * BIG as f64 / 1e9))),
         );
+        row.push(format!(
+            "{:.1} / {:.1} — {:.1}",
+            med(&runs[1], |w| w.p99_us / 1000.0),
+            med(&runs[2], |w| w.p99_us / 1000.0),
+            med(&runs[einsora], |w| w.p99_us / 1000.0),
+        ));
+        table.row(row);
     }
+    report.say(format!(
+        "1 MiB answers, GB/s (decimal), wrk closed loop; medians of {rounds} rounds of {seconds} s:"
+    ));
+    report.table(&table);
+
+    let mut table = Table::new(
+        &[
+            "peer",
+            "RSS before MB",
+            "RSS after MB",
+            "per WebSocket KiB",
+            "rounds KiB",
+        ],
+        1,
+    );
+    for (p, kind) in kinds.iter().enumerate() {
+        let runs = &idle[p];
+        if runs.is_empty() {
+            continue;
+        }
+        let per: Vec<String> = runs.iter().map(|r| format!("{:.1}", r.per_kib)).collect();
+        table.row(vec![
+            kind.name().to_owned(),
+            format!("{:.1}", median(runs.iter().map(|r| r.before_kib / 1024.0))),
+            format!("{:.1}", median(runs.iter().map(|r| r.after_kib / 1024.0))),
+            format!("{:.1}", median(runs.iter().map(|r| r.per_kib))),
+            per.join(" / "),
+        ]);
+    }
+    report.say(format!(
+        "{} idle WebSockets (the proxy's RSS; nginx: its worker's), medians of {rounds} rounds:",
+        count(sockets as u64)
+    ));
+    report.table(&table);
     drop(world);
+    report.finish()?;
     Ok(())
+}
+
+/// 12345.6 → "12.3k".
+fn thousands(v: f64) -> String {
+    if v >= 1000.0 {
+        format!("{:.1}k", v / 1000.0)
+    } else {
+        format!("{v:.0}")
+    }
 }
 
 /// The origin and the fakes, served from this process for the whole run.
@@ -336,14 +462,14 @@ impl Peer {
         }
     }
 
-    fn nginx(world: &World, bin: &Path) -> anyhow::Result<Peer> {
+    fn nginx(world: &World, bin: &Path, buffering: bool) -> anyhow::Result<Peer> {
         let prefix = world
             .dir
             .join(format!("nginx-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir(&prefix)?;
         let addr = free_addr()?;
         let conf = prefix.join("nginx.conf");
-        std::fs::write(&conf, nginx_conf(&prefix, &addr, &world.socket))?;
+        std::fs::write(&conf, nginx_conf(&prefix, &addr, &world.socket, buffering))?;
         let child = Command::new(bin)
             .arg("-p")
             .arg(&prefix)
@@ -359,7 +485,7 @@ impl Peer {
         let master = child.id();
         let deadline = Instant::now() + Duration::from_secs(10);
         let worker = loop {
-            if let Some(pid) = children_of(master).into_iter().next() {
+            if let Some(pid) = probe::children_of(master).into_iter().next() {
                 break pid;
             }
             anyhow::ensure!(Instant::now() < deadline, "nginx started no worker");
@@ -425,7 +551,7 @@ impl Peer {
     }
 
     fn wrk(&self, wrk: &Path, path: &str, connections: u32, seconds: u64) -> anyhow::Result<Wrk> {
-        let cpu_before = self.pid.map(cpu_us).transpose()?;
+        let cpu_before = self.pid.map(probe::cpu_seconds).transpose()?;
         let mut cmd = Command::new(wrk);
         cmd.args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s")])
             .arg("--latency");
@@ -434,7 +560,7 @@ impl Peer {
         }
         let out = cmd.arg(format!("http://{}{path}", self.addr)).output()?;
         let cpu = match (cpu_before, self.pid) {
-            (Some(before), Some(pid)) => cpu_us(pid)? - before,
+            (Some(before), Some(pid)) => (probe::cpu_seconds(pid)? - before) * 1e6,
             _ => 0.0,
         };
         let text = String::from_utf8_lossy(&out.stdout);
@@ -442,6 +568,49 @@ impl Peer {
         let mut result = Wrk::parse(&text).with_context(|| format!("wrk said: {text}"))?;
         result.cpu_us_per_request = cpu / result.requests;
         Ok(result)
+    }
+
+    /// Small answers at `rate` a second for `length`, open loop over kept-alive connections:
+    /// sent a second, p50, p99 and p99.9 in ms, and the requests not answered 200.
+    async fn open_loop(&self, rate: f64, length: Duration) -> anyhow::Result<[f64; 5]> {
+        let client: support::Http =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .pool_max_idle_per_host(256)
+                .build_http();
+        let uri: hyper::Uri = format!("http://{}/small", self.addr).parse()?;
+        let headers: Vec<(String, String)> = self
+            .headers
+            .iter()
+            .filter_map(|h| h.split_once(": "))
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
+            .collect();
+        let outcome = open_loop::run(rate, length, |_| {
+            let mut request = Request::get(uri.clone());
+            for (n, v) in &headers {
+                request = request.header(n, v);
+            }
+            let request = request.body(Full::new(Bytes::new()));
+            let client = client.clone();
+            async move {
+                let Ok(request) = request else { return false };
+                match client.request(request).await {
+                    Ok(answer) if answer.status() == StatusCode::OK => {
+                        http_body_util::BodyExt::collect(answer.into_body())
+                            .await
+                            .is_ok()
+                    }
+                    _ => false,
+                }
+            }
+        })
+        .await;
+        Ok([
+            outcome.sent_per_s,
+            outcome.at(0.5),
+            outcome.at(0.99),
+            outcome.at(0.999),
+            outcome.failed as f64,
+        ])
     }
 
     /// RSS before and after `n` WebSockets opened through this peer, idle.
@@ -459,7 +628,7 @@ impl Peer {
             anyhow::ensure!(answer.0 == 200, "a request answered {}", answer.0);
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let before_kib = rss_kib(pid)?;
+        let before_kib = probe::rss_kib(pid)? as f64;
         let base = world.upgraded.load(Ordering::SeqCst);
         let mut open = Vec::with_capacity(n);
         for _ in 0..n {
@@ -474,7 +643,7 @@ impl Peer {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let after_kib = rss_kib(pid)?;
+        let after_kib = probe::rss_kib(pid)? as f64;
         drop(open);
         Ok(Idle {
             before_kib,
@@ -495,9 +664,12 @@ impl Drop for Peer {
     }
 }
 
-fn nginx_conf(prefix: &Path, addr: &str, socket: &Path) -> String {
+/// nginx as in front of a notebook server: `proxy_buffering` on is its default, off is how
+/// Jupyter's docs set it for streamed answers.
+fn nginx_conf(prefix: &Path, addr: &str, socket: &Path, buffering: bool) -> String {
     let p = prefix.display();
     let s = socket.display();
+    let buffering = if buffering { "on" } else { "off" };
     format!(
         r#"daemon off;
 master_process on;
@@ -522,7 +694,7 @@ http {{
       proxy_set_header Host localhost;
       proxy_set_header Upgrade $http_upgrade;
       proxy_set_header Connection $connection_upgrade;
-      proxy_buffering off;
+      proxy_buffering {buffering};
     }}
   }}
 }}
@@ -534,7 +706,6 @@ http {{
 struct Wrk {
     requests: f64,
     rate: f64,
-    p50_us: f64,
     p99_us: f64,
     cpu_us_per_request: f64,
 }
@@ -543,11 +714,10 @@ impl Wrk {
     fn parse(text: &str) -> Option<Wrk> {
         let mut requests = None;
         let mut rate = None;
-        let (mut p50, mut p99) = (None, None);
+        let mut p99 = None;
         for line in text.lines().map(str::trim) {
             let words: Vec<&str> = line.split_whitespace().collect();
             match words.as_slice() {
-                ["50%", v] => p50 = duration_us(v),
                 ["99%", v] => p99 = duration_us(v),
                 ["Requests/sec:", v] => rate = v.parse().ok(),
                 [n, "requests", "in", ..] => requests = n.parse().ok(),
@@ -555,14 +725,16 @@ impl Wrk {
                     eprintln!("wrk: {line}");
                     return None;
                 }
-                ["Socket", "errors:", ..] => eprintln!("wrk: {line}"),
+                ["Socket", "errors:", ..] => {
+                    eprintln!("wrk: {line}");
+                    return None;
+                }
                 _ => {}
             }
         }
         Some(Wrk {
             requests: requests?,
             rate: rate?,
-            p50_us: p50?,
             p99_us: p99?,
             cpu_us_per_request: 0.0,
         })
@@ -587,16 +759,6 @@ struct Idle {
     before_kib: f64,
     after_kib: f64,
     per_kib: f64,
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut v: Vec<f64> = values.collect();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 /// A WebSocket handshake answered 101; the connection, left open and idle.
@@ -635,61 +797,6 @@ fn wait_listening(addr: &str) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())
-}
-
-/// User and system CPU time of `pid`, in µs.
-fn cpu_us(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .context("a stat line")?
-        .1
-        .split_whitespace()
-        .collect();
-    // utime and stime are fields 14 and 15; after the name, the state is the first.
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    Ok(ticks * 1e6 / clock_ticks())
-}
-
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-fn rss_kib(pid: u32) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .context("no VmRSS")
-}
-
-fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return vec![];
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit_once(')')?
-                        .1
-                        .split_whitespace()
-                        .nth(1)?
-                        .parse()
-                        .ok()
-                })
-                == Some(parent)
-        })
-        .collect()
 }
 
 fn which(name: &str) -> Option<PathBuf> {

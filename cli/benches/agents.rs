@@ -1,30 +1,36 @@
 //! Hollow agents: many machine identities in this one process, each enrolled with its own
-//! token (the real Enroll RPC, pinned TLS, a CSR) and holding its own Sync stream over mutual
+//! token (the real Enroll RPC, TLS to the installation's CA, a CSR) from a loopback address
+//! of its own (eight to an address), and holding its own Sync stream over mutual
 //! TLS, against one real controller on the agent backend. Reports the controller's RSS per
-//! connected agent, its CPU at steady state, and the p99 from a workload's admission (its
-//! `provisioning` row) to its machine receiving the desired state that runs it.
+//! held stream, its CPU at steady state, and the latency from a workload's admission (its
+//! `provisioning` row) to its machine receiving the desired state that runs it, over every push.
 //!
-//! `cargo bench -p einsora --bench agents` (BENCH_AGENTS=1000,5000,10000 by default).
+//! It checks itself: at the end, every agent's stream must still be open on both sides (the
+//! bench's task alive, the controller's ESTABLISHED connection on its port in /proc/net/tcp) and
+//! the controller must have heard from every machine (its `last_seen_at` in the store); every
+//! push must have arrived. Otherwise the run fails rather than print a figure.
+//!
+//! `cargo bench -p einsora --bench agents` (BENCH_AGENTS=1000,5000,10000 by default;
+//! BENCH_PUSHES, 200, notebooks placed at each size).
 
 mod support;
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use einsora_core::ids::{EnrolmentTokenId, TenantId, UserId};
+use einsora_core::ids::{TenantId, UserId};
 use einsora_core::lifecycle::State;
-use einsora_core::region::Region;
 use einsora_proto::agent::v1 as pb;
-use einsora_proto::agent::v1::enrolment_service_client::EnrolmentServiceClient;
 use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
-use einsora_runtime::pki::{IssuedCert, Role, fingerprint};
-use einsora_runtime::tls::ClientTls;
-use einsora_store::{DatabaseUrl, NewEnrolmentToken, NewTenant, NewUser, QuotaClass, secret_hash};
+use einsora_store::{DatabaseUrl, NewTenant, NewUser, QuotaClass};
+use einsora_testkit::bench::{Report, Table, count, quantile};
 use time::OffsetDateTime;
 use tokio_stream::wrappers::ReceiverStream;
 
-use support::{created_by_bench, einsora, free_addr, install, notebook};
+use support::agents::{AgentsPort, Enrolled, enrolment_tokens};
+use support::{Running, created_by_bench, einsora, free_addr, install, notebook, probe};
 
 /// When each workload's desired state reached its machine.
 type Received = Arc<Mutex<HashMap<String, OffsetDateTime>>>;
@@ -35,21 +41,48 @@ fn main() -> anyhow::Result<()> {
         .split(',')
         .filter_map(|n| n.trim().parse().ok())
         .collect();
-    println!(
-        "{:>7} {:>10} {:>12} {:>10} {:>9} {:>9}",
-        "agents", "ctl RSS MB", "KiB / agent", "ctl CPU %", "push p50", "push p99"
+    let pushes: usize = std::env::var("BENCH_PUSHES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    let mut report = Report::start(
+        "agents",
+        "Hollow agents",
+        "cargo bench -p einsora --bench agents",
+    );
+    let mut table = Table::new(
+        &[
+            "agents",
+            "streams held at the end",
+            "controller RSS MB",
+            "per held stream KiB",
+            "controller CPU (one core) %",
+            "pushes",
+            "push p50 ms",
+            "push p99 ms",
+            "push max ms",
+        ],
+        0,
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     for n in counts {
-        rt.block_on(run(n))?;
+        table.row(rt.block_on(run(n, pushes))?);
     }
+    report.say(
+        "The controller's RSS less its RSS before any agent connected, per held stream; CPU over \
+         10 s of steady state; push: a workload's `provisioning` row to its desired state reaching \
+         the hollow agent:",
+    );
+    report.table(&table);
+    report.finish()?;
     Ok(())
 }
 
-async fn run(n: usize) -> anyhow::Result<()> {
+async fn run(n: usize, pushes: usize) -> anyhow::Result<Vec<String>> {
+    let started_at = OffsetDateTime::now_utc();
     let dir = tempfile::tempdir()?;
     let url = format!("sqlite:{}/einsora.db", dir.path().display());
     let agents_addr = free_addr()?;
@@ -86,64 +119,32 @@ async fn run(n: usize) -> anyhow::Result<()> {
     };
     store.create_user(&you).await?;
     let ca_pem = std::fs::read_to_string(dir.path().join("pki/ca.pem"))?;
-    let pin = fingerprint(&ca_pem)?;
-    let pin_hex: String = pin.iter().map(|b| format!("{b:02x}")).collect();
-    let mut tokens = Vec::with_capacity(n);
-    for i in 0..n {
-        let token = format!("enr_bench{i:027}.{pin_hex}");
-        store
-            .create_enrolment_token(&NewEnrolmentToken {
-                id: EnrolmentTokenId::new(),
-                tenant_id: tenant,
-                name: format!("hollow-{i}"),
-                region: Region::new("local")?,
-                prefix: token.chars().take(8).collect(),
-                token_hash: secret_hash(&token),
-                created_by: user,
-                expires_at: OffsetDateTime::now_utc() + time::Duration::hours(1),
-            })
-            .await?;
-        tokens.push(token);
-    }
-    let mut controller = einsora(&["controller"], &env).spawn()?;
+    let tokens = enrolment_tokens(&*store, (tenant, user), &ca_pem, n, "bench").await?;
+    let controller = Running::spawn(einsora(&["controller"], &env))?;
     let pid = controller.id();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let baseline = rss_kib(pid)?;
+    let baseline = probe::rss_kib(pid)?;
 
+    let port = Arc::new(AgentsPort::new(agents_addr.parse()?, ca_pem));
     let received: Received = Arc::default();
-    let enrol_tls = ClientTls::pinned(pin, Role::Controller)?;
     let mut streams = Vec::with_capacity(n);
     for (i, token) in tokens.into_iter().enumerate() {
-        let key = rcgen::KeyPair::generate()?;
-        let csr_pem = rcgen::CertificateParams::default()
-            .serialize_request(&key)?
-            .pem()?;
-        let channel = connect(&enrol_tls, &agents_addr).await?;
-        let enrolled = EnrolmentServiceClient::new(channel)
-            .enroll(pb::EnrollRequest {
-                enrolment_token: token,
-                csr_pem,
-                hostname: format!("hollow-{i}"),
-            })
-            .await?
-            .into_inner();
-        let own = IssuedCert {
-            cert_pem: enrolled.certificate_chain_pem,
-            key_pem: key.serialize_pem(),
-        };
-        let tls = ClientTls::new(&ca_pem, Some(&own), Role::Controller)?;
+        let from = address(i);
+        let machine = port.enrol(from, token, &format!("hollow-{i}")).await?;
         streams.push(tokio::spawn(hollow(
-            tls,
-            agents_addr.clone(),
+            Arc::clone(&port),
+            from,
+            machine,
             Arc::clone(&received),
         )));
     }
     // Let every stream settle into steady state, then measure.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let rss = rss_kib(pid)?;
-    let cpu = cpu_percent(pid, Duration::from_secs(10)).await?;
+    let rss = probe::rss_kib(pid)?;
+    let cpu = probe::usage_over(pid, Duration::from_secs(10))
+        .await?
+        .process;
 
-    let pushes = 50.min(n);
     let mut ids = Vec::with_capacity(pushes);
     let by = created_by_bench();
     for i in 0..pushes {
@@ -152,52 +153,96 @@ async fn run(n: usize) -> anyhow::Result<()> {
         ids.push(w.id);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let mut ms = Vec::new();
+    let mut ms = Vec::with_capacity(pushes);
+    let deadline = Instant::now() + Duration::from_secs(30);
     for id in &ids {
-        let admitted = store
-            .events(*id)
-            .await?
-            .into_iter()
-            .find(|e| e.to == State::Provisioning && !e.is_note())
-            .map(|e| e.at);
-        let got = received.lock().unwrap().get(&id.to_string()).copied();
-        if let (Some(admitted), Some(got)) = (admitted, got) {
-            ms.push((got - admitted).as_seconds_f64() * 1000.0);
+        loop {
+            let admitted = store
+                .events(*id)
+                .await?
+                .into_iter()
+                .find(|e| e.to == State::Provisioning && !e.is_note())
+                .map(|e| e.at);
+            let got = received.lock().unwrap().get(&id.to_string()).copied();
+            if let (Some(admitted), Some(got)) = (admitted, got) {
+                ms.push((got - admitted).as_seconds_f64() * 1000.0);
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "{n} agents: {} of {pushes} pushes arrived within 30 s",
+                ms.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
     ms.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        ms.get(((ms.len() as f64 * q).ceil() as usize).saturating_sub(1))
-            .copied()
-            .unwrap_or(f64::NAN)
-    };
-    let per_agent = rss.saturating_sub(baseline) as f64 / n as f64;
-    println!(
-        "{n:>7} {:>10.1} {per_agent:>12.1} {cpu:>10.1} {:>9.1} {:>9.1}   ({} of {pushes} pushes seen)",
-        rss as f64 / 1024.0,
-        at(0.5),
-        at(0.99),
-        ms.len()
-    );
+
+    // Every stream still held, seen from both ends, and every machine heard from.
+    let alive = streams.iter().filter(|s| !s.is_finished()).count();
+    let port: u16 = agents_addr
+        .rsplit_once(':')
+        .map_or(Ok(0), |(_, p)| p.parse())?;
+    let server_side = probe::established(port, |_| true)?;
+    let heard = store
+        .machines_of(tenant)
+        .await?
+        .into_iter()
+        .filter(|m| m.last_seen_at.is_some_and(|at| at >= started_at))
+        .count();
+    let mut ended = Vec::new();
     for s in streams {
-        s.abort();
+        if s.is_finished() {
+            match s.await {
+                Ok(Ok(())) => ended.push("ended by the controller".to_owned()),
+                Ok(Err(e)) => ended.push(format!("{e:#}")),
+                Err(e) => ended.push(e.to_string()),
+            }
+        } else {
+            s.abort();
+        }
     }
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    controller.wait()?;
-    Ok(())
+    ended.sort();
+    ended.dedup();
+    let held = alive.min(server_side);
+    anyhow::ensure!(
+        held >= n && heard >= n,
+        "{n} agents: {alive} streams alive in the bench, {server_side} connections held by the \
+         controller, {heard} machines heard from; the streams that ended: {}",
+        ended.join("; ")
+    );
+    let per_stream = rss.saturating_sub(baseline) as f64 / held as f64;
+    drop(controller);
+    Ok(vec![
+        count(n as u64),
+        count(held as u64),
+        format!("{:.1}", rss as f64 / 1024.0),
+        format!("{per_stream:.1}"),
+        format!("{cpu:.1}"),
+        count(ms.len() as u64),
+        format!("{:.1}", quantile(&ms, 0.5)),
+        format!("{:.1}", quantile(&ms, 0.99)),
+        format!("{:.1}", quantile(&ms, 1.0)),
+    ])
 }
 
-async fn connect(tls: &ClientTls, addr: &str) -> anyhow::Result<tonic::transport::Channel> {
-    Ok(tls.connect(addr).await?)
+/// Where agent `i` comes from: eight machines to a loopback address, within the port's limits
+/// per address (enrolments a minute, connections at once), as a lab's machines would each have
+/// their own.
+fn address(i: usize) -> IpAddr {
+    let k = i / 8 + 1;
+    IpAddr::V4(Ipv4Addr::new(127, 20, (k >> 8) as u8, (k & 0xff) as u8))
 }
 
 /// One hollow agent: its inventory, then heartbeats; notes when each workload's desired state
 /// first arrives.
-async fn hollow(tls: ClientTls, addr: String, received: Received) -> anyhow::Result<()> {
-    let channel = tls.connect(&addr).await?;
+async fn hollow(
+    port: Arc<AgentsPort>,
+    from: IpAddr,
+    machine: Enrolled,
+    received: Received,
+) -> anyhow::Result<()> {
+    let channel = port.connect(from, Some(&machine)).await?;
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let inventory = pb::Inventory {
         hostname: "hollow".into(),
@@ -234,40 +279,4 @@ async fn hollow(tls: ClientTls, addr: String, received: Received) -> anyhow::Res
             }
         }
     }
-}
-
-fn rss_kib(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .unwrap_or("VmRSS: 0 kB");
-    Ok(line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0))
-}
-
-/// The controller's CPU use over `over`, in percent of one core.
-async fn cpu_percent(pid: u32, over: Duration) -> anyhow::Result<f64> {
-    let ticks = || -> anyhow::Result<u64> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, r)| r.split_whitespace().collect())
-            .unwrap_or_default();
-        Ok(fields
-            .get(11)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-            + fields
-                .get(12)
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0))
-    };
-    let (before, started) = (ticks()?, Instant::now());
-    tokio::time::sleep(over).await;
-    let used = (ticks()? - before) as f64 / 100.0;
-    Ok(used / started.elapsed().as_secs_f64() * 100.0)
 }

@@ -30,8 +30,6 @@ mod enroll;
 mod legit;
 #[path = "floods/phase.rs"]
 mod phase;
-#[path = "floods/probe.rs"]
-mod probe;
 #[path = "floods/report.rs"]
 mod report;
 #[path = "floods/slow.rs"]
@@ -44,11 +42,10 @@ mod tally;
 mod world;
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use einsora_testkit::bench::Report;
 use phase::{Flood, Measured, Phase, Setup, Target};
 
 fn main() -> anyhow::Result<()> {
@@ -60,8 +57,7 @@ fn main() -> anyhow::Result<()> {
     };
     let seconds = setting("BENCH_SECONDS", 10).clamp(1, 120);
     let rounds = setting("BENCH_ROUNDS", 3).clamp(1, 10) as usize;
-    let header = header();
-    eprintln!("{header}");
+    let mut report = Report::start("floods", "Floods", "cargo bench -p einsora --bench floods");
     let began = std::time::Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -83,15 +79,8 @@ fn main() -> anyhow::Result<()> {
         "The whole bench took {:.0} s.",
         began.elapsed().as_secs_f64()
     ));
-    let text = report::render(&header, &phases, &footer);
-    println!("{text}");
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
-        .join("bench-results");
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("floods.md"), &text)?;
-    eprintln!("written to {}", dir.join("floods.md").display());
+    report.markdown(&report::render(&phases, &footer));
+    report.finish()?;
     Ok(())
 }
 
@@ -291,45 +280,4 @@ async fn bench(
     ));
     drop(setup);
     Ok((results, footer))
-}
-
-/// Commit, date, load average, the command.
-fn header() -> String {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .args(args)
-            .current_dir(&root)
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-    };
-    let commit = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
-    let dirty = match git(&["status", "--porcelain"]) {
-        Some(s) if !s.is_empty() => " dirty",
-        Some(_) => "",
-        None => " (tree state unknown)",
-    };
-    let date = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_else(|| "unknown date".into());
-    let load = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|| "unknown".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let mut command = String::new();
-    for name in ["BENCH_SECONDS", "BENCH_ROUNDS", "BENCH_PHASES"] {
-        if let Ok(v) = std::env::var(name) {
-            command.push_str(&format!("{name}={v} "));
-        }
-    }
-    command.push_str("cargo bench -p einsora --bench floods");
-    format!(
-        "Floods: commit {commit}{dirty}, {date}, load average {load} at the start, {cores} cores; `{command}`"
-    )
 }

@@ -21,7 +21,8 @@ use hyper_util::rt::TokioExecutor;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use support::{Api, Http, Stack, created_by_bench, einsora, free_addr, install, notebook};
+use einsora_testkit::bench::{Report, Table, count, quantile};
+use support::{Api, Http, Running, Stack, created_by_bench, einsora, free_addr, install, notebook};
 
 const CREATES: usize = 200;
 
@@ -35,12 +36,25 @@ fn main() -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    println!("create → running (ms): the whole, then the API's create, then the controller");
-    println!(
-        "{:<9} {:<11} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
-        "engine", "mode", "p50", "p99", "api p50", "api p99", "ctl p50", "ctl p99"
+    let mut report = Report::start(
+        "lifecycle",
+        "Controller lifecycle",
+        "cargo bench -p einsora --bench lifecycle",
     );
-    for (engine, url) in [("sqlite", None), ("postgres", Some(pg.fresh_database()?))] {
+    let mut creates = Table::new(
+        &[
+            "engine",
+            "creates",
+            "p50",
+            "p99",
+            "API p50",
+            "API p99",
+            "controller p50",
+            "controller p99",
+        ],
+        2,
+    );
+    for (engine, url) in [("SQLite", None), ("Postgres", Some(pg.fresh_database()?))] {
         let capacity = format!("cpu-1c-2g={}", CREATES * 4);
         let settings = [
             ("EINSORA_CLUSTER_BACKEND", "fake"),
@@ -61,32 +75,43 @@ fn main() -> anyhow::Result<()> {
             for concurrent in [false, true] {
                 let all = create_to_running(&api, concurrent).await?;
                 let mode = if concurrent {
-                    "concurrent"
+                    format!("{CREATES} at once")
                 } else {
-                    "sequential"
+                    format!("{CREATES} one after another")
                 };
-                let mut line = format!("{engine:<9} {mode:<11}");
+                let mut row = vec![engine.to_owned(), mode];
                 for part in 0..3 {
                     let mut ms: Vec<f64> = all.iter().map(|m| m[part]).collect();
                     ms.sort_by(f64::total_cmp);
-                    let at = |q: f64| ms[((ms.len() as f64 * q).ceil() as usize).saturating_sub(1)];
-                    line.push_str(&format!(" {:>7.1} {:>7.1}", at(0.5), at(0.99)));
+                    row.push(format!("{:.1}", quantile(&ms, 0.5)));
+                    row.push(format!("{:.1}", quantile(&ms, 0.99)));
                 }
-                println!("{line}");
+                creates.row(row);
             }
             anyhow::Ok(())
         })?;
         drop(stack);
     }
-    println!("\nadmission of {workloads} pending workloads");
-    println!(
-        "{:<9} {:>12} {:>14}",
-        "engine", "admitted/s", "s from start"
+    report.say(
+        "create → running, ms from just before each request to its `running` row; the API's \
+         part to its `pending` row, the controller's from there:",
     );
-    for (engine, url) in [("sqlite", None), ("postgres", Some(pg.fresh_database()?))] {
+    report.table(&creates);
+    let mut admitted = Table::new(&["engine", "admitted /s", "seconds from the start"], 1);
+    for (engine, url) in [("SQLite", None), ("Postgres", Some(pg.fresh_database()?))] {
         let (rate, wall) = rt.block_on(admission(url.as_deref(), workloads))?;
-        println!("{engine:<9} {rate:>12.0} {wall:>14.2}");
+        admitted.row(vec![
+            engine.to_owned(),
+            format!("{rate:.0}"),
+            format!("{wall:.2}"),
+        ]);
     }
+    report.say(format!(
+        "Admission of {} pending workloads, from the controller's process start:",
+        count(workloads as u64)
+    ));
+    report.table(&admitted);
+    report.finish()?;
     Ok(())
 }
 
@@ -197,7 +222,7 @@ async fn admission(database: Option<&str>, n: usize) -> anyhow::Result<(f64, f64
         store.create_workload(&w, &by).await?;
     }
     let started = Instant::now();
-    let mut controller = einsora(&["controller"], &env).spawn()?;
+    let controller = Running::spawn(einsora(&["controller"], &env))?;
     let deadline = started + Duration::from_secs(300);
     let wall = loop {
         let held = store.capacity_held(&region).await?;
@@ -207,9 +232,6 @@ async fn admission(database: Option<&str>, n: usize) -> anyhow::Result<(f64, f64
         anyhow::ensure!(Instant::now() < deadline, "admission never finished");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &controller.id().to_string()])
-        .status();
-    controller.wait()?;
+    drop(controller);
     Ok((n as f64 / wall, wall))
 }

@@ -31,6 +31,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
+use einsora_testkit::bench::{Report, Table, median};
 use support::{Api, Http, free_addr, get};
 
 const POLL: Duration = Duration::from_millis(10);
@@ -56,6 +57,11 @@ fn main() -> anyhow::Result<()> {
     anyhow::ensure!(
         ready,
         "needs a Docker engine and the notebook image: images/dockerd start && images/build notebook"
+    );
+    let mut report = Report::start(
+        "notebook",
+        "Notebook create to first page",
+        "cargo bench -p einsora --bench notebook",
     );
     let dir = tempfile::tempdir()?;
     let http_addr = free_addr()?;
@@ -112,47 +118,54 @@ fn main() -> anyhow::Result<()> {
         let token = support::token(&http, &base, &password).await?;
         let api = Api { http, base, token };
         let mut all = Vec::new();
-        println!(
-            "{:>3} {:>10} {:>10} {:>10} {:>10}   (s from the create request)",
-            "run", "container", "socket", "running", "first 200"
-        );
         for run in 0..runs {
             let steps = once(&api, dir.path(), &access_addr, run).await?;
-            println!(
-                "{:>3} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
-                run + 1,
-                steps.container_started,
-                steps.socket_answers,
-                steps.running,
-                steps.first_200
-            );
+            eprintln!("run {}: first 200 at {:.2} s", run + 1, steps.first_200);
             all.push(steps);
         }
         anyhow::Ok(all)
     })?;
-    let median = |f: fn(&Steps) -> f64| {
-        let mut v: Vec<f64> = all.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    };
-    println!(
-        "p50 {:>10.2} {:>10.2} {:>10.2} {:>10.2}",
-        median(|s| s.container_started),
-        median(|s| s.socket_answers),
-        median(|s| s.running),
-        median(|s| s.first_200)
+    let mut table = Table::new(
+        &[
+            "run",
+            "container started",
+            "JupyterLab answers on its socket",
+            "API says running",
+            "first 200 through the proxy",
+        ],
+        1,
     );
-    let max = all.iter().map(|s| s.first_200).fold(0.0, f64::max);
-    let min = all
-        .iter()
-        .map(|s| s.first_200)
-        .fold(f64::INFINITY, f64::min);
-    println!("first 200: min {min:.2} s, max {max:.2} s over {runs} runs");
+    for (i, s) in all.iter().enumerate() {
+        table.row(vec![
+            (i + 1).to_string(),
+            format!("{:.2}", s.container_started),
+            format!("{:.2}", s.socket_answers),
+            format!("{:.2}", s.running),
+            format!("{:.2}", s.first_200),
+        ]);
+    }
+    let summary = |name: &str, of: fn(&[f64]) -> f64| {
+        let column = |f: fn(&Steps) -> f64| {
+            let mut v: Vec<f64> = all.iter().map(f).collect();
+            v.sort_by(f64::total_cmp);
+            format!("{:.2}", of(&v))
+        };
+        vec![
+            name.to_owned(),
+            column(|s| s.container_started),
+            column(|s| s.socket_answers),
+            column(|s| s.running),
+            column(|s| s.first_200),
+        ]
+    };
+    table.row(summary("**median**", |v| median(v.iter().copied())));
+    table.row(summary("min", |v| v.first().copied().unwrap_or(f64::NAN)));
+    table.row(summary("max", |v| v.last().copied().unwrap_or(f64::NAN)));
+    report.say(format!(
+        "Seconds from the create request, {runs} notebooks one after another:"
+    ));
+    report.table(&table);
+    report.finish()?;
     Ok(())
 }
 
@@ -160,8 +173,8 @@ async fn once(api: &Api, dir: &Path, access: &str, run: usize) -> anyhow::Result
     let started = Instant::now();
     let wall = OffsetDateTime::now_utc();
     let id = api.create(&format!("nb{run}")).await?;
-    let run_dir = dir.join("agent").join("run").join(&id);
-    let socket = tokio::spawn(socket_answers(run_dir, started));
+    let state = einsora_core::run_dirs::default_state_dir(dir);
+    let socket = tokio::spawn(socket_answers(state, id.clone(), started));
     let deadline = started + Duration::from_secs(120);
     loop {
         let (status, w) = api
@@ -228,12 +241,20 @@ async fn once(api: &Api, dir: &Path, access: &str, run: usize) -> anyhow::Result
     })
 }
 
-/// When JupyterLab first answers `/api/status` on its socket with its token.
-async fn socket_answers(run_dir: std::path::PathBuf, started: Instant) -> anyhow::Result<Duration> {
+/// When JupyterLab first answers `/api/status` on its socket with its token (the one the agent
+/// keeps for it, outside what the workload can write).
+async fn socket_answers(
+    state: std::path::PathBuf,
+    id: String,
+    started: Instant,
+) -> anyhow::Result<Duration> {
     let deadline = started + Duration::from_secs(120);
+    let token_file = state.join("secrets").join(&id).join("token");
+    let socket =
+        einsora_core::run_dirs::run_dir(&state, &id).join(einsora_core::run_dirs::NOTEBOOK_SOCKET);
     loop {
-        if let Ok(token) = std::fs::read_to_string(run_dir.join("token"))
-            && let Ok(mut stream) = UnixStream::connect(run_dir.join("jl.sock")).await
+        if let Ok(token) = std::fs::read_to_string(&token_file)
+            && let Ok(mut stream) = UnixStream::connect(&socket).await
         {
             let token = token.lines().next().unwrap_or_default();
             let request = format!(

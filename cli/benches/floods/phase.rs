@@ -13,11 +13,11 @@ use tokio::time::Instant;
 
 use super::agent::{self, Agent};
 use super::legit::{self, Seen};
-use super::probe::{self, Usage};
 use super::slow::{self, Group, Held, How};
 use super::tally::Tally;
 use super::world::{Enrolled, World};
 use super::{enroll, sync};
+use crate::support::probe::{self, Usage};
 
 /// The quiet span before a phase (CPU "before") and after it (CPU "after").
 const BEFORE: Duration = Duration::from_millis(1500);

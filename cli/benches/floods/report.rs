@@ -3,37 +3,12 @@
 
 use std::fmt::Write as _;
 
+use einsora_testkit::bench::{count, median, quantile};
+
 use super::legit::Seen;
 use super::phase::{Measured, Phase};
 use super::slow::Held;
 use super::tally::Tally;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let i = ((sorted.len() as f64 * q).ceil() as usize).saturating_sub(1);
-    sorted.get(i).copied().unwrap_or(f64::NAN)
-}
-
-/// 12345 → "12,345".
-fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
 
 fn ms(v: f64) -> String {
     if v.is_nan() {
@@ -72,13 +47,12 @@ fn words(map: &std::collections::BTreeMap<String, u64>) -> String {
         .join("; ")
 }
 
-pub fn render(header: &str, phases: &[(Phase, Vec<Measured>)], footer: &[String]) -> String {
+/// The tables and the footer, to follow the report's header.
+pub fn render(phases: &[(Phase, Vec<Measured>)], footer: &[String]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{header}\n");
-
     let _ = writeln!(
         out,
-        "The attacked process (medians of the rounds; CPU in % of one core, the host's in % of all its cores):\n"
+        "\nThe attacked process (medians of the rounds; CPU in % of one core, the host's in % of all its cores):\n"
     );
     let _ = writeln!(
         out,
@@ -86,7 +60,7 @@ pub fn render(header: &str, phases: &[(Phase, Vec<Measured>)], footer: &[String]
     );
     let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---:|");
     for (phase, runs) in phases {
-        let med = |f: &dyn Fn(&Measured) -> f64| median(runs.iter().map(f).collect());
+        let med = |f: &dyn Fn(&Measured) -> f64| median(runs.iter().map(f));
         let mb = |kib: u64| kib as f64 / 1024.0;
         let _ = writeln!(
             out,
@@ -140,8 +114,7 @@ pub fn render(header: &str, phases: &[(Phase, Vec<Measured>)], footer: &[String]
         let rate = median(
             runs.iter()
                 .filter_map(|m| m.tally.as_ref())
-                .map(|t| t.sent as f64 / phase.window.as_secs_f64())
-                .collect(),
+                .map(|t| t.sent as f64 / phase.window.as_secs_f64()),
         );
         let _ = writeln!(
             out,

@@ -13,8 +13,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpSocket;
 use tokio::time::Instant;
 
-use super::probe;
 use super::world::World;
+use crate::support::probe;
 
 /// What each connection of a group does.
 #[derive(Debug, Clone, Copy)]

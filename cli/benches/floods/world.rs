@@ -9,23 +9,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
-use einsora_core::ids::{EnrolmentTokenId, MachineId, TenantId, UserId};
-use einsora_core::region::Region;
-use einsora_proto::agent::v1 as pb;
-use einsora_proto::agent::v1::enrolment_service_client::EnrolmentServiceClient;
-use einsora_runtime::pki::{Role, fingerprint};
-use einsora_store::{
-    DatabaseUrl, NewEnrolmentToken, NewTenant, NewUser, QuotaClass, Store, secret_hash,
-};
+use einsora_core::ids::{TenantId, UserId};
+use einsora_store::{DatabaseUrl, NewTenant, NewUser, QuotaClass, Store};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use time::OffsetDateTime;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::Channel;
 
+use crate::support::agents::{AgentsPort, enrolment_tokens};
+pub use crate::support::agents::{Enrolled, PATIENCE};
 use crate::support::{Http, Stack, free_addr};
 
-/// A TCP connect, a TLS handshake, an Enroll: each given this long.
-pub const PATIENCE: Duration = Duration::from_secs(15);
 /// Enrolment tokens made at the start (each well-behaved enrolment uses one).
 const TOKENS: usize = 300;
 
@@ -50,17 +43,9 @@ pub struct World {
     pub pids: Pids,
     /// Where every role's JSON log lines go (EINSORA_LOG_FILE).
     pub log: PathBuf,
-    ca_pem: String,
+    port: AgentsPort,
     tokens: Mutex<Vec<String>>,
     _dir: tempfile::TempDir,
-}
-
-/// A machine's identity after enrolment.
-#[derive(Debug, Clone)]
-pub struct Enrolled {
-    pub id: MachineId,
-    pub cert_pem: String,
-    pub key_pem: String,
 }
 
 impl World {
@@ -81,6 +66,9 @@ impl World {
             // A real installation's level, so what a flood makes the roles log is counted.
             ("EINSORA_LOG", "info".to_owned()),
             ("EINSORA_LOG_FILE", log.display().to_string()),
+            // The one limit not at its default: the agents' port's cap (16,384, for 10,000
+            // machines) lowered to the gateway's, so one bench's floods can reach it.
+            ("EINSORA_AGENT_MAX_CONNECTIONS", "1024".to_owned()),
         ];
         let extra: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let mut stack = Stack::start(
@@ -131,25 +119,7 @@ impl World {
         };
         store.create_user(&you).await?;
         let ca_pem = std::fs::read_to_string(data_dir.join("pki/ca.pem"))?;
-        let pin = fingerprint(&ca_pem)?;
-        let pin_hex: String = pin.iter().map(|b| format!("{b:02x}")).collect();
-        let mut tokens = Vec::with_capacity(TOKENS);
-        for i in 0..TOKENS {
-            let token = format!("enr_flood{i:027}.{pin_hex}");
-            store
-                .create_enrolment_token(&NewEnrolmentToken {
-                    id: EnrolmentTokenId::new(),
-                    tenant_id: tenant,
-                    name: format!("bench-{i}"),
-                    region: Region::new("local")?,
-                    prefix: token.chars().take(8).collect(),
-                    token_hash: secret_hash(&token),
-                    created_by: user,
-                    expires_at: OffsetDateTime::now_utc() + time::Duration::hours(2),
-                })
-                .await?;
-            tokens.push(token);
-        }
+        let tokens = enrolment_tokens(&*store, (tenant, user), &ca_pem, TOKENS, "flood").await?;
         let world = World {
             access: access.parse()?,
             _stack: stack,
@@ -160,7 +130,7 @@ impl World {
             api_token,
             pids,
             log,
-            ca_pem,
+            port: AgentsPort::new(agents, ca_pem),
             tokens: Mutex::new(tokens),
             _dir: dir,
         };
@@ -192,55 +162,14 @@ impl World {
             .context("out of enrolment tokens")
     }
 
-    /// The agents' port, reached from `from`, trusting the installation CA and expecting the
-    /// controller's role (as an agent does after enrolment), presenting `own` if any.
-    pub fn endpoint(&self, from: IpAddr, own: Option<&Enrolled>) -> anyhow::Result<Endpoint> {
-        let mut tls = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(&self.ca_pem))
-            .domain_name(Role::Controller.name())
-            .timeout(PATIENCE);
-        if let Some(own) = own {
-            tls = tls.identity(Identity::from_pem(&own.cert_pem, &own.key_pem));
-        }
-        Ok(Endpoint::from_shared(format!("https://{}", self.agents))?
-            .tls_config(tls)?
-            .local_address(Some(from))
-            .connect_timeout(PATIENCE))
-    }
-
-    /// Connects now (TCP, TLS, HTTP/2), within `PATIENCE`.
+    /// Connects to the agents' port from `from` now, as `own` if given.
     pub async fn connect(&self, from: IpAddr, own: Option<&Enrolled>) -> anyhow::Result<Channel> {
-        let endpoint = self.endpoint(from, own)?;
-        Ok(tokio::time::timeout(PATIENCE, endpoint.connect())
-            .await
-            .context("connecting timed out")??)
+        self.port.connect(from, own).await
     }
 
     /// Enrols a new machine from `from` with a fresh token and key.
     pub async fn enrol(&self, from: IpAddr, hostname: &str) -> anyhow::Result<Enrolled> {
-        let token = self.token()?;
-        let key = rcgen::KeyPair::generate()?;
-        let csr_pem = rcgen::CertificateParams::default()
-            .serialize_request(&key)?
-            .pem()?;
-        let channel = self.connect(from, None).await?;
-        let request = pb::EnrollRequest {
-            enrolment_token: token,
-            csr_pem,
-            hostname: hostname.to_owned(),
-        };
-        let enrolled = tokio::time::timeout(
-            PATIENCE,
-            EnrolmentServiceClient::new(channel).enroll(request),
-        )
-        .await
-        .context("Enroll timed out")??
-        .into_inner();
-        Ok(Enrolled {
-            id: enrolled.machine_id.parse().context("a machine ID")?,
-            cert_pem: enrolled.certificate_chain_pem,
-            key_pem: key.serialize_pem(),
-        })
+        self.port.enrol(from, self.token()?, hostname).await
     }
 }
 

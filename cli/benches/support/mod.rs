@@ -2,6 +2,10 @@
 // Each bench uses part of this module.
 #![allow(dead_code)]
 
+pub mod agents;
+pub mod open_loop;
+pub mod probe;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -206,6 +210,29 @@ impl Drop for Stack {
                 .status();
             let _ = child.wait();
         }
+    }
+}
+
+/// A role's process, stopped with SIGTERM (and waited for) when dropped, on every path out of
+/// a bench, errors included, so none outlives it holding a port.
+pub struct Running(pub Child);
+
+impl Running {
+    pub fn spawn(mut cmd: Command) -> anyhow::Result<Running> {
+        Ok(Running(cmd.stdin(Stdio::null()).spawn()?))
+    }
+
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
     }
 }
 

@@ -99,7 +99,7 @@ async function main() {
       }
     };
     await Promise.all(Array.from({ length: 8 }, create));
-    console.log(`seeded ${COUNT} workloads in ${((Date.now() - seeding) / 1000).toFixed(1)} s`);
+    console.error(`seeded ${COUNT} workloads in ${((Date.now() - seeding) / 1000).toFixed(1)} s`);
     await sleep(3000); // the controller's first passes over them
 
     const dashboard = `http://localhost:${http}`;
@@ -161,24 +161,35 @@ async function main() {
       if (run === 0) continue; // the first load fills caches
       runs.push({ fcp, api, firstRow: marks.firstRow, allRows: marks.allRows, rows: marks.rows });
     }
-    console.log(`\nChromium ${browser.version()}, ${COUNT} workloads, ${RUNS} loads of /workloads (ms from navigation start):`);
-    console.log('run    FCP  first row  list fetched  all rows   rows');
-    runs.forEach((r, i) =>
-      console.log(
-        `${String(i + 1).padStart(3)} ${fmt(r.fcp).padStart(6)} ${fmt(r.firstRow).padStart(10)} ${fmt(r.api).padStart(13)} ${fmt(r.allRows).padStart(9)} ${String(r.rows).padStart(6)}`,
-      ));
-    const all = runs.map((r) => r.allRows).filter((x) => x !== undefined);
-    const line = (name, xs) => xs.length && console.log(`${name}: median ${fmt(median(xs))}, min ${fmt(Math.min(...xs))}, max ${fmt(Math.max(...xs))}`);
-    console.log('');
-    line('first contentful paint', runs.map((r) => r.fcp).filter((x) => x !== undefined));
-    line('first row painted', runs.map((r) => r.firstRow));
-    line(`the whole list fetched (last /v1/workloads response)`, runs.map((r) => r.api).filter(Number.isFinite));
-    line(`all ${COUNT} rows painted`, all);
-    if (all.length === runs.length) {
-      const m = median(all);
-      console.log(`target ≤ 200 ms for the whole list painted: ${m <= 200 ? 'met' : 'NOT met'} (median ${fmt(m)} ms)`);
-    } else {
-      console.log(`the page did not show all ${COUNT} rows (it showed ${runs[0]?.rows}): the list is paged`);
+    const rows = runs.map((r, i) => [String(i + 1), fmt(r.fcp), fmt(r.firstRow), fmt(r.api), fmt(r.allRows), String(r.rows)]);
+    const summary = (name, pick) => {
+      const xs = runs.map(pick).filter(Number.isFinite);
+      return xs.length ? `${fmt(median(xs))} (${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))})` : '—';
+    };
+    rows.push([
+      '**median (min–max)**',
+      summary('fcp', (r) => r.fcp),
+      summary('first row', (r) => r.firstRow),
+      summary('list', (r) => r.api),
+      summary('all rows', (r) => r.allRows),
+      '',
+    ]);
+    const table = [
+      '| run | first contentful paint | first row painted | list fetched | all rows painted | rows shown |',
+      '|---|---:|---:|---:|---:|---:|',
+      ...rows.map((r) => `| ${r.join(' | ')} |`),
+    ].join('\n');
+    const header = spawnSync(path.resolve(here, '../../../scripts/bench-header'), [
+      'Dashboard workloads list',
+      'node cli/tests/browser/bench-workloads.mjs',
+    ]).stdout.toString().trimEnd();
+    const report = `${header}\n\nChromium ${browser.version()}, ${COUNT} workloads, ${RUNS} loads of /workloads after one unmeasured (ms from navigation start):\n\n${table}\n`;
+    process.stdout.write(report);
+    const results = path.resolve(here, '../../../target/bench-results');
+    fs.mkdirSync(results, { recursive: true });
+    fs.writeFileSync(path.join(results, 'dashboard.md'), report);
+    if (runs.some((r) => r.allRows === undefined)) {
+      throw new Error(`the page did not show all ${COUNT} rows (it showed ${runs[0]?.rows}): the list is paged`);
     }
   } finally {
     await browser.close();

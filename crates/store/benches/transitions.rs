@@ -23,6 +23,7 @@ use einsora_store::{
     Admission, DatabaseUrl, NewTenant, NewWorkload, QuotaClass, Store, Transition,
 };
 use einsora_testkit::TempPostgres;
+use einsora_testkit::bench::{Report, Table};
 use uuid::Uuid;
 
 const PATH: [State; 7] = [
@@ -48,9 +49,22 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    println!(
-        "{:<9} {:>7} {:>13} {:>13} {:>6} {:>22}",
-        "engine", "writers", "einsora tx/s", "raw tx/s", "ratio", "raw, one sqlite3 tx/s"
+    let mut report = Report::start(
+        "transitions",
+        "Store transitions",
+        "cargo bench -p einsora-store --bench transitions",
+    );
+    let mut table = Table::new(
+        &[
+            "engine",
+            "writers",
+            "einsora tx/s",
+            "raw tx/s, as many clients as writers",
+            "ratio",
+            "raw tx/s, one sqlite3 process",
+            "ratio to one process",
+        ],
+        1,
     );
     let dir = tempfile::tempdir()?;
     for (writers, each) in SQLITE_RUNS {
@@ -63,11 +77,15 @@ fn main() -> anyhow::Result<()> {
         drop(store);
         let raw_procs = sqlite_raw(&path, &raw[..raw.len() / 2].concat(), writers)?;
         let raw_one = sqlite_raw(&path, &raw[raw.len() / 2..].concat(), 1)?;
-        println!(
-            "{:<9} {writers:>7} {ours:>13.0} {raw_procs:>13.0} {:>6.2} {raw_one:>22.0}",
-            "sqlite",
-            ours / raw_procs
-        );
+        table.row(vec![
+            "SQLite".into(),
+            writers.to_string(),
+            format!("{ours:.0}"),
+            format!("{raw_procs:.0}"),
+            format!("{:.2}", ours / raw_procs),
+            format!("{raw_one:.0}"),
+            format!("{:.2}", ours / raw_one),
+        ]);
     }
     let pg = TempPostgres::shared();
     for (writers, each) in POSTGRES_RUNS {
@@ -79,12 +97,23 @@ fn main() -> anyhow::Result<()> {
         let ours = rt.block_on(drive(&store, &ours))?;
         drop(store);
         let raw = pgbench(pg, &raw_url, writers, each)?;
-        println!(
-            "{:<9} {writers:>7} {ours:>13.0} {raw:>13.0} {:>6.2}",
-            "postgres",
-            ours / raw
-        );
+        table.row(vec![
+            "Postgres".into(),
+            writers.to_string(),
+            format!("{ours:.0}"),
+            format!("{raw:.0}"),
+            format!("{:.2}", ours / raw),
+            String::new(),
+            String::new(),
+        ]);
     }
+    report.say(format!(
+        "Transitions a second (SQLite: the raw engine is the sqlite3 CLI, as many processes as \
+         writers and as one process; Postgres: pgbench -M prepared, one client per writer; \
+         BENCH_SCALE {scale}):"
+    ));
+    report.table(&table);
+    report.finish()?;
     Ok(())
 }
 

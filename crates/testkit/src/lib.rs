@@ -1,7 +1,9 @@
 //! Test infrastructure shared by the crates' test suites: real components, started in temp
 //! directories and stopped when the test process ends; ports held for them so nothing else
-//! takes those; and waits on conditions, never on a guess of how long something takes.
+//! takes those; waits on conditions, never on a guess of how long something takes; and the
+//! report every bench prints.
 
+pub mod bench;
 mod ports;
 mod postgres;
 mod strings;

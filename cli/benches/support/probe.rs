@@ -1,6 +1,6 @@
-//! What the bench reads of a process and of the host from /proc: CPU time (utime + stime of
-//! `/proc/<pid>/stat`, over wall time), `VmRSS`, the host's busy time (`/proc/stat`), and the
-//! TCP connections a server port holds (`/proc/net/tcp`).
+//! What the benches read of a process and of the host from /proc: CPU time (utime + stime of
+//! `/proc/<pid>/stat`, over wall time), `VmRSS`, the host's busy time (`/proc/stat`), a
+//! process's children, and the TCP connections a server port holds (`/proc/net/tcp`).
 
 use std::net::Ipv4Addr;
 use std::sync::OnceLock;
@@ -39,6 +39,31 @@ fn ticks(pid: u32) -> anyhow::Result<u64> {
     };
     // After the command's closing parenthesis: state is 0, utime 11, stime 12.
     Ok(field(11)? + field(12)?)
+}
+
+/// The process's user + system time so far, in seconds.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    Ok(ticks(pid)? as f64 / clock_ticks())
+}
+
+/// The processes whose parent is `parent`.
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| parent_of(pid) == Some(parent))
+        .collect()
 }
 
 /// The host's busy and total ticks, all cores.

@@ -1,0 +1,129 @@
+//! Playing machines at the agents' port, as the hollow and the flooding agents do: enrolment
+//! tokens made through the store, and connections from any loopback address (the port counts
+//! its limits per address, so each machine a bench plays can come from its own, as real ones
+//! would).
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::Context;
+use einsora_core::ids::{EnrolmentTokenId, MachineId, TenantId, UserId};
+use einsora_core::region::Region;
+use einsora_proto::agent::v1 as pb;
+use einsora_proto::agent::v1::enrolment_service_client::EnrolmentServiceClient;
+use einsora_runtime::pki::{Role, fingerprint};
+use einsora_store::{NewEnrolmentToken, Store, secret_hash};
+use time::OffsetDateTime;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+/// A TCP connect, a TLS handshake, an Enroll: each given this long.
+pub const PATIENCE: Duration = Duration::from_secs(15);
+
+/// A machine's identity after enrolment.
+#[derive(Debug, Clone)]
+pub struct Enrolled {
+    pub id: MachineId,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// The agents' port of one installation, trusted through its CA.
+pub struct AgentsPort {
+    pub addr: SocketAddr,
+    ca_pem: String,
+}
+
+impl AgentsPort {
+    pub fn new(addr: SocketAddr, ca_pem: String) -> AgentsPort {
+        AgentsPort { addr, ca_pem }
+    }
+
+    /// The port, reached from `from`, expecting the controller's role (as an agent does after
+    /// enrolment), presenting `own` if any.
+    fn endpoint(&self, from: IpAddr, own: Option<&Enrolled>) -> anyhow::Result<Endpoint> {
+        let mut tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&self.ca_pem))
+            .domain_name(Role::Controller.name())
+            .timeout(PATIENCE);
+        if let Some(own) = own {
+            tls = tls.identity(Identity::from_pem(&own.cert_pem, &own.key_pem));
+        }
+        Ok(Endpoint::from_shared(format!("https://{}", self.addr))?
+            .tls_config(tls)?
+            .local_address(Some(from))
+            .connect_timeout(PATIENCE))
+    }
+
+    /// Connects now (TCP, TLS, HTTP/2), within `PATIENCE`.
+    pub async fn connect(&self, from: IpAddr, own: Option<&Enrolled>) -> anyhow::Result<Channel> {
+        let endpoint = self.endpoint(from, own)?;
+        Ok(tokio::time::timeout(PATIENCE, endpoint.connect())
+            .await
+            .context("connecting timed out")??)
+    }
+
+    /// Enrols a new machine from `from` with `token` and a fresh key.
+    pub async fn enrol(
+        &self,
+        from: IpAddr,
+        token: String,
+        hostname: &str,
+    ) -> anyhow::Result<Enrolled> {
+        let key = rcgen::KeyPair::generate()?;
+        let csr_pem = rcgen::CertificateParams::default()
+            .serialize_request(&key)?
+            .pem()?;
+        let channel = self.connect(from, None).await?;
+        let request = pb::EnrollRequest {
+            enrolment_token: token,
+            csr_pem,
+            hostname: hostname.to_owned(),
+        };
+        let enrolled = tokio::time::timeout(
+            PATIENCE,
+            EnrolmentServiceClient::new(channel).enroll(request),
+        )
+        .await
+        .context("Enroll timed out")??
+        .into_inner();
+        Ok(Enrolled {
+            id: enrolled.machine_id.parse().context("a machine ID")?,
+            cert_pem: enrolled.certificate_chain_pem,
+            key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+/// `n` enrolment tokens of `tenant`, made by `user`, valid for two hours and pinned to the
+/// installation's CA (`ca_pem`); `label` (five letters) tells the benches' tokens apart.
+pub async fn enrolment_tokens(
+    store: &dyn Store,
+    (tenant, user): (TenantId, UserId),
+    ca_pem: &str,
+    n: usize,
+    label: &str,
+) -> anyhow::Result<Vec<String>> {
+    let pin_hex: String = fingerprint(ca_pem)?
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let width = 32usize.saturating_sub(label.len());
+    let mut tokens = Vec::with_capacity(n);
+    for i in 0..n {
+        let token = format!("enr_{label}{i:0width$}.{pin_hex}");
+        store
+            .create_enrolment_token(&NewEnrolmentToken {
+                id: EnrolmentTokenId::new(),
+                tenant_id: tenant,
+                name: format!("{label}-{i}"),
+                region: Region::new("local")?,
+                prefix: token.chars().take(8).collect(),
+                token_hash: secret_hash(&token),
+                created_by: user,
+                expires_at: OffsetDateTime::now_utc() + time::Duration::hours(2),
+            })
+            .await?;
+        tokens.push(token);
+    }
+    Ok(tokens)
+}
