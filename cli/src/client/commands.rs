@@ -354,7 +354,7 @@ async fn login(
         .send_with_cookie(
             Method::POST,
             "/v1/sessions",
-            Some(json!({ "email": email, "password": password })),
+            Some(json!({ "email": email, "password": password, "client": "cli" })),
             known_cookie.as_deref(),
         )
         .await?;

@@ -151,9 +151,9 @@ fn cli_flow(engine: Engine) {
             .collect()
     };
     let timeline = reasons(&cli.json(&["events", &id]));
-    assert_eq!(timeline[0], "created by dev@acme (browser session)");
+    assert_eq!(timeline[0], "created by dev@acme (CLI session)");
     assert!(
-        timeline.contains(&"delete requested by dev@acme (browser session)".to_owned()),
+        timeline.contains(&"delete requested by dev@acme (CLI session)".to_owned()),
         "{timeline:?}"
     );
     // The controller removes it; its history stays.

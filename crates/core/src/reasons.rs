@@ -18,12 +18,12 @@ pub struct Actor {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Credential {
+    /// A session the dashboard signed in.
     BrowserSession,
+    /// A session `einsora login` signed in.
+    CliSession,
     /// An API token, named by its owner and shown by its public prefix (e.g. `tsk_Ab3x`).
-    ApiToken {
-        name: String,
-        prefix: String,
-    },
+    ApiToken { name: String, prefix: String },
     /// Dev mode's seeded users: no credential worth naming.
     Dev,
 }
@@ -32,10 +32,47 @@ impl fmt::Display for Actor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.credential {
             Credential::BrowserSession => write!(f, "{} (browser session)", self.subject),
+            Credential::CliSession => write!(f, "{} (CLI session)", self.subject),
             Credential::ApiToken { name, prefix } => {
                 write!(f, "{} (API token {name:?} ({prefix}…))", self.subject)
             }
             Credential::Dev => f.write_str(&self.subject),
+        }
+    }
+}
+
+/// What signed a session in: it names the session in timelines, and grants nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SessionClient {
+    /// The dashboard, and any client that doesn't say.
+    #[default]
+    Browser,
+    /// `einsora login`.
+    Cli,
+}
+
+impl SessionClient {
+    /// The word the store keeps.
+    pub fn word(self) -> &'static str {
+        match self {
+            SessionClient::Browser => "browser",
+            SessionClient::Cli => "cli",
+        }
+    }
+
+    pub fn from_word(word: &str) -> Option<SessionClient> {
+        match word {
+            "browser" => Some(SessionClient::Browser),
+            "cli" => Some(SessionClient::Cli),
+            _ => None,
+        }
+    }
+
+    /// How a timeline names a session of this client.
+    pub fn credential(self) -> Credential {
+        match self {
+            SessionClient::Browser => Credential::BrowserSession,
+            SessionClient::Cli => Credential::CliSession,
         }
     }
 }

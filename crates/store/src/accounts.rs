@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use einsora_core::ids::{TenantId, TokenId, UserId, WorkloadId};
+use einsora_core::reasons::SessionClient;
 use time::OffsetDateTime;
 
 use crate::StoreError;
@@ -52,6 +53,7 @@ pub struct NewSession {
     pub csrf_hash: SecretHash,
     /// The client's address at login, for the operator.
     pub address: String,
+    pub client: SessionClient,
     pub expires_at: OffsetDateTime,
 }
 
@@ -60,6 +62,7 @@ pub struct NewSession {
 pub struct SessionRecord {
     pub user: User,
     pub csrf_hash: SecretHash,
+    pub client: SessionClient,
     pub expires_at: OffsetDateTime,
 }
 

@@ -6,9 +6,11 @@ use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::driver::Isolation;
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
+use einsora_core::reasons::SessionClient;
 use einsora_core::sharing::SharingLevel;
 
 use super::{ConvertError, Problem};
+use crate::accounts::v1 as accounts_pb;
 use crate::agent::v1 as agent_pb;
 use crate::catalog::v1 as catalog_pb;
 use crate::common::v1 as common_pb;
@@ -100,6 +102,11 @@ enum_pair!(State, common_pb::WorkloadState, "state", Unspecified, {
     Failed <=> Failed,
     Deleting <=> Deleting,
     Deleted <=> Deleted,
+});
+
+enum_pair!(SessionClient, accounts_pb::SessionClient, "client", Unspecified, {
+    Browser <=> Browser,
+    Cli <=> Cli,
 });
 
 enum_pair!(AcceleratorKind, common_pb::AcceleratorKind, "accelerator", Unspecified, {

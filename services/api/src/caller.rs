@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use einsora_core::ids::{TenantId, UserId};
-use einsora_core::reasons::{Actor, Credential};
+use einsora_core::reasons::{Actor, Credential, SessionClient};
 use einsora_store::{ApiTokenRecord, SecretHash, Store, User};
 use time::OffsetDateTime;
 use tonic::Status;
@@ -52,6 +52,7 @@ pub(crate) struct Authenticated {
 pub(crate) enum Presented {
     Session {
         id_hash: SecretHash,
+        client: SessionClient,
         expires_at: OffsetDateTime,
     },
     Token(ApiTokenRecord),
@@ -175,10 +176,11 @@ impl Auth {
             }
         }
         Ok(Authenticated {
-            caller: caller(&session.user, Credential::BrowserSession),
+            caller: caller(&session.user, session.client.credential()),
             user: session.user,
             credential: Presented::Session {
                 id_hash,
+                client: session.client,
                 expires_at: session.expires_at,
             },
         })

@@ -35,6 +35,12 @@ fn reasons_read_as_in_the_seeds() {
             "stop requested by you@example.com (browser session)",
         ),
         (
+            Reason::Created {
+                by: you(Credential::CliSession),
+            },
+            "created by you@example.com (CLI session)",
+        ),
+        (
             Reason::WaitingForCapacity {
                 class: "l40s-48gb".into(),
                 requested: 2,

@@ -45,7 +45,7 @@ fn hash_from(what: &'static str, bytes: Vec<u8>) -> Result<SecretHash, StoreErro
 
 static SESSION_BY_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "SELECT {USER_COLUMNS}, x.csrf_hash, x.expires_at FROM sessions x {USER_JOIN} \
+        "SELECT {USER_COLUMNS}, x.csrf_hash, x.client, x.expires_at FROM sessions x {USER_JOIN} \
          WHERE x.id_hash = $1 AND x.expires_at > $2"
     )
 });

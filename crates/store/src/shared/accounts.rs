@@ -5,6 +5,7 @@ mod accounts_sql {
     use super::*;
 
     use einsora_core::ids::{TokenId, UserId};
+    use einsora_core::reasons::SessionClient;
 
     use crate::accounts::{
         ApiTokenRecord, Grant, NewApiToken, NewSession, NewTicket, NewUser, PasswordLogin,
@@ -110,13 +111,14 @@ mod accounts_sql {
                 .execute(&mut *conn)
                 .await?;
             sqlx::query(
-                "INSERT INTO sessions (id_hash, user_id, csrf_hash, address, created_at, \
-                 expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO sessions (id_hash, user_id, csrf_hash, address, client, created_at, \
+                 expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .bind(&s.id_hash[..])
             .bind(s.user_id.as_uuid())
             .bind(&s.csrf_hash[..])
             .bind(&s.address)
+            .bind(s.client.word())
             .bind(now)
             .bind(to_ms(s.expires_at))
             .execute(&mut *conn)
@@ -134,6 +136,11 @@ mod accounts_sql {
                 Ok(SessionRecord {
                     user: user_from_row(&row)?,
                     csrf_hash: hash_from("CSRF hash", row.try_get("csrf_hash")?)?,
+                    client: {
+                        let word: String = row.try_get("client")?;
+                        SessionClient::from_word(&word)
+                            .ok_or_else(|| StoreError::corrupt("session client", &word))?
+                    },
                     expires_at: from_ms(row.try_get("expires_at")?)?,
                 })
             })

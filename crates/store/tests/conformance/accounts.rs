@@ -34,6 +34,7 @@ fn session(user: &User, id: u8, expires_at: OffsetDateTime) -> NewSession {
         user_id: user.id,
         csrf_hash: hash(id.wrapping_add(100)),
         address: "192.0.2.1".into(),
+        client: einsora_core::reasons::SessionClient::Browser,
         expires_at,
     }
 }
@@ -96,10 +97,11 @@ pub async fn sessions_live_until_they_expire_or_end(db: TestDb) {
         .create_session(&session(&you, 1, later(3600)))
         .await
         .unwrap();
-    store
-        .create_session(&session(&you, 2, later(3600)))
-        .await
-        .unwrap();
+    let cli = NewSession {
+        client: einsora_core::reasons::SessionClient::Cli,
+        ..session(&you, 2, later(3600))
+    };
+    store.create_session(&cli).await.unwrap();
     store
         .create_session(&session(&you, 3, later(-1)))
         .await
@@ -107,6 +109,13 @@ pub async fn sessions_live_until_they_expire_or_end(db: TestDb) {
     let found = store.session(&hash(1)).await.unwrap().unwrap();
     assert_eq!(found.user, you);
     assert_eq!(found.csrf_hash, hash(101));
+    assert_eq!(found.client, einsora_core::reasons::SessionClient::Browser);
+    let found = store.session(&hash(2)).await.unwrap().unwrap();
+    assert_eq!(
+        found.client,
+        einsora_core::reasons::SessionClient::Cli,
+        "what signed it in"
+    );
     assert!(store.session(&hash(3)).await.unwrap().is_none(), "expired");
     assert!(store.session(&hash(9)).await.unwrap().is_none(), "unknown");
 

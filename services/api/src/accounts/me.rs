@@ -1,5 +1,6 @@
 //! What the accounts API says about a caller and their tokens: never a secret.
 
+use einsora_core::reasons::SessionClient;
 use einsora_proto::accounts::v1 as pb;
 use einsora_proto::convert::timestamp;
 use einsora_store::{ApiTokenRecord, User};
@@ -16,17 +17,21 @@ pub fn me(user: &User, credential: pb::Credential) -> pb::Me {
     }
 }
 
-pub fn session_credential() -> pb::Credential {
+pub fn session_credential(client: SessionClient) -> pb::Credential {
+    let description = match client {
+        SessionClient::Browser => "browser session",
+        SessionClient::Cli => "CLI session",
+    };
     pb::Credential {
         kind: pb::CredentialKind::Session.into(),
-        description: "browser session".into(),
+        description: description.into(),
         ..pb::Credential::default()
     }
 }
 
 pub fn credential(auth: &Authenticated) -> pb::Credential {
     match &auth.credential {
-        Presented::Session { .. } => session_credential(),
+        Presented::Session { client, .. } => session_credential(*client),
         Presented::Token(t) => pb::Credential {
             kind: pb::CredentialKind::ApiToken.into(),
             description: format!("API token {:?} ({}…)", t.name, t.prefix),

@@ -11,9 +11,10 @@ mod tokens;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use einsora_core::reasons::SessionClient;
 use einsora_proto::accounts::v1 as pb;
 use einsora_proto::accounts::v1::account_service_server::AccountService;
-use einsora_proto::convert::timestamp;
+use einsora_proto::convert::{ProtoEnum, timestamp};
 use einsora_store::{NewSession, PasswordLogin, SecretHash, User};
 use time::OffsetDateTime;
 use tonic::{Request, Response, Status};
@@ -149,7 +150,16 @@ impl AccountService for Accounts {
     ) -> Result<Response<pb::LoginResponse>, Status> {
         let addr = Auth::client_addr(request.metadata());
         let proofs = known_client::presented(request.metadata());
-        let pb::LoginRequest { email, password } = request.into_inner();
+        let pb::LoginRequest {
+            email,
+            password,
+            client,
+        } = request.into_inner();
+        // Unsaid is the dashboard's; an unknown value is refused before the password is checked.
+        let client = match client {
+            0 => SessionClient::Browser,
+            raw => SessionClient::from_field("client", raw).map_err(status::invalid)?,
+        };
         let email = normalize_email(&email);
         let Some(login) = self.sign_in(&email, password, addr, &proofs).await? else {
             return Err(Status::unauthenticated(WRONG_LOGIN));
@@ -163,6 +173,7 @@ impl AccountService for Accounts {
             user_id: login.user.id,
             csrf_hash: secrets::sha256(&csrf_token),
             address: addr.map(|a| a.to_string()).unwrap_or_default(),
+            client,
             expires_at,
         };
         self.auth
@@ -175,7 +186,7 @@ impl AccountService for Accounts {
         let mut response = Response::new(pb::LoginResponse {
             session_id,
             session: Some(pb::Session {
-                me: Some(me::me(&login.user, me::session_credential())),
+                me: Some(me::me(&login.user, me::session_credential(client))),
                 csrf_token,
                 expires_at: Some(timestamp(expires_at)),
             }),

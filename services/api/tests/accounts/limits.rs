@@ -93,6 +93,7 @@ async fn one_address_cannot_spray_many_accounts() {
         let req = pb::LoginRequest {
             email: format!("user{i}@example.com"),
             password: "guess guess guess".into(),
+            ..pb::LoginRequest::default()
         };
         let creds = Creds {
             addr: Some("198.51.100.7"),

@@ -131,6 +131,7 @@ impl Api {
         let req = pb::LoginRequest {
             email: email.into(),
             password: password.into(),
+            ..pb::LoginRequest::default()
         };
         let answer = self.accounts.login(creds.request(req)).await?;
         let proof = answer.metadata().get(known_client::METADATA);

@@ -28,6 +28,50 @@ async fn login_gives_a_session_that_reads_me() {
     assert_eq!(session.me.unwrap().user_id, me.user_id);
 }
 
+/// `einsora login` says it is the CLI, and its session is called what it is; what signs in
+/// is checked before the password is, and an unknown one is refused, naming the field.
+#[tokio::test]
+async fn a_cli_login_is_a_cli_session_and_an_unknown_client_is_refused() {
+    let api = api().await;
+    let login = |client: i32| pb::LoginRequest {
+        email: EMAIL.into(),
+        password: PASSWORD.into(),
+        client,
+    };
+    let cli = pb::SessionClient::Cli as i32;
+    let r = api
+        .accounts
+        .login(Creds::default().request(login(cli)))
+        .await
+        .unwrap()
+        .into_inner();
+    let said = r
+        .session
+        .unwrap()
+        .me
+        .unwrap()
+        .credential
+        .unwrap()
+        .description;
+    assert_eq!(said, "CLI session");
+    let creds = Creds {
+        session: Some(r.session_id),
+        ..Creds::default()
+    };
+    let me = api.me(&creds).await.unwrap();
+    assert_eq!(me.credential.unwrap().description, "CLI session");
+
+    let refused = assert_code(
+        api.accounts.login(Creds::default().request(login(7))).await,
+        Code::InvalidArgument,
+    );
+    assert!(
+        refused.message().contains("client"),
+        "{}",
+        refused.message()
+    );
+}
+
 #[tokio::test]
 async fn every_login_gets_a_new_session_id() {
     let api = api().await;
@@ -41,6 +85,7 @@ async fn every_login_gets_a_new_session_id() {
     let req = pb::LoginRequest {
         email: EMAIL.into(),
         password: PASSWORD.into(),
+        ..pb::LoginRequest::default()
     };
     let first = api
         .accounts

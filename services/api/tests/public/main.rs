@@ -139,6 +139,7 @@ impl Env {
             user_id: user,
             csrf_hash: secrets::sha256(&csrf),
             address: "192.0.2.1".into(),
+            client: einsora_core::reasons::SessionClient::Browser,
             expires_at: OffsetDateTime::now_utc() + Duration::days(1),
         };
         store.create_session(&new).await.unwrap();
