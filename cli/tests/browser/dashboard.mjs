@@ -282,6 +282,15 @@ async function main() {
     );
     await waitFor('JupyterLab\'s title', async () => /JupyterLab/.test(await lab.title()), 60_000);
     await lab.locator('.jp-LabShell').first().waitFor({ timeout: 120_000 });
+    // The offline image asks nothing it can't answer: no "Jupyter news" prompt.
+    const disabled = await lab.evaluate(() => JSON.parse(document.getElementById('jupyter-config-data')?.textContent ?? '{}').disabledExtensions ?? []);
+    assert(
+      disabled.includes('@jupyterlab/apputils-extension:announcements'),
+      `the news prompt's plugin is off in the image: disabledExtensions ${JSON.stringify(disabled)}`,
+    );
+    await lab.locator('.jp-Launcher').first().waitFor({ timeout: 60_000 });
+    const news = await lab.getByText(/Jupyter news/i).count();
+    assert(news === 0, `no "Jupyter news" prompt once JupyterLab has loaded (found ${news})`);
     // The browser's own cookie matching (Playwright's context.cookies(url) ignores host-only).
     const cdp = await context.newCDPSession(lab);
     const cookiesFor = async (url) => (await cdp.send('Network.getCookies', { urls: [url] })).cookies;
