@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use einsora_testkit::eventually_or;
+
 use crate::support::{Einsora, finish, stderr};
 
 /// What `einsora images build` makes, by tag.
@@ -84,4 +86,202 @@ fn einsora_images_build_as_the_readme_says() {
             "{tag} exists, labelled with its inputs: {label:?}"
         );
     }
+}
+
+/// A build's output, read as it comes, and the process.
+struct Running {
+    child: std::process::Child,
+    said: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Running {
+    /// In a process group of its own, so a failing test can stop the script it runs too.
+    fn start(e: &Einsora, env: &[(&str, &str)]) -> Running {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let mut child = e
+            .command(&["images", "build"], env)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        for pipe in [
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let said = std::sync::Arc::clone(&said);
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let mut text = said.lock().unwrap();
+                    text.push_str(&line);
+                    text.push('\n');
+                }
+            });
+        }
+        Running { child, said }
+    }
+
+    /// SIGKILL to its whole group (the build script and what it waits in), by the group's ID.
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = self.child.try_wait();
+    }
+
+    fn said(&self) -> String {
+        self.said.lock().unwrap().clone()
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Its exit status and everything it said, within `within`.
+    fn finish(mut self, within: Duration) -> (std::process::ExitStatus, String) {
+        let deadline = std::time::Instant::now() + within;
+        while self.running() {
+            if std::time::Instant::now() > deadline {
+                self.stop();
+                panic!("still running after {within:?}:\n{}", self.said());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let status = self.child.wait().unwrap();
+        self.stop();
+        // The readers end with the pipes, just after the exit.
+        std::thread::sleep(Duration::from_millis(200));
+        (status, self.said())
+    }
+}
+
+/// The engine a build started for this installation, stopped by its recorded PID.
+struct PrivateEngine<'a> {
+    e: &'a Einsora,
+    host: String,
+}
+
+impl Drop for PrivateEngine<'_> {
+    fn drop(&mut self) {
+        let dockerd = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../images/dockerd");
+        let _ = Command::new(dockerd)
+            .arg("stop")
+            .env("DOCKER_HOST", &self.host)
+            .env("EINSORA_DOCKERD_DIR", self.e.dir().join("dockerd"))
+            .status();
+    }
+}
+
+/// The newcomer bug: `einsora images build` started a Docker engine that inherited the
+/// cache's lock, so every later build waited on it forever, silently. Here, from no engine at
+/// all (a private one, its own socket and data, so the suite's engine is untouched): a first
+/// build starts the engine and builds everything; a second, started while the first really
+/// runs, says it waits, then proceeds when the first is done; a third finds everything cached at
+/// once; and one that can't get the lock gives up with a line saying so.
+#[test]
+fn builds_from_no_engine_wait_for_each_other_never_for_the_engine() {
+    let cache = images_cache();
+    assert!(
+        cache.join("wheels").is_dir(),
+        "no image build cache at {}: ./scripts/test builds the images into it",
+        cache.display()
+    );
+    let e = Einsora::new();
+    // The downloads, shared by hard links; the lock is this installation's own, so the suite's
+    // other image build doesn't take part.
+    let own = e.dir().join("images-cache");
+    let copied = Command::new("cp")
+        .arg("-al")
+        .arg(&cache)
+        .arg(&own)
+        .status()
+        .unwrap();
+    assert!(copied.success(), "cp -al {}", cache.display());
+    let _ = std::fs::remove_file(own.join(".lock"));
+    let host = format!("unix://{}", e.dir().join("docker.sock").display());
+    let _engine = PrivateEngine {
+        e: &e,
+        host: host.clone(),
+    };
+    let env = [("DOCKER_HOST", host.as_str())];
+
+    let mut first = Running::start(&e, &env);
+    eventually_or(
+        "the first build to start the private engine and a stage",
+        Duration::from_secs(120),
+        || first.said().contains("einsora/base:bookworm").then_some(()),
+        || first.said(),
+    );
+    assert!(
+        first.running(),
+        "the first build is still at work:\n{}",
+        first.said()
+    );
+    let mut second = Running::start(&e, &env);
+    eventually_or(
+        "the second build to say it waits for the first",
+        Duration::from_secs(60),
+        || {
+            second
+                .said()
+                .contains("waiting for another images build to finish")
+                .then_some(())
+        },
+        || format!("second:\n{}\nfirst:\n{}", second.said(), first.said()),
+    );
+    assert!(second.running());
+    let (status, said) = first.finish(Duration::from_secs(1500));
+    assert!(status.success(), "the first build: {status}\n{said}");
+    let (status, said) = second.finish(Duration::from_secs(300));
+    assert!(status.success(), "the second build: {status}\n{said}");
+    for tag in IMAGES {
+        assert!(
+            said.contains(&format!("{tag}: cached")),
+            "{tag} after the first:\n{said}"
+        );
+    }
+
+    // The engine the first build started still runs: a third build doesn't wait for it.
+    let (status, said) = Running::start(&e, &env).finish(Duration::from_secs(300));
+    assert!(status.success(), "the third build: {status}\n{said}");
+    assert!(!said.contains("waiting for another"), "{said}");
+
+    // Another holder of the lock that never lets go: a build gives up, saying why.
+    let mut holder = {
+        use std::os::unix::process::CommandExt;
+        Command::new("flock")
+            .arg(own.join(".lock"))
+            .args(["sleep", "600"])
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let waits = [
+        ("DOCKER_HOST", host.as_str()),
+        ("EINSORA_IMAGES_LOCK_WAIT", "2"),
+    ];
+    let (status, said) = Running::start(&e, &waits).finish(Duration::from_secs(60));
+    // flock and the sleep that holds the lock, by their group's ID.
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", holder.id())])
+        .status();
+    let _ = holder.wait();
+    assert!(!status.success(), "{said}");
+    assert!(
+        said.contains("gave up after 2 s waiting for another build's"),
+        "{said}"
+    );
 }
