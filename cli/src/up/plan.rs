@@ -70,13 +70,17 @@ impl Plan {
         }
         // Internal ports, and the agents' port (a Lab that enrols other machines sets
         // EINSORA_AGENT_ADDR to a routable address).
-        for name in [
+        let internal = [
             einsora_api::ADDR,
             einsora_controller::ADDR,
             einsora_metering::ADDR,
             einsora_controller::AGENT_ADDR,
-        ] {
-            default(name, free_loopback_port()?.to_string().into());
+        ];
+        for (name, addr) in internal
+            .into_iter()
+            .zip(free_loopback_ports(internal.len())?)
+        {
+            default(name, addr.to_string().into());
         }
         let mut settings = defaults
             .iter()
@@ -188,8 +192,29 @@ impl Plan {
     }
 }
 
-/// A loopback port free right now, for a role only the other roles dial.
-fn free_loopback_port() -> anyhow::Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("finding a free loopback port")?;
-    Ok(listener.local_addr()?)
+/// `n` distinct loopback ports free right now, for roles only the other roles dial. Each stays
+/// bound until all are picked: released one by one, the kernel may hand the same port out
+/// twice, and two roles would be given one address (seen in CI: the api and the controller).
+fn free_loopback_ports(n: usize) -> anyhow::Result<Vec<SocketAddr>> {
+    let held = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").context("finding a free loopback port"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    held.iter().map(|l| Ok(l.local_addr()?)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_internal_ports_picked_are_distinct() {
+        for _ in 0..500 {
+            let mut ports: Vec<u16> = super::free_loopback_ports(4)
+                .unwrap()
+                .iter()
+                .map(std::net::SocketAddr::port)
+                .collect();
+            ports.sort_unstable();
+            ports.dedup();
+            assert_eq!(ports.len(), 4, "{ports:?}");
+        }
+    }
 }
