@@ -62,7 +62,7 @@ function form(catalog, context) {
   const modelField = field(
     'Model',
     model,
-    'A model file in the models directory (e.g. my-model.gguf), or a Hugging Face repository ID.',
+    'A GGUF file in the models directory of the machine it runs on, by its path there (e.g. my-model.gguf or team/my-model.gguf). Nothing is downloaded.',
   );
   const keysField = field('SSH public keys', keys, 'Optional: one OpenSSH public key a line.');
   const submit = h('button', { type: 'submit' }, 'Launch');

@@ -416,6 +416,9 @@ async function main() {
     await page.getByLabel('Class', { exact: true }).selectOption('cpu-1c-2g');
     await page.getByLabel('Image', { exact: true }).selectOption('openai-endpoint');
     await page.getByLabel('Name', { exact: true }).fill('llm-browser');
+    // The form promises only what works: a file in the models directory, nothing downloaded.
+    const modelHint = await page.locator('#launch-model-hint').textContent();
+    assert(/models directory/.test(modelHint ?? '') && !/hugging ?face/i.test(modelHint ?? ''), `the model field's hint: ${modelHint}`);
     await page.getByLabel('Model', { exact: true }).fill(MODEL);
     await page.getByRole('button', { name: 'Launch', exact: true }).click();
     await page.waitForURL(/\/workloads\/[0-9a-f-]{36}$/);

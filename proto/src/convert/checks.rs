@@ -82,7 +82,8 @@ pub(super) fn check_fallback(
     }
 }
 
-/// A model ID such as `org/name`: relative path segments of safe characters.
+/// A model file's path in the models directory, such as `team/my-model.gguf`: relative path
+/// segments of safe characters.
 pub(super) fn check_model(field: &str, model: &str) -> Result<(), ConvertError> {
     if model.is_empty() {
         return Err(ConvertError::new(field, Problem::Missing));
@@ -101,8 +102,9 @@ pub(super) fn check_model(field: &str, model: &str) -> Result<(), ConvertError> 
     } else {
         Err(ConvertError::invalid(
             field,
-            "use a model ID such as org/name: up to 256 letters, digits, '-', '_', '.' and \
-             '/' between non-empty segments",
+            "name a GGUF file in the models directory by its path there, such as my-model.gguf \
+             or team/my-model.gguf: up to 256 letters, digits, '-', '_', '.' and '/' between \
+             non-empty segments",
         ))
     }
 }
