@@ -94,6 +94,8 @@ pub struct MachineRecord {
     pub created_at: OffsetDateTime,
     /// How many of the reading tenant's workloads hold capacity on it.
     pub workload_count: u32,
+    /// Why the controller flagged it, if it ever did (`AgentStore::flag_machine`).
+    pub flag: Option<crate::MachineFlag>,
 }
 
 /// One workload's use of one placed class during one hour.

@@ -62,6 +62,11 @@ pub fn machine(r: &MachineRecord, now: OffsetDateTime) -> machines_pb::Machine {
         workload_count: r.workload_count,
         created_at: Some(timestamp(r.created_at)),
         revoked_at: r.revoked_at.map(timestamp),
+        flag: r.flag.as_ref().map(|f| machines_pb::MachineFlag {
+            reason: f.what.clone(),
+            since: Some(timestamp(f.since)),
+            last: Some(timestamp(f.last)),
+        }),
         ..machines_pb::Machine::from(&r.machine)
     }
 }
@@ -110,6 +115,7 @@ mod tests {
             revoked_at: None,
             created_at: OffsetDateTime::UNIX_EPOCH,
             workload_count: 2,
+            flag: None,
         }
     }
 

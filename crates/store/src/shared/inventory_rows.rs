@@ -6,7 +6,8 @@ use einsora_core::machine::Machine;
 use crate::{MachineRecord, UsageRecord};
 
 const MACHINE_COLUMNS: &str = "id, owner_id, name, region, os, arch, cpus, memory_bytes, \
-     accelerators, drivers, sharing, last_seen_at, revoked_at, created_at";
+     accelerators, drivers, sharing, last_seen_at, revoked_at, created_at, flagged_for, \
+     flagged_at, flagged_last_at";
 
 const USAGE_COLUMNS: &str =
     "id, tenant_id, workload_id, region, machine_id, placed_class, units, hour_start, seconds";
@@ -46,6 +47,14 @@ fn machine_from_row(row: &<Db as sqlx::Database>::Row) -> Result<MachineRecord, 
         revoked_at: optional_ms(row.try_get("revoked_at")?)?,
         created_at: from_ms(row.try_get("created_at")?)?,
         workload_count: to_u32("workload count", count)?,
+        flag: match (
+            row.try_get::<Option<String>, _>("flagged_for")?,
+            optional_ms(row.try_get("flagged_at")?)?,
+            optional_ms(row.try_get("flagged_last_at")?)?,
+        ) {
+            (Some(what), Some(since), Some(last)) => Some(crate::MachineFlag { what, since, last }),
+            _ => None,
+        },
     })
 }
 

@@ -96,3 +96,46 @@ async fn machines_are_the_callers_own_with_status_and_workloads() {
     assert_eq!(revoked.status, pb::MachineStatus::Revoked as i32);
     assert!(revoked.revoked_at.is_some());
 }
+
+/// A machine the controller flagged says so, with the latest reason and both times; an
+/// unflagged one has no flag.
+#[tokio::test]
+async fn a_flagged_machine_shows_why_and_since_when() {
+    let env = env().await;
+    let who = env.tenant("acme", None).await;
+    let noisy = register(&env, &who, "noisy", true).await;
+    register(&env, &who, "quiet", true).await;
+    let at = |s| OffsetDateTime::from_unix_timestamp(s).unwrap();
+    for (what, when) in [
+        ("report_flood", 1_700_000_000),
+        ("stream_flood", 1_700_000_060),
+    ] {
+        env.store.flag_machine(noisy, what, at(when)).await.unwrap();
+    }
+    let get = |id: MachineId| who.req(pb::GetMachineRequest { id: id.to_string() });
+    let flagged = env
+        .machines
+        .get_machine(get(noisy))
+        .await
+        .unwrap()
+        .into_inner();
+    let flag = flagged.flag.expect("flagged");
+    assert_eq!(flag.reason, "stream_flood");
+    let seconds = |t: Option<prost_types::Timestamp>| t.map(|t| t.seconds);
+    assert_eq!(
+        (seconds(flag.since), seconds(flag.last)),
+        (Some(1_700_000_000), Some(1_700_000_060))
+    );
+    let list = env
+        .machines
+        .list_machines(who.req(pb::ListMachinesRequest {}))
+        .await
+        .unwrap()
+        .into_inner()
+        .machines;
+    let flags: Vec<_> = list
+        .iter()
+        .map(|m| (m.name.as_str(), m.flag.as_ref().map(|f| f.reason.as_str())))
+        .collect();
+    assert_eq!(flags, [("noisy", Some("stream_flood")), ("quiet", None)]);
+}
