@@ -129,7 +129,7 @@ const MACHINES: &[Column] = &[
     ("REGION", "region"),
     ("OS", "os"),
     ("CPUS", "cpus"),
-    ("MEMORY", "memory_bytes"),
+    ("MEMORY GIB", "memory_gib"),
     ("STATUS", "status"),
 ];
 const CLASSES: &[Column] = &[
@@ -262,11 +262,13 @@ async fn execute(
             Some("classes"),
             CLASSES,
         ),
-        ClientCommand::Machines => show(
-            api.call(Method::GET, "/v1/machines", None).await?,
-            Some("machines"),
-            MACHINES,
-        ),
+        ClientCommand::Machines => {
+            let mut listed = api.call(Method::GET, "/v1/machines", None).await?;
+            if !global.json {
+                output::add_gib(&mut listed["machines"], "memory_bytes", "memory_gib");
+            }
+            show(listed, Some("machines"), MACHINES)
+        }
         ClientCommand::Tokens { command } => tokens(api, global, command, show).await,
         ClientCommand::Usage { from, to } => {
             let path = format!("/v1/usage?from={}&to={}", query(&from), query(&to));

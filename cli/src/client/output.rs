@@ -47,6 +47,21 @@ pub fn table(rows: &[Value], columns: &[Column]) {
     }
 }
 
+/// Gives each row of `rows` a field `to`: its `from` bytes in GiB, one decimal, for a table
+/// (the API sends 64-bit counts as strings). A row without a count gets none.
+pub fn add_gib(rows: &mut Value, from: &str, to: &str) {
+    for row in rows.as_array_mut().into_iter().flatten() {
+        let bytes = match &row[from] {
+            Value::String(s) => s.parse::<u64>().ok(),
+            other => other.as_u64(),
+        };
+        if let (Some(bytes), Some(fields)) = (bytes, row.as_object_mut()) {
+            let gib = bytes as f64 / f64::from(1u32 << 30);
+            fields.insert(to.to_owned(), Value::String(format!("{gib:.1}")));
+        }
+    }
+}
+
 /// One value as a table shows it: strings bare, lists joined, absent as "-".
 fn cell(value: &Value) -> String {
     match value {
@@ -61,6 +76,19 @@ fn cell(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_is_shown_in_gib() {
+        let mut rows = serde_json::json!([
+            { "memory_bytes": "68719476736" },
+            { "memory_bytes": 3_221_225_472u64 },
+            { "memory_bytes": "not a count" },
+        ]);
+        add_gib(&mut rows, "memory_bytes", "memory_gib");
+        assert_eq!(rows[0]["memory_gib"], "64.0");
+        assert_eq!(rows[1]["memory_gib"], "3.0");
+        assert_eq!(cell(&rows[2]["memory_gib"]), "-");
+    }
 
     #[test]
     fn cells_are_plain_and_safe() {

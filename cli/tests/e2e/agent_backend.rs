@@ -283,6 +283,16 @@ fn up_enrols_this_machine_and_its_workloads_outlive_a_restart() {
     assert_eq!(machine["drivers"], json!(["sim"]), "{machine}");
     let table = Cli::with_token(&solo, &owner.token).ok(&["machines"]);
     assert!(table.contains(machine["name"].as_str().unwrap()), "{table}");
+    // Memory in GiB, as people read it, not a byte count.
+    let gib = format!("{:.1}", memory as f64 / f64::from(1u32 << 30));
+    assert!(
+        table.contains("MEMORY GIB") && table.contains(&gib),
+        "{gib} GiB: {table}"
+    );
+    assert!(
+        !table.contains(&memory.to_string()),
+        "no byte count: {table}"
+    );
 
     let who = &owner.session;
     let (status, made) = create(&solo, who, "at-home", "cpu-1c-2g");
