@@ -53,7 +53,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 
-use einsora_testkit::bench::{Report, Table, count, median};
+use einsora_testkit::bench::{Report, Table, count, median, setting};
 use support::{free_addr, get, open_loop, probe};
 
 const SMALL: &[u8; 100] = b"{\"version\":\"2.21.0\",\"started\":\"2026-11-29T00:00:00Z\",\"kernels\":0,\"connections\":0,\"pad\":\"xxxxxxxxxx\"}";
@@ -88,16 +88,10 @@ impl Kind {
 type Rounds<T> = Vec<Vec<Vec<T>>>;
 
 fn main() -> anyhow::Result<()> {
-    let setting = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(default)
-    };
-    let seconds = setting("BENCH_SECONDS", 10);
-    let rounds = setting("BENCH_ROUNDS", 3);
-    let rate = setting("BENCH_RATE", 2000) as f64;
-    let sockets = setting("BENCH_SOCKETS", 1000) as usize;
+    let seconds: u64 = setting("BENCH_SECONDS", 10)?;
+    let rounds: u64 = setting("BENCH_ROUNDS", 3)?;
+    let rate: f64 = setting("BENCH_RATE", 2000.0)?;
+    let sockets: usize = setting("BENCH_SOCKETS", 1000)?;
     let mut report = Report::start(
         "access",
         "Access proxy",

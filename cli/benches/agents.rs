@@ -20,31 +20,25 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use einsora_core::ids::{TenantId, UserId};
 use einsora_core::lifecycle::State;
 use einsora_proto::agent::v1 as pb;
-use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
-use einsora_store::{DatabaseUrl, NewTenant, NewUser, QuotaClass};
-use einsora_testkit::bench::{Report, Table, count, quantile};
+use einsora_store::DatabaseUrl;
+use einsora_testkit::bench::{Report, Table, count, quantile, setting};
 use time::OffsetDateTime;
-use tokio_stream::wrappers::ReceiverStream;
 
-use support::agents::{AgentsPort, Enrolled, enrolment_tokens};
+use support::agents::{AgentsPort, Enrolled, enrolment_tokens, inventory, owner};
 use support::{Running, created_by_bench, einsora, free_addr, install, notebook, probe};
 
 /// When each workload's desired state reached its machine.
 type Received = Arc<Mutex<HashMap<String, OffsetDateTime>>>;
 
 fn main() -> anyhow::Result<()> {
-    let counts: Vec<usize> = std::env::var("BENCH_AGENTS")
-        .unwrap_or_else(|_| "1000,5000,10000".into())
+    let counts = setting("BENCH_AGENTS", "1000,5000,10000".to_owned())?
         .split(',')
-        .filter_map(|n| n.trim().parse().ok())
-        .collect();
-    let pushes: usize = std::env::var("BENCH_PUSHES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
+        .map(|n| n.trim().parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("BENCH_AGENTS: {e} (counts between commas)"))?;
+    let pushes: usize = setting("BENCH_PUSHES", 200)?;
     let mut report = Report::start(
         "agents",
         "Hollow agents",
@@ -100,24 +94,7 @@ async fn run(n: usize, pushes: usize) -> anyhow::Result<Vec<String>> {
     .collect();
     install(&env)?;
     let (store, _) = einsora_store::migrate(&DatabaseUrl::parse(&url)?).await?;
-    let tenant = TenantId::new();
-    let owner = NewTenant {
-        id: tenant,
-        slug: "owner".into(),
-        name: "Owner".into(),
-        trusted: true,
-    };
-    store.create_tenant(&owner).await?;
-    store.set_quota(tenant, &QuotaClass::Default, None).await?;
-    let user = UserId::new();
-    let you = NewUser {
-        id: user,
-        tenant_id: tenant,
-        email: "owner@bench".into(),
-        display_name: "Owner".into(),
-        phc: "$argon2id$unused".into(),
-    };
-    store.create_user(&you).await?;
+    let (tenant, user) = owner(&*store, "owner").await?;
     let ca_pem = std::fs::read_to_string(dir.path().join("pki/ca.pem"))?;
     let tokens = enrolment_tokens(&*store, (tenant, user), &ca_pem, n, "bench").await?;
     let controller = Running::spawn(einsora(&["controller"], &env))?;
@@ -242,26 +219,9 @@ async fn hollow(
     machine: Enrolled,
     received: Received,
 ) -> anyhow::Result<()> {
-    let channel = port.connect(from, Some(&machine)).await?;
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let inventory = pb::Inventory {
-        hostname: "hollow".into(),
-        os: "linux".into(),
-        arch: "x86_64".into(),
-        cpus: 4,
-        memory_bytes: 8 << 30,
-        devices: vec![],
-        drivers: vec!["sim".into()],
-        agent_version: "bench".into(),
-    };
-    tx.send(pb::AgentReport {
-        report: Some(pb::agent_report::Report::Inventory(inventory)),
-    })
-    .await?;
-    let mut desired = SyncServiceClient::new(channel)
-        .sync(ReceiverStream::new(rx))
-        .await?
-        .into_inner();
+    let (tx, mut desired) = port
+        .open_stream(from, &machine, inventory("hollow", 4, 8 << 30), 4)
+        .await?;
     let mut heartbeat = tokio::time::interval(Duration::from_secs(10));
     loop {
         tokio::select! {

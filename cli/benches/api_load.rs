@@ -13,14 +13,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::json;
 
-use einsora_testkit::bench::{Report, Table};
+use einsora_testkit::bench::{Report, Table, setting};
 use support::{Api, Http, Stack, open_loop};
 
 fn main() -> anyhow::Result<()> {
-    let seconds: u64 = std::env::var("BENCH_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let seconds: u64 = setting("BENCH_SECONDS", 10)?;
     let length = Duration::from_secs(seconds);
     let mut report = Report::start(
         "api_load",

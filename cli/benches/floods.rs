@@ -45,18 +45,12 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use einsora_testkit::bench::Report;
+use einsora_testkit::bench::{Report, setting};
 use phase::{Flood, Measured, Phase, Setup, Target};
 
 fn main() -> anyhow::Result<()> {
-    let setting = |name: &str, default: u64| {
-        std::env::var(name)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(default)
-    };
-    let seconds = setting("BENCH_SECONDS", 10).clamp(1, 120);
-    let rounds = setting("BENCH_ROUNDS", 3).clamp(1, 10) as usize;
+    let seconds = setting::<u64>("BENCH_SECONDS", 10)?.clamp(1, 120);
+    let rounds = setting::<usize>("BENCH_ROUNDS", 3)?.clamp(1, 10);
     let mut report = Report::start("floods", "Floods", "cargo bench -p einsora --bench floods");
     let began = std::time::Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()

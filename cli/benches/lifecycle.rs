@@ -21,16 +21,13 @@ use hyper_util::rt::TokioExecutor;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use einsora_testkit::bench::{Report, Table, count, quantile};
+use einsora_testkit::bench::{Report, Table, count, quantile, setting};
 use support::{Api, Http, Running, Stack, created_by_bench, einsora, free_addr, install, notebook};
 
 const CREATES: usize = 200;
 
 fn main() -> anyhow::Result<()> {
-    let workloads: usize = std::env::var("BENCH_WORKLOADS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10_000);
+    let workloads: usize = setting("BENCH_WORKLOADS", 10_000)?;
     let pg = einsora_testkit::TempPostgres::shared();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -31,7 +31,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use einsora_testkit::bench::{Report, Table, median};
+use einsora_testkit::bench::{Report, Table, median, setting};
 use support::{Api, Http, free_addr, get};
 
 const POLL: Duration = Duration::from_millis(10);
@@ -46,10 +46,7 @@ struct Steps {
 }
 
 fn main() -> anyhow::Result<()> {
-    let runs: usize = std::env::var("BENCH_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let runs: usize = setting("BENCH_RUNS", 10)?;
     let ready = Command::new("docker")
         .args(["image", "inspect", "einsora/notebook:local"])
         .output()

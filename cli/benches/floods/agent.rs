@@ -13,15 +13,14 @@ use einsora_core::ids::WorkloadId;
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::{Actor, Credential, Reason, UserAction};
 use einsora_proto::agent::v1 as pb;
-use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
 use einsora_store::Transition;
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::legit::{Seen, io_word, open_loop};
 use super::world::{Enrolled, PATIENCE, World, code};
+use crate::support::agents::inventory;
 use crate::support::{created_by_bench, notebook};
 
 /// What the well-behaved agent saw, by workload.
@@ -85,26 +84,8 @@ impl Drop for Agent {
 }
 
 async fn open(world: &World, machine: &Enrolled, from: IpAddr) -> anyhow::Result<Opened> {
-    let channel = world.connect(from, Some(machine)).await?;
-    let (tx, rx) = mpsc::channel(16);
-    let inventory = pb::Inventory {
-        hostname: "legit".into(),
-        os: "linux".into(),
-        arch: "x86_64".into(),
-        cpus: 4096,
-        memory_bytes: 16 << 40,
-        devices: vec![],
-        drivers: vec!["sim".into()],
-        agent_version: "bench".into(),
-    };
-    tx.send(pb::AgentReport {
-        report: Some(pb::agent_report::Report::Inventory(inventory)),
-    })
-    .await?;
-    let mut client = SyncServiceClient::new(channel);
-    let call = client.sync(ReceiverStream::new(rx));
-    let desired = tokio::time::timeout(PATIENCE, call).await??.into_inner();
-    Ok((tx, desired))
+    let inventory = inventory("legit", 4096, 16 << 40);
+    world.port.open_stream(from, machine, inventory, 16).await
 }
 
 /// Serves streams until the bench aborts it (or, at the latest, after an hour).

@@ -13,11 +13,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-use tokio::time::Instant;
-
 use super::world::{PATIENCE, World, code};
-use crate::support::get;
+use crate::support::{get, open_loop};
 
 /// What one well-behaved client saw in a window.
 #[derive(Debug, Default, Clone)]
@@ -51,38 +48,33 @@ impl Seen {
     }
 }
 
-/// Runs `request(i)` at `rate` a second for `window`, each on its own task at its scheduled
-/// time, each within `PATIENCE`.
+/// Runs `request(i)` at `rate` a second for `window` (`support::open_loop`), each within
+/// `PATIENCE`; latency counts from each request's scheduled time.
 pub async fn open_loop<F, Fut>(rate: f64, window: Duration, request: F) -> anyhow::Result<Seen>
 where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
-    let total = (rate * window.as_secs_f64()).round() as usize;
-    let interval = Duration::from_secs_f64(1.0 / rate);
-    let start = Instant::now();
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    for i in 0..total {
-        let scheduled = start + interval.mul_f64(i as f64);
-        tokio::time::sleep_until(scheduled).await;
-        let (tx, answer) = (tx.clone(), request(i));
-        tokio::spawn(async move {
-            let outcome = match tokio::time::timeout(PATIENCE, answer).await {
+    let phase = open_loop::samples(rate, window, |i| {
+        let answer = request(i);
+        async move {
+            match tokio::time::timeout(PATIENCE, answer).await {
                 Ok(outcome) => outcome,
                 Err(_) => Err("no answer within 15 s".to_owned()),
-            };
-            let _ = tx.send((scheduled.elapsed(), outcome));
-        });
-    }
-    drop(tx);
-    let mut seen = Seen::default();
-    let deadline = Instant::now() + PATIENCE + Duration::from_secs(2);
-    while seen.sent < total {
-        match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Some((latency, outcome))) => seen.record(latency, outcome),
-            Ok(None) | Err(_) => anyhow::bail!("{} requests were never counted", total - seen.sent),
+            }
         }
+    })
+    .await;
+    let mut seen = Seen::default();
+    let counted = phase.samples.len();
+    for sample in phase.samples {
+        seen.record(sample.since_scheduled(), sample.outcome);
     }
+    anyhow::ensure!(
+        counted == phase.scheduled,
+        "{} requests were never counted",
+        phase.scheduled - counted
+    );
     Ok(seen)
 }
 

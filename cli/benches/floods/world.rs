@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
-use einsora_core::ids::{TenantId, UserId};
-use einsora_store::{DatabaseUrl, NewTenant, NewUser, QuotaClass, Store};
+use einsora_core::ids::TenantId;
+use einsora_store::{DatabaseUrl, Store};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tonic::transport::Channel;
 
-use crate::support::agents::{AgentsPort, enrolment_tokens};
+use crate::support::agents::{AgentsPort, enrolment_tokens, owner};
 pub use crate::support::agents::{Enrolled, PATIENCE};
 use crate::support::{Http, Stack, free_addr};
 
@@ -43,7 +43,7 @@ pub struct World {
     pub pids: Pids,
     /// Where every role's JSON log lines go (EINSORA_LOG_FILE).
     pub log: PathBuf,
-    port: AgentsPort,
+    pub port: AgentsPort,
     tokens: Mutex<Vec<String>>,
     _dir: tempfile::TempDir,
 }
@@ -100,24 +100,7 @@ impl World {
         anyhow::ensure!(api_token.starts_with("tsk_"), "no API token");
 
         let store = einsora_store::open(&DatabaseUrl::parse(&url)?).await?;
-        let tenant = TenantId::new();
-        let owner = NewTenant {
-            id: tenant,
-            slug: "bench-owner".into(),
-            name: "Bench owner".into(),
-            trusted: true,
-        };
-        store.create_tenant(&owner).await?;
-        store.set_quota(tenant, &QuotaClass::Default, None).await?;
-        let user = UserId::new();
-        let you = NewUser {
-            id: user,
-            tenant_id: tenant,
-            email: "owner@bench".into(),
-            display_name: "Owner".into(),
-            phc: "$argon2id$unused".into(),
-        };
-        store.create_user(&you).await?;
+        let (tenant, user) = owner(&*store, "bench-owner").await?;
         let ca_pem = std::fs::read_to_string(data_dir.join("pki/ca.pem"))?;
         let tokens = enrolment_tokens(&*store, (tenant, user), &ca_pem, TOKENS, "flood").await?;
         let world = World {

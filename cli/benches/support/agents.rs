@@ -11,9 +11,12 @@ use einsora_core::ids::{EnrolmentTokenId, MachineId, TenantId, UserId};
 use einsora_core::region::Region;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::enrolment_service_client::EnrolmentServiceClient;
+use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
 use einsora_runtime::pki::{Role, fingerprint};
-use einsora_store::{NewEnrolmentToken, Store, secret_hash};
+use einsora_store::{NewEnrolmentToken, NewTenant, NewUser, QuotaClass, Store, secret_hash};
 use time::OffsetDateTime;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// A TCP connect, a TLS handshake, an Enroll: each given this long.
@@ -62,6 +65,30 @@ impl AgentsPort {
             .context("connecting timed out")??)
     }
 
+    /// Opens `machine`'s Sync stream from `from` and sends `inventory` first, as an agent does:
+    /// the sender for its next reports (`buffer` of them queued) and its desired states.
+    pub async fn open_stream(
+        &self,
+        from: IpAddr,
+        machine: &Enrolled,
+        inventory: pb::Inventory,
+        buffer: usize,
+    ) -> anyhow::Result<(
+        mpsc::Sender<pb::AgentReport>,
+        tonic::Streaming<pb::DesiredState>,
+    )> {
+        let channel = self.connect(from, Some(machine)).await?;
+        let (tx, rx) = mpsc::channel(buffer);
+        tx.send(pb::AgentReport {
+            report: Some(pb::agent_report::Report::Inventory(inventory)),
+        })
+        .await?;
+        let mut client = SyncServiceClient::new(channel);
+        let call = client.sync(ReceiverStream::new(rx));
+        let desired = tokio::time::timeout(PATIENCE, call).await??.into_inner();
+        Ok((tx, desired))
+    }
+
     /// Enrols a new machine from `from` with `token` and a fresh key.
     pub async fn enrol(
         &self,
@@ -92,6 +119,44 @@ impl AgentsPort {
             key_pem: key.serialize_pem(),
         })
     }
+}
+
+/// A hollow machine's inventory: Linux, no devices, the `sim` driver.
+pub fn inventory(hostname: &str, cpus: u32, memory_bytes: u64) -> pb::Inventory {
+    pb::Inventory {
+        hostname: hostname.to_owned(),
+        os: "linux".into(),
+        arch: "x86_64".into(),
+        cpus,
+        memory_bytes,
+        devices: vec![],
+        drivers: vec!["sim".into()],
+        agent_version: "bench".into(),
+    }
+}
+
+/// The machines' owner: a trusted tenant `slug` with no quota limit, and a user of it who makes
+/// the enrolment tokens.
+pub async fn owner(store: &dyn Store, slug: &str) -> anyhow::Result<(TenantId, UserId)> {
+    let tenant = TenantId::new();
+    let new = NewTenant {
+        id: tenant,
+        slug: slug.to_owned(),
+        name: "Bench owner".into(),
+        trusted: true,
+    };
+    store.create_tenant(&new).await?;
+    store.set_quota(tenant, &QuotaClass::Default, None).await?;
+    let user = UserId::new();
+    let you = NewUser {
+        id: user,
+        tenant_id: tenant,
+        email: format!("owner@{slug}.bench"),
+        display_name: "Owner".into(),
+        phc: "$argon2id$unused".into(),
+    };
+    store.create_user(&you).await?;
+    Ok((tenant, user))
 }
 
 /// `n` enrolment tokens of `tenant`, made by `user`, valid for two hours and pinned to the

@@ -23,7 +23,7 @@ use einsora_store::{
     Admission, DatabaseUrl, NewTenant, NewWorkload, QuotaClass, Store, Transition,
 };
 use einsora_testkit::TempPostgres;
-use einsora_testkit::bench::{Report, Table};
+use einsora_testkit::bench::{Report, Table, setting};
 use uuid::Uuid;
 
 const PATH: [State; 7] = [
@@ -41,10 +41,7 @@ const SQLITE_RUNS: [(usize, usize); 2] = [(1, 3000), (16, 200)];
 const POSTGRES_RUNS: [(usize, usize); 2] = [(1, 1500), (16, 300)];
 
 fn main() -> anyhow::Result<()> {
-    let scale: f64 = std::env::var("BENCH_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
+    let scale: f64 = setting("BENCH_SCALE", 1.0)?;
     let scaled = |n: usize| ((n as f64 * scale) as usize).max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

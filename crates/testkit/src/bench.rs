@@ -46,10 +46,6 @@ impl Report {
         let _ = write!(self.text, "\n{}", table.render());
     }
 
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-
     /// Prints the report and writes it under `target/bench-results/`; returns its path.
     pub fn finish(self) -> anyhow::Result<PathBuf> {
         print!("{}", self.text);
@@ -96,6 +92,19 @@ impl Table {
             out.push_str(&line(row));
         }
         out
+    }
+}
+
+/// The bench setting `name` (`BENCH_ROUNDS=5`), or `default` when it isn't set; a value that
+/// doesn't parse is an error naming the setting, never a silent default.
+pub fn setting<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T> {
+    match std::env::var(name) {
+        Err(std::env::VarError::NotPresent) => Ok(default),
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{name}={v:?}: not a {}", std::any::type_name::<T>())),
+        Err(e) => anyhow::bail!("{name}: {e}"),
     }
 }
 
