@@ -85,6 +85,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     tracing::info!(machine = %identity.machine_id, %controller, "agent starting");
     let docker = cfg.docker.map(|docker| drivers::docker::DockerConfig {
         machine: identity.machine_id.clone(),
+        controller: controller.clone(),
         ..docker
     });
     let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, cfg.sim).await;

@@ -27,6 +27,8 @@ pub struct Lan {
 /// One machine's namespace on the [`Lan`].
 pub struct Host {
     pub netns: String,
+    /// Its address on the bridge.
+    pub address: String,
 }
 
 impl Lan {
@@ -72,7 +74,10 @@ impl Lan {
         let netns = format!("esn{}-{i}", self.tag);
         let veth = format!("esv{}x{i}", self.tag);
         ip(&["netns", "add", &netns]);
-        let host = Host { netns };
+        let host = Host {
+            netns,
+            address: format!("{}.{}", self.prefix, i + 2),
+        };
         ip(&[
             "link",
             "add",
@@ -86,7 +91,7 @@ impl Lan {
             &host.netns,
         ]);
         ip(&["link", "set", &veth, "master", &self.bridge(), "up"]);
-        let addr = format!("{}.{}/24", self.prefix, i + 2);
+        let addr = format!("{}/24", host.address);
         host.ip(&["addr", "add", &addr, "dev", "eth0"]);
         host.ip(&["link", "set", "eth0", "up"]);
         host.ip(&["link", "set", "lo", "up"]);

@@ -6,6 +6,7 @@
 //! docker.rs needs (the engine, the images, EINSORA_TEST_MODEL). Bounds are generous: a loaded
 //! 2-core machine.
 
+mod egress;
 mod host;
 mod kernel;
 mod system_user;
@@ -96,8 +97,8 @@ fn assert_socket_is_private(solo: &Solo, id: &str, socket: &str, user: (u32, u32
 }
 
 /// With a notebook (and a kernel in it) and an endpoint running, no process of either listens
-/// on the host, and in their own network namespaces, which have no interface but loopback,
-/// nothing listens beyond loopback. Their sockets and run directories are their user's alone;
+/// on the host, and in their own network namespaces (the endpoint's has no interface but
+/// loopback, the notebook's one on the fenced egress network) nothing listens beyond loopback. Their sockets and run directories are their user's alone;
 /// the token each was started with is a file in the agent's own secrets directory, readable by
 /// that user alone, and none lies beside the socket.
 #[test]
@@ -130,11 +131,15 @@ fn no_listeners() {
     for (id, socket, token) in [(&nb, "jl.sock", "token"), (&llm, "llm.sock", "api-key")] {
         let container = container_of(id);
         let pid = pid_of(&container);
-        assert_eq!(
-            interfaces(pid),
-            ["lo"],
-            "{socket}'s namespace has only loopback"
-        );
+        // The owner's notebook has the egress network (sandbox/egress.rs); an endpoint none.
+        let expected: &[&str] = if socket == "jl.sock" {
+            &["eth0", "lo"]
+        } else {
+            &["lo"]
+        };
+        let mut names = interfaces(pid);
+        names.sort();
+        assert_eq!(names, expected, "{socket}'s namespace's interfaces");
         let inside = listening(&pid.to_string());
         let exposed: Vec<_> = inside.iter().filter(|s| !is_loopback(s.local)).collect();
         assert!(
@@ -173,7 +178,7 @@ fn no_listeners() {
 }
 
 /// Inside a notebook, through the proxy: its code runs unprivileged, on a read-only root, with
-/// no network; a fork bomb stops at the pids limit and the kernel lives on; a memory hog is
+/// no network where the machine gives none (EINSORA_AGENT_EGRESS=off); a fork bomb stops at the pids limit and the kernel lives on; a memory hog is
 /// killed at the class's memory while the server, the agent and the machine carry on.
 #[test]
 fn the_sandbox_holds() {
@@ -181,6 +186,7 @@ fn the_sandbox_holds() {
         // Silence for this long would be a timeline note: the agent must keep syncing.
         ("EINSORA_AGENT_HEARTBEAT", "1s"),
         ("EINSORA_AGENT_OFFLINE_AFTER", "15s"),
+        ("EINSORA_AGENT_EGRESS", "off"),
     ]);
     let acme = tenant(&solo, "dev@acme");
     let nb = launch(&solo, &acme.token, a_notebook("nb"));

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use einsora_runtime::settings::{ConfigError, Settings};
 
+use super::egress::{EGRESS, EgressSetting};
 use super::{DiskConfig, DockerConfig};
 use crate::models::MODELS_DIR;
 
@@ -54,6 +55,13 @@ impl DockerConfig {
             models_dir: Some(settings.path(MODELS_DIR, &models)?),
             images,
             disks: DiskConfig::from_settings(settings)?,
+            egress: settings.choice(
+                EGRESS,
+                &[("auto", EgressSetting::Auto), ("off", EgressSetting::Off)],
+                "auto",
+            )?,
+            // Known once the agent knows its controller: set before starting, like `machine`.
+            controller: String::new(),
         }))
     }
 }
@@ -78,5 +86,15 @@ mod tests {
         assert_eq!(c.images["jupyterlab-cpu"], "einsora/notebook:local");
         assert!(config(&[("EINSORA_DATA_DIR", "/d"), (IMAGES, "nonsense")]).is_err());
         assert!(config(&[(ENABLED, "false")]).unwrap().is_none());
+    }
+
+    #[test]
+    fn egress_is_auto_unless_turned_off() {
+        let d = ("EINSORA_DATA_DIR", "/d");
+        assert_eq!(config(&[d]).unwrap().unwrap().egress, EgressSetting::Auto);
+        let off = config(&[d, (EGRESS, "off")]).unwrap().unwrap();
+        assert_eq!(off.egress, EgressSetting::Off);
+        let err = config(&[d, (EGRESS, "yes")]).unwrap_err().to_string();
+        assert!(err.contains(EGRESS), "{err}");
     }
 }

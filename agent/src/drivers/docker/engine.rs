@@ -153,6 +153,23 @@ impl Engine {
         Ok(v["State"]["OOMKilled"].as_bool().unwrap_or(false))
     }
 
+    /// A network by name, as the engine describes it, or `None` if there is none.
+    pub async fn network(&self, name: &str) -> Result<Option<Value>, EngineError> {
+        let path = format!("/networks/{}", encode(name));
+        match self.json(Method::GET, &path, None).await {
+            Ok(v) => Ok(Some(v)),
+            Err(EngineError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates a network; one of that name made meanwhile (another agent) is a `Conflict`.
+    pub async fn create_network(&self, spec: &Value) -> Result<(), EngineError> {
+        self.call(Method::POST, "/networks/create", Some(spec))
+            .await
+            .map(drop)
+    }
+
     async fn json(
         &self,
         method: Method,

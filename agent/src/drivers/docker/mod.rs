@@ -9,6 +9,7 @@
 mod config;
 mod dirs;
 mod disk;
+mod egress;
 mod engine;
 mod model;
 mod reconcile;
@@ -28,6 +29,7 @@ use tokio::sync::{Notify, watch};
 
 pub use config::{ENABLED, IMAGES, SOCKET};
 pub use disk::{DiskConfig, FLOOR as DISK_FLOOR, LIMITS as DISK_LIMITS, LOG_LIMIT};
+pub use egress::{EGRESS, EgressSetting, NETWORK as EGRESS_NETWORK};
 pub use engine::Engine;
 
 pub const NAME: &str = "docker";
@@ -47,6 +49,10 @@ pub struct DockerConfig {
     pub images: BTreeMap<String, String>,
     /// Workloads' disk and log limits, and the free-space floor.
     pub disks: DiskConfig,
+    /// Whether the owner's notebooks may have outbound network here (egress.rs).
+    pub egress: EgressSetting,
+    /// The controller the agent syncs with (`host:port`), which egress can't reach.
+    pub controller: String,
 }
 
 /// What the controller wants of one workload on this driver.

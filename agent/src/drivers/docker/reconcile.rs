@@ -16,6 +16,7 @@ use tokio::sync::{Notify, watch};
 
 use super::dirs::{self, Places};
 use super::disk::Disks;
+use super::egress::{Fence, Network};
 use super::engine::{ContainerSummary, Engine, EngineError};
 use super::records::{Record, Records};
 use super::spec::{
@@ -44,6 +45,8 @@ pub struct Worker {
     user: (u32, u32),
     /// Images being pulled, and those whose pull failed.
     pulls: HashMap<String, watch::Receiver<Option<bool>>>,
+    /// The egress network's fence, put up when a workload wants egress.
+    fence: Fence,
     /// Attempts that couldn't be prepared, and why: not tried again (a large model isn't
     /// copied again every second). A new attempt tries afresh.
     unprepared: HashMap<String, (u32, StatusCode)>,
@@ -68,6 +71,7 @@ impl Worker {
             (euid, rustix::process::getegid().as_raw())
         };
         Worker {
+            fence: Fence::new(config.egress, config.controller.clone()),
             records: Records::open(&config.state_dir),
             disks: Disks::new(config.disks.clone(), &config.state_dir),
             engine,
@@ -166,7 +170,10 @@ impl Worker {
             return refused(self.pull_status(&image));
         };
         let places = Places::of(&self.config.state_dir, &w.workload);
-        let sandbox = self.sandbox(w, image, image_id, &places);
+        // Where the fence can't be kept up, a container made with egress no longer matches its
+        // sandbox and is stopped (fail closed), like any sandbox change.
+        let network = self.fence.network(&self.engine, w.spec.egress).await;
+        let sandbox = self.sandbox(w, image, image_id, &places, network);
         for old in containers.iter().filter(|c| !of_attempt(c, w.attempt)) {
             self.engine.remove(&old.id).await?;
         }
@@ -318,7 +325,14 @@ impl Worker {
         Ok(StatusCode::Removed)
     }
 
-    fn sandbox(&self, w: &Wanted, image: String, image_id: String, places: &Places) -> Sandbox {
+    fn sandbox(
+        &self,
+        w: &Wanted,
+        image: String,
+        image_id: String,
+        places: &Places,
+        network: Network,
+    ) -> Sandbox {
         let resources = w.spec.resources.clone().unwrap_or_default();
         let serves = match &w.spec.params {
             Some(einsora_proto::agent::v1::workload_spec::Params::Endpoint(p)) => {
@@ -344,6 +358,7 @@ impl Worker {
             memory_bytes: resources.memory_bytes,
             log_bytes: self.disks.log_bytes(),
             gpus: resources.device_uuids,
+            network,
             run_dir: places.run.clone(),
             secret_dir: places.secret.clone(),
             serves,

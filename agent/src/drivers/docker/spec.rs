@@ -1,4 +1,5 @@
-//! The container a workload becomes: its sandbox (no network, a read-only root, no
+//! The container a workload becomes: its sandbox (no network, or the fenced egress network for
+//! the owner's notebooks: egress.rs; a read-only root, no
 //! capabilities, no new privileges, the class's CPU, memory and pids limits, a non-root user, a
 //! bounded log), the mounts (its private run directory, where its server listens on a Unix
 //! socket; its token, read-only, from outside any directory it can write; its data; its model),
@@ -8,6 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use einsora_core::run_dirs;
+
+use super::egress::Network;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -75,6 +78,7 @@ pub struct Sandbox {
     pub log_bytes: u64,
     /// NVIDIA GPUs by UUID, reserved exactly.
     pub gpus: Vec<String>,
+    pub network: Network,
     pub run_dir: PathBuf,
     /// The agent's own directory holding the token file.
     pub secret_dir: PathBuf,
@@ -179,7 +183,7 @@ impl Sandbox {
         };
         let memory = i64::try_from(self.memory_bytes).unwrap_or(i64::MAX);
         let mut host = json!({
-            "NetworkMode": "none",
+            "NetworkMode": self.network.mode(),
             "ReadonlyRootfs": true,
             "CapDrop": ["ALL"],
             "SecurityOpt": ["no-new-privileges"],
@@ -213,7 +217,7 @@ impl Sandbox {
             "User": format!("{uid}:{gid}"),
             "Env": env,
             "HostConfig": host,
-            "NetworkDisabled": true,
+            "NetworkDisabled": self.network == Network::None,
         });
         if !cmd.is_null() {
             body["Cmd"] = cmd;
@@ -243,6 +247,7 @@ mod tests {
             memory_bytes: 2 << 30,
             log_bytes: 20 << 20,
             gpus: Vec::new(),
+            network: Network::None,
             run_dir: "/state/run/w1".into(),
             secret_dir: "/state/secrets/w1".into(),
             serves: Serves::Notebook {
@@ -299,6 +304,26 @@ mod tests {
         let mut longer_logs = a.clone();
         longer_logs.log_bytes *= 2;
         assert_ne!(a.fingerprint(), longer_logs.fingerprint());
+        let mut networked = a.clone();
+        networked.network = Network::Egress;
+        assert_ne!(a.fingerprint(), networked.fingerprint());
+    }
+
+    #[test]
+    fn an_egress_notebook_joins_the_fenced_network_and_nothing_else_changes() {
+        let mut s = notebook();
+        s.network = Network::Egress;
+        let body = s.body_without_labels();
+        assert_eq!(body["HostConfig"]["NetworkMode"], "einsora-egress");
+        assert_eq!(body["NetworkDisabled"], false);
+        assert!(
+            body["HostConfig"].get("PortBindings").is_none(),
+            "it publishes no port"
+        );
+        let mut closed = body.clone();
+        closed["HostConfig"]["NetworkMode"] = json!("none");
+        closed["NetworkDisabled"] = json!(true);
+        assert_eq!(closed, notebook().body_without_labels());
     }
 
     /// What a machine without a GPU can check of a vLLM endpoint: its exact GPUs, its model

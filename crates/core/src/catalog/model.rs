@@ -22,6 +22,7 @@ pub struct ComputeClass {
     pub(super) memory_gib: u32,
     pub(super) disk_gib: u32,
     pub(super) unified_memory_gib: Option<u32>,
+    pub(super) egress: bool,
     pub(super) device_models: Vec<String>,
     pub(super) regions: Option<Vec<Region>>,
 }
@@ -61,6 +62,13 @@ impl ComputeClass {
 
     pub fn disk_bytes(&self) -> u64 {
         u64::from(self.disk_gib) * GIB
+    }
+
+    /// Whether the machine owner's own notebooks of this class get outbound network (the
+    /// catalog's `egress`, true unless set to false). Guests' workloads and endpoints never
+    /// do (docs/security.md, "Workload network").
+    pub fn egress(&self) -> bool {
+        self.egress
     }
 
     /// The unified-memory tier of an Apple class, in GiB; `None` for every other class.

@@ -27,6 +27,9 @@ pub(super) struct RawClass {
     pub disk_gib: Option<u32>,
     #[serde(default)]
     pub unified_memory_gib: Option<u32>,
+    /// Whether its notebooks may reach out (true when absent).
+    #[serde(default)]
+    pub egress: Option<bool>,
     #[serde(default)]
     pub models: Vec<String>,
     /// `None` only when the key is absent: an explicit `regions:` with no value is an error

@@ -3,7 +3,8 @@
 //! endpoint → remove with everything it stored; anything else → park, keeping its disk.
 
 use einsora_core::agent::Mode;
-use einsora_core::catalog::Catalog;
+use einsora_core::catalog::{Catalog, ComputeClass};
+use einsora_core::ids::TenantId;
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
 use einsora_core::workload::Workload;
@@ -25,7 +26,7 @@ pub fn mode(w: &Workload) -> Mode {
 pub fn workloads(
     on_machine: &[Workload],
     catalog: &Catalog,
-    owner: einsora_core::ids::TenantId,
+    owner: TenantId,
 ) -> Vec<pb::DesiredWorkload> {
     on_machine
         .iter()
@@ -58,6 +59,7 @@ pub fn workloads(
                         disk_bytes: c.disk_bytes(),
                     }),
                     requires_strong_isolation: w.tenant_id != owner,
+                    egress: egress(w, class, owner),
                     // The store validated them when they were written; a row that no longer
                     // reads is sent without, and the agent refuses what it can't run.
                     params: WorkloadParams::from_json(w.kind, &w.params)
@@ -69,20 +71,27 @@ pub fn workloads(
         .collect()
 }
 
+/// Outbound network only for the code the machine's owner runs there: its own notebooks, of a
+/// class the catalog leaves open. A guest's workload (a community pool's) and an endpoint (a
+/// fixed server with its model already in place) get none.
+fn egress(w: &Workload, class: Option<&ComputeClass>, owner: TenantId) -> bool {
+    w.kind == WorkloadKind::Notebook && w.tenant_id == owner && class.is_some_and(|c| c.egress())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use WorkloadKind::{Endpoint, Notebook};
+    use einsora_core::ids::WorkloadId;
 
-    #[test]
-    fn modes_follow_the_seeds() {
-        use einsora_core::ids::{TenantId, WorkloadId};
+    fn workload(kind: WorkloadKind, state: State, tenant: TenantId, class: &str) -> Workload {
         let now = time::OffsetDateTime::now_utc();
-        let w = |kind, state| Workload {
+        Workload {
             id: WorkloadId::new(),
-            tenant_id: TenantId::new(),
+            tenant_id: tenant,
             kind,
             name: "w".into(),
-            gpu_class: "cpu-1c-2g".into(),
+            gpu_class: class.into(),
             placed_class: None,
             units: 1,
             image: "jupyterlab".into(),
@@ -98,8 +107,11 @@ mod tests {
             version: 1,
             created_at: now,
             updated_at: now,
-        };
-        use WorkloadKind::{Endpoint, Notebook};
+        }
+    }
+
+    #[test]
+    fn modes_follow_the_seeds() {
         for (kind, state, expected) in [
             (Notebook, State::Provisioning, Mode::Run),
             (Notebook, State::Running, Mode::Run),
@@ -110,7 +122,42 @@ mod tests {
             (Notebook, State::Pending, Mode::Park),
             (Notebook, State::Deleting, Mode::Remove),
         ] {
-            assert_eq!(mode(&w(kind, state)), expected, "{kind} {state}");
+            let w = workload(kind, state, TenantId::new(), "cpu-1c-2g");
+            assert_eq!(mode(&w), expected, "{kind} {state}");
+        }
+    }
+
+    /// Only the owner's own notebooks of an open class reach out: never a guest's, never an
+    /// endpoint, never a class the catalog closes, never a class that left the catalog.
+    #[test]
+    fn egress_is_the_owners_notebooks_of_open_classes_only() {
+        let catalog = Catalog::from_yaml(
+            "regions: [local]\n\
+             drivers: [docker]\n\
+             classes:\n\
+             - {name: open, accelerator: cpu, cpus: 1, memory_gib: 2}\n\
+             - {name: closed, accelerator: cpu, cpus: 1, memory_gib: 2, egress: false}\n\
+             images:\n\
+             - {name: jupyterlab, kinds: [notebook], runtimes: [{name: jupyterlab-cpu, accelerators: [cpu]}]}\n",
+        )
+        .unwrap();
+        let (owner, guest) = (TenantId::new(), TenantId::new());
+        for (kind, tenant, class, expected) in [
+            (Notebook, owner, "open", true),
+            (Notebook, guest, "open", false),
+            (Endpoint, owner, "open", false),
+            (Notebook, owner, "closed", false),
+            (Notebook, owner, "gone", false),
+        ] {
+            let w = workload(kind, State::Running, tenant, class);
+            let sent = workloads(&[w], &catalog, owner);
+            let egress = sent[0].spec.as_ref().unwrap().egress;
+            assert_eq!(
+                egress,
+                expected,
+                "{kind} of {class}, owner's: {}",
+                tenant == owner
+            );
         }
     }
 }

@@ -185,3 +185,19 @@ fn a_class_without_disk_is_refused() {
         with_classes(&["{name: cpu-2c-2g, accelerator: cpu, cpus: 2, memory_gib: 2, disk_gib: 0}"]);
     expect_problem(&yaml, "class \"cpu-2c-2g\"", "disk_gib: 0");
 }
+
+#[test]
+fn a_class_gives_egress_unless_it_says_egress_false() {
+    let closed = "{name: cpu-2c-2g, accelerator: cpu, cpus: 2, memory_gib: 2, egress: false}";
+    let open = "{name: cpu-4c-4g, accelerator: cpu, cpus: 4, memory_gib: 4}";
+    let catalog = Catalog::from_yaml(&with_classes(&[closed, open])).unwrap();
+    assert!(!catalog.class("cpu-2c-2g").unwrap().egress());
+    assert!(catalog.class("cpu-4c-4g").unwrap().egress());
+    let yaml = with_classes(&[
+        "{name: cpu-2c-2g, accelerator: cpu, cpus: 2, memory_gib: 2, egress: maybe}",
+    ]);
+    assert!(
+        Catalog::from_yaml(&yaml).is_err(),
+        "egress is true or false"
+    );
+}

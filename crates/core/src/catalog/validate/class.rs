@@ -77,6 +77,7 @@ fn class(raw: RawClass, entry: &str, regions: &[Region], p: &mut Problems) -> Op
         memory_gib: raw.memory_gib,
         disk_gib: raw.disk_gib.unwrap_or(DEFAULT_DISK_GIB),
         unified_memory_gib: raw.unified_memory_gib,
+        egress: raw.egress.unwrap_or(true),
         device_models: raw.models,
         regions: class_regions,
     })
