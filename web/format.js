@@ -28,6 +28,20 @@ export function gib(bytes) {
 }
 
 /**
+ * Bytes as KiB, MiB or GiB, whichever reads best (a file's size).
+ * @param {string | number | undefined} bytes
+ * @returns {string}
+ */
+export function size(bytes) {
+  const n = Number(bytes ?? 0);
+  if (!Number.isFinite(n) || n <= 0) return '—';
+  if (n >= 2 ** 30) return gib(n);
+  const mib = n / 2 ** 20;
+  if (mib >= 1) return `${mib >= 10 ? Math.round(mib) : mib.toFixed(1)} MiB`;
+  return `${Math.max(1, Math.round(n / 1024))} KiB`;
+}
+
+/**
  * A text, or a dash when empty.
  * @param {string | undefined} text
  * @returns {string}

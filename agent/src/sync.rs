@@ -1,5 +1,5 @@
 //! The agent's side of Sync: one stream to its controller over mutual TLS with its machine
-//! certificate. It sends its inventory first, then its workloads' statuses whenever they change
+//! certificate. It sends its inventory first (again when its model files change), then its workloads' statuses whenever they change
 //! (checked every `STATUS_CHECK`) or a desired state was applied, and at least every
 //! heartbeat (EINSORA_AGENT_HEARTBEAT): silence is what makes the controller call a machine
 //! offline. It reconnects with jittered backoff, except once its controller says the
@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use einsora_core::machine::ModelFile;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
 use einsora_proto::common::v1 as common_pb;
@@ -26,6 +27,9 @@ use crate::renew::Renewal;
 const STATUS_CHECK: Duration = Duration::from_secs(2);
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How often the models directory is looked at again; a changed list is sent as a new
+/// inventory.
+const MODELS_RESCAN: Duration = Duration::from_secs(60);
 /// A session that lasted this long resets the backoff.
 const STEADY: Duration = Duration::from_secs(60);
 
@@ -95,7 +99,8 @@ async fn session(
     let (controller, heartbeat) = (link.controller, link.heartbeat);
     let channel = link.tls.connect(controller).await.map_err(|e| lost(&e))?;
     let (tx, rx) = mpsc::channel(8);
-    tx.send(inventory(drivers).await)
+    let mut models = drivers.model_files().await;
+    tx.send(inventory(drivers, &models).await)
         .await
         .map_err(|e| lost(&e))?;
     let response = SyncServiceClient::new(channel)
@@ -106,6 +111,8 @@ async fn session(
     let mut desired = response.into_inner();
     let mut heartbeat = tokio::time::interval(heartbeat);
     let mut check = tokio::time::interval(STATUS_CHECK);
+    let mut rescan =
+        tokio::time::interval_at(tokio::time::Instant::now() + MODELS_RESCAN, MODELS_RESCAN);
     let changed = drivers.changed();
     let mut reported: Option<pb::WorkloadStatuses> = None;
     loop {
@@ -123,6 +130,14 @@ async fn session(
                 Err(status) => return Err(refused(status)),
             },
             _ = heartbeat.tick() => true,
+            _ = rescan.tick() => {
+                let now = drivers.model_files().await;
+                if now != models {
+                    models = now;
+                    tx.send(inventory(drivers, &models).await).await.map_err(|e| lost(&e))?;
+                }
+                false
+            }
             () = changed.notified() => false,
             _ = check.tick() => {
                 if let Some(request) = renewal.request() {
@@ -152,7 +167,7 @@ fn refused(status: tonic::Status) -> SyncError {
 }
 
 /// What this machine has, as a report; an inventory that can't be read reports what it can.
-async fn inventory(drivers: &Drivers) -> pb::AgentReport {
+async fn inventory(drivers: &Drivers, models: &[ModelFile]) -> pb::AgentReport {
     let inventory = match crate::inventory::collect().await {
         Ok(inventory) => pb::Inventory {
             hostname: inventory.hostname,
@@ -172,6 +187,7 @@ async fn inventory(drivers: &Drivers) -> pb::AgentReport {
                 .collect(),
             drivers: drivers.names(),
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            models: models.iter().map(Into::into).collect(),
         },
         Err(e) => {
             tracing::warn!(error = %e, "couldn't read this machine's inventory");

@@ -1,14 +1,18 @@
 // Launch a workload from a form the catalog drives: a class or image that can't be chosen for
-// the kind and region is disabled, and its option says why (the same rules the API checks).
+// the kind and region is disabled, and its option says why (the same rules the API checks). An
+// endpoint's model field offers the model files the caller's online machines report (their
+// agents list the GGUF files in their models directories that validate).
 
 import { api } from '../api.js';
 import { h, errorBox, field, select, setOptions } from '../dom.js';
-import { KINDS } from '../format.js';
+import { KINDS, size } from '../format.js';
 
 /**
  * @typedef {{name: string, accelerator: string, devices: number, cpus: number, memory_gib: number, regions: string[]}} ComputeClass
  * @typedef {{name: string, kinds: string[], runtimes: {name: string, accelerators: string[]}[], classes: string[]}} Image
  * @typedef {{regions: {name: string, is_default: boolean}[], classes: ComputeClass[], images: Image[]}} Catalog
+ * @typedef {{path: string, size_bytes: string | number}} ModelFile
+ * @typedef {{status: string, models?: ModelFile[]}} Machine
  */
 
 /** @type {import('../app.js').Page['render']} */
@@ -17,9 +21,14 @@ export function render(main, _params, context) {
   const status = h('p', {}, 'Loading the catalog…');
   main.append(title, status);
   let stopped = false;
-  api.get('/v1/catalog').then(
-    (catalog) => {
-      if (!stopped) status.replaceWith(form(/** @type {Catalog} */ (catalog), context));
+  // Without the machines (an error reading them) the form still works: the model is typed.
+  const machines = api.get('/v1/machines').then(
+    (list) => /** @type {Machine[]} */ (list.machines ?? []),
+    () => /** @type {Machine[]} */ ([]),
+  );
+  Promise.all([api.get('/v1/catalog'), machines]).then(
+    ([catalog, list]) => {
+      if (!stopped) status.replaceWith(form(/** @type {Catalog} */ (catalog), offeredModels(list), context));
     },
     (error) => {
       if (!stopped) status.replaceWith(errorBox(error));
@@ -31,11 +40,31 @@ export function render(main, _params, context) {
 }
 
 /**
+ * The model files the online machines offer, each path once (the largest size if they differ),
+ * sorted by path.
+ * @param {Machine[]} machines
+ * @returns {ModelFile[]}
+ */
+function offeredModels(machines) {
+  /** @type {Map<string, ModelFile>} */
+  const byPath = new Map();
+  for (const m of machines) {
+    if (m.status !== 'online') continue;
+    for (const file of m.models ?? []) {
+      const known = byPath.get(file.path);
+      if (!known || Number(file.size_bytes) > Number(known.size_bytes)) byPath.set(file.path, file);
+    }
+  }
+  return [...byPath.values()].sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}
+
+/**
  * @param {Catalog} catalog
+ * @param {ModelFile[]} models  what the model field offers
  * @param {import('../app.js').Context} context
  * @returns {HTMLElement}
  */
-function form(catalog, context) {
+function form(catalog, models, context) {
   const imagesOf = (/** @type {string} */ kind) => catalog.images.filter((i) => i.kinds.includes(kind));
   const kind = select(
     'launch-kind',
@@ -57,13 +86,29 @@ function form(catalog, context) {
   const region = select('launch-region', regions, catalog.regions[0]?.name ?? '');
   const gpuClass = h('select', { id: 'launch-class', name: 'gpu_class' });
   const image = h('select', { id: 'launch-image', name: 'image' });
-  const model = h('input', { id: 'launch-model', name: 'model', autocomplete: 'off', spellcheck: 'false', maxlength: 256 });
+  const offered = h(
+    'datalist',
+    { id: 'launch-models' },
+    ...models.map((m) => h('option', { value: m.path }, `${m.path} (${size(m.size_bytes)})`)),
+  );
+  const model = h('input', {
+    id: 'launch-model',
+    name: 'model',
+    list: 'launch-models',
+    autocomplete: 'off',
+    spellcheck: 'false',
+    maxlength: 256,
+  });
   const keys = h('textarea', { id: 'launch-ssh-keys', name: 'ssh_authorized_keys', rows: 3, spellcheck: 'false' });
+  const found = models.length
+    ? `Your machines offer ${models.length === 1 ? 'one' : models.length}: pick ${models.length === 1 ? 'it' : 'one'} from the list, or type another's path.`
+    : 'None of your machines offers one yet: put a GGUF file in its models directory (EINSORA_MODELS_DIR) and it is listed here within a minute.';
   const modelField = field(
     'Model',
     model,
-    'A GGUF file in the models directory of the machine it runs on, by its path there (e.g. my-model.gguf or team/my-model.gguf). Nothing is downloaded.',
+    `A GGUF file in the models directory of the machine it runs on, by its path there (e.g. my-model.gguf or team/my-model.gguf). Nothing is downloaded. ${found}`,
   );
+  modelField.append(offered);
   const keysField = field('SSH public keys', keys, 'Optional: one OpenSSH public key a line.');
   const submit = h('button', { type: 'submit' }, 'Launch');
   const problem = h('div', { class: 'problem' });

@@ -55,6 +55,14 @@ impl Drivers {
         Arc::clone(&self.changed)
     }
 
+    /// The model files endpoints can be started with here, sorted by path.
+    pub async fn model_files(&self) -> Vec<einsora_core::machine::ModelFile> {
+        match &self.docker {
+            Some(docker) => docker.model_files().await,
+            None => Vec::new(),
+        }
+    }
+
     /// Whether NVIDIA GPUs can be given to workloads here (a driver that can use them).
     pub fn nvidia(&self) -> bool {
         self.docker.as_ref().is_some_and(docker::Docker::nvidia)

@@ -24,6 +24,7 @@ pub mod fetch;
 pub mod ggml_types;
 pub mod gguf;
 mod http;
+pub mod listing;
 mod source;
 
 #[cfg(test)]

@@ -132,6 +132,7 @@ pub fn inventory(hostname: &str, cpus: u32, memory_bytes: u64) -> pb::Inventory 
         devices: vec![],
         drivers: vec!["sim".into()],
         agent_version: "bench".into(),
+        models: vec![],
     }
 }
 

@@ -24,6 +24,8 @@ const ACCESS_PORT = setting('EINSORA_ACCESS_PORT');
 const EMAIL = setting('EINSORA_OWNER_EMAIL');
 const PASSWORD = setting('EINSORA_OWNER_PASSWORD');
 const MODEL = setting('EINSORA_MODEL', 'tiny.gguf');
+/** A `.gguf` file in the models directory that isn't a model. */
+const NOT_A_MODEL = 'not-a-model.gguf';
 const SHOTS = setting('EINSORA_SCREENSHOTS', path.resolve('target/test-output/screenshots'));
 const api = apiClient(API_URL, setting('EINSORA_API_TOKEN'));
 
@@ -419,6 +421,11 @@ async function main() {
     // The form promises only what works: a file in the models directory, nothing downloaded.
     const modelHint = await page.locator('#launch-model-hint').textContent();
     assert(/models directory/.test(modelHint ?? '') && !/hugging ?face/i.test(modelHint ?? ''), `the model field's hint: ${modelHint}`);
+    // It offers the model files this machine's agent validated: never one that isn't a model.
+    const offered = await page.locator('#launch-models option').evaluateAll((options) => options.map((o) => o.getAttribute('value')));
+    assert(offered.includes(MODEL), `the model field offers ${MODEL}: ${offered}`);
+    assert(!offered.includes(NOT_A_MODEL), `a file that isn't a model is never offered: ${offered}`);
+    assert(/Your machines offer/.test(modelHint ?? ''), `the hint says files are offered: ${modelHint}`);
     await page.getByLabel('Model', { exact: true }).fill(MODEL);
     await page.getByRole('button', { name: 'Launch', exact: true }).click();
     await page.waitForURL(/\/workloads\/[0-9a-f-]{36}$/);

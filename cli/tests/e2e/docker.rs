@@ -58,7 +58,8 @@ impl Drop for Leftovers {
 }
 
 /// `einsora up` in dev auth mode on the agent backend, its machine owned by `acme`, with a
-/// models directory holding `tiny.gguf`; and what to clean up after it.
+/// models directory holding `tiny.gguf` (and `not-a-model.gguf`, which isn't one); and what to
+/// clean up after it.
 pub fn solo() -> (Solo, Leftovers) {
     solo_with(&[])
 }
@@ -87,6 +88,8 @@ fn solo_on_docker(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
         .expect("EINSORA_TEST_MODEL names a small GGUF model (./scripts/test makes one)");
     let models = tempfile::tempdir().unwrap();
     std::fs::copy(&model, models.path().join("tiny.gguf")).unwrap();
+    // Never offered as a model: the dashboard's test checks.
+    std::fs::write(models.path().join("not-a-model.gguf"), "GGUF, it says").unwrap();
     let catalog = catalog_with_small_disks(models.path());
     let mut env = vec![
         ("EINSORA_CLUSTER_BACKEND", "agent"),

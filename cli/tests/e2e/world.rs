@@ -216,6 +216,7 @@ fn run_on_machine(solo: &Solo, owner: TenantId, machine: MachineId, workload: Wo
                 sharing: SharingLevel::Private,
             },
             drivers: vec!["docker".into()],
+            models: vec![],
             last_seen_at: Some(time::OffsetDateTime::now_utc()),
         };
         store.put_machine(&registration).await.unwrap();

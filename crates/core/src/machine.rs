@@ -15,6 +15,33 @@ pub struct Device {
     pub memory_bytes: u64,
 }
 
+/// A model file an agent found in its machine's models directory and validated: what an
+/// endpoint on that machine can be started with, by `path`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ModelFile {
+    /// Relative to the models directory (see [`is_model_path`]).
+    pub path: String,
+    pub size_bytes: u64,
+}
+
+/// The longest model path an endpoint may name.
+pub const MAX_MODEL_PATH: usize = 256;
+
+/// Whether `path` names a file in a models directory the way endpoints must: relative path
+/// segments of letters, digits, `-`, `_` and `.`, none empty, `.` or `..`, 256 bytes at most.
+pub fn is_model_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= MAX_MODEL_PATH
+        && path.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        })
+}
+
 /// What a machine's agent reports about it: its resources, and its hostname as a label. Never
 /// its identity, owner or region, which come from its certificate and its registration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +152,32 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_paths_are_relative_segments_of_safe_characters() {
+        for good in [
+            "tiny.gguf",
+            "team/my-model_v2.Q4_K_M.gguf",
+            &"a".repeat(256),
+        ] {
+            assert!(is_model_path(good), "{good}");
+        }
+        for bad in [
+            "",
+            "/abs.gguf",
+            "a//b.gguf",
+            "./a.gguf",
+            "../a.gguf",
+            "a/../b",
+            "a b.gguf",
+            "a\\b",
+            "mod\u{e9}l.gguf",
+            "a/",
+            &"a".repeat(257),
+        ] {
+            assert!(!is_model_path(bad), "{bad:?}");
+        }
+    }
     use crate::driver::lookup;
 
     fn draft(owner: TenantId) -> MachineDraft {

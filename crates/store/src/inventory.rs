@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use einsora_core::ids::{MachineId, TenantId, UsageRecordId, WorkloadId};
-use einsora_core::machine::Machine;
+use einsora_core::machine::{Machine, ModelFile};
 use einsora_core::region::Region;
 use einsora_core::workload::Workload;
 use time::OffsetDateTime;
@@ -81,6 +81,8 @@ pub struct MachineRegistration {
     pub machine: Machine,
     /// Drivers its agent has, by name.
     pub drivers: Vec<String>,
+    /// The model files its agent validated in its models directory.
+    pub models: Vec<ModelFile>,
     pub last_seen_at: Option<OffsetDateTime>,
 }
 
@@ -89,6 +91,8 @@ pub struct MachineRegistration {
 pub struct MachineRecord {
     pub machine: Machine,
     pub drivers: Vec<String>,
+    /// As its agent last reported them.
+    pub models: Vec<ModelFile>,
     pub last_seen_at: Option<OffsetDateTime>,
     pub revoked_at: Option<OffsetDateTime>,
     pub created_at: OffsetDateTime,

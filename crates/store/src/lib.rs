@@ -15,6 +15,7 @@ mod inventory;
 mod metering;
 mod migrations;
 mod model;
+mod model_files;
 mod postgres;
 mod sqlite;
 mod state_sql;

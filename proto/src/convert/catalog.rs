@@ -2,7 +2,7 @@
 
 use einsora_core::catalog::{Catalog, ComputeClass, Image};
 use einsora_core::driver::{DriverInfo, Os};
-use einsora_core::machine::{Device, Machine};
+use einsora_core::machine::{Device, Machine, ModelFile};
 
 use super::ProtoEnum;
 use crate::catalog::v1 as pb;
@@ -109,6 +109,15 @@ impl From<&Machine> for machines_pb::Machine {
             devices: m.devices.iter().map(machines_pb::Device::from).collect(),
             sharing: m.sharing.to_field(),
             ..machines_pb::Machine::default()
+        }
+    }
+}
+
+impl From<&ModelFile> for crate::common::v1::ModelFile {
+    fn from(m: &ModelFile) -> Self {
+        crate::common::v1::ModelFile {
+            path: m.path.clone(),
+            size_bytes: m.size_bytes,
         }
     }
 }

@@ -88,16 +88,7 @@ pub(super) fn check_model(field: &str, model: &str) -> Result<(), ConvertError> 
     if model.is_empty() {
         return Err(ConvertError::new(field, Problem::Missing));
     }
-    let ok = model.len() <= 256
-        && model.split('/').all(|seg| {
-            !seg.is_empty()
-                && seg != "."
-                && seg != ".."
-                && seg
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        });
-    if ok {
+    if einsora_core::machine::is_model_path(model) {
         Ok(())
     } else {
         Err(ConvertError::invalid(

@@ -57,6 +57,7 @@ pub fn machine(r: &MachineRecord, now: OffsetDateTime) -> machines_pb::Machine {
     };
     machines_pb::Machine {
         drivers: r.drivers.clone(),
+        models: r.models.iter().map(Into::into).collect(),
         status: status.into(),
         last_seen_at: r.last_seen_at.map(timestamp),
         workload_count: r.workload_count,
@@ -111,6 +112,7 @@ mod tests {
                 sharing: SharingLevel::Private,
             },
             drivers: vec!["macos-native".into()],
+            models: vec![],
             last_seen_at,
             revoked_at: None,
             created_at: OffsetDateTime::UNIX_EPOCH,

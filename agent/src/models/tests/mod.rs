@@ -4,6 +4,7 @@
 mod fetch;
 mod gguf;
 mod http;
+mod listing;
 
 use sha2::{Digest, Sha256};
 

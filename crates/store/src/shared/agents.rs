@@ -39,8 +39,8 @@ impl crate::AgentStore for ThisStore {
         let drivers = serde_json::Value::from(reg.drivers.clone()).to_string();
         let done = sqlx::query(
             "UPDATE machines SET name = $1, os = $2, arch = $3, cpus = $4, memory_bytes = $5, \
-             accelerators = $6, drivers = $7, last_seen_at = COALESCE($8, last_seen_at) \
-             WHERE id = $9 AND revoked_at IS NULL",
+             accelerators = $6, drivers = $7, last_seen_at = COALESCE($8, last_seen_at), \
+             models = $10 WHERE id = $9 AND revoked_at IS NULL",
         )
         .bind(&m.name)
         .bind(&m.os)
@@ -51,6 +51,7 @@ impl crate::AgentStore for ThisStore {
         .bind(drivers)
         .bind(reg.last_seen_at.map(crate::time_ms::to_ms))
         .bind(m.id.as_uuid())
+        .bind(crate::model_files::to_json(&reg.models))
         .execute(&mut *self.writer().await?)
         .await?;
         // What a machine offers changed: placement may decide differently now.

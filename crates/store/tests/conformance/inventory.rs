@@ -1,7 +1,7 @@
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::ids::{MachineId, TenantId, UsageRecordId, WorkloadId};
 use einsora_core::lifecycle::State;
-use einsora_core::machine::{Device, Machine};
+use einsora_core::machine::{Device, Machine, ModelFile};
 use einsora_core::reasons::Reason;
 use einsora_core::sharing::SharingLevel;
 use einsora_store::{
@@ -67,6 +67,10 @@ fn registration(owner: TenantId, name: &str, seen: Option<OffsetDateTime>) -> Ma
             sharing: SharingLevel::Private,
         },
         drivers: vec!["docker".into(), "sim".into()],
+        models: vec![ModelFile {
+            path: "team/tiny.gguf".into(),
+            size_bytes: 4096,
+        }],
         last_seen_at: seen,
     }
 }
@@ -91,7 +95,29 @@ pub async fn machines_are_read_by_their_owner_only(db: TestDb) {
     );
     assert_eq!(mine[0].machine, a.machine);
     assert_eq!(mine[0].drivers, a.drivers);
+    assert_eq!(mine[0].models, a.models);
     assert_eq!(mine[0].last_seen_at, Some(seen));
+    assert_eq!(mine[1].models, a.models);
+
+    // Its agent's next inventory replaces the model files it offers.
+    let mut reported = a.clone();
+    reported.models = vec![
+        ModelFile {
+            path: "chat.gguf".into(),
+            size_bytes: 9,
+        },
+        ModelFile {
+            path: "team/tiny.gguf".into(),
+            size_bytes: 4096,
+        },
+    ];
+    assert!(store.record_inventory(&reported).await.unwrap());
+    let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
+    assert_eq!(read.models, reported.models);
+    reported.models.clear();
+    assert!(store.record_inventory(&reported).await.unwrap());
+    let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
+    assert!(read.models.is_empty(), "none offered any more");
     assert_eq!((mine[1].last_seen_at, mine[1].revoked_at), (None, None));
     assert_eq!(store.machine_of(other, a.machine.id).await.unwrap(), None);
     assert_eq!(store.machine_of(t, MachineId::new()).await.unwrap(), None);

@@ -39,6 +39,10 @@ pub async fn register(env: &Env, who: &Who, name: &str, online: bool) -> Machine
             sharing: SharingLevel::Private,
         },
         drivers: vec!["docker".into()],
+        models: vec![einsora_core::machine::ModelFile {
+            path: "team/tiny.gguf".into(),
+            size_bytes: 4096,
+        }],
         last_seen_at: Some(OffsetDateTime::now_utc() - ago),
     };
     env.store.put_machine(&reg).await.unwrap();
@@ -73,6 +77,16 @@ async fn machines_are_the_callers_own_with_status_and_workloads() {
     assert_eq!(seen, [("studio", online, 1), ("old", offline, 0)]);
     assert_eq!(list[0].devices[0].model, "NVIDIA L40S");
     assert_eq!(list[0].drivers, ["docker"]);
+    let models: Vec<_> = list[0]
+        .models
+        .iter()
+        .map(|m| (m.path.as_str(), m.size_bytes))
+        .collect();
+    assert_eq!(
+        models,
+        [("team/tiny.gguf", 4096)],
+        "the model files it offers"
+    );
 
     let get = |id: MachineId| who.req(pb::GetMachineRequest { id: id.to_string() });
     let one = env

@@ -26,6 +26,8 @@ const MAX_SECRET: usize = 512;
 /// Devices and drivers in one inventory.
 pub const MAX_DEVICES: usize = 64;
 pub const MAX_DRIVERS: usize = 32;
+/// Model files in one inventory (what the agent lists at most).
+pub const MAX_MODELS: usize = 256;
 /// A text an inventory reports (hostname, OS, architecture, a device's model or UUID, the
 /// agent's version).
 pub const MAX_TEXT: usize = 128;
@@ -75,6 +77,10 @@ pub fn bounded(report: &pb::agent_report::Report) -> Result<(), Excess> {
                 && i.devices
                     .iter()
                     .all(|d| d.model.len() <= MAX_TEXT && d.uuid.len() <= MAX_TEXT)
+                && i.models.len() <= MAX_MODELS
+                && i.models
+                    .iter()
+                    .all(|m| m.path.len() <= einsora_core::machine::MAX_MODEL_PATH)
         }
         Report::RenewCertificate(r) => r.csr_pem.len() <= MAX_CSR,
     };

@@ -61,6 +61,7 @@ fn reports_within_their_bounds_pass_and_one_over_any_bound_is_oversized() {
         hostname: "h".repeat(MAX_TEXT),
         drivers: vec!["process".into(); MAX_DRIVERS],
         devices: vec![pb::Device::default(); MAX_DEVICES],
+        models: vec![model(einsora_core::machine::MAX_MODEL_PATH); MAX_MODELS],
         ..Default::default()
     };
     assert_eq!(bounded(&Report::Inventory(inventory.clone())), Ok(()));
@@ -75,6 +76,14 @@ fn reports_within_their_bounds_pass_and_one_over_any_bound_is_oversized() {
         },
         pb::Inventory {
             devices: vec![pb::Device::default(); MAX_DEVICES + 1],
+            ..inventory.clone()
+        },
+        pb::Inventory {
+            models: vec![model(1); MAX_MODELS + 1],
+            ..inventory.clone()
+        },
+        pb::Inventory {
+            models: vec![model(einsora_core::machine::MAX_MODEL_PATH + 1)],
             ..inventory.clone()
         },
     ];
@@ -178,4 +187,12 @@ fn stream_opens_come_a_burst_then_at_their_rate_and_floods_are_noted_once_a_minu
         Err(StreamFlood { note: true }),
         "noted again a minute later"
     );
+}
+
+/// A model file whose path is `len` bytes long.
+fn model(len: usize) -> einsora_proto::common::v1::ModelFile {
+    einsora_proto::common::v1::ModelFile {
+        path: "m".repeat(len),
+        size_bytes: 1,
+    }
 }
