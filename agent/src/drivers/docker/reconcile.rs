@@ -161,8 +161,8 @@ impl Worker {
             return refused(StatusCode::ImageMissing);
         };
         let record = self.records.get(&w.workload);
-        let new_work = record.started_attempt < w.attempt
-            && !containers.iter().any(|c| of_attempt(c, w.attempt));
+        let new_work =
+            !record.started(w.attempt) && !containers.iter().any(|c| of_attempt(c, w.attempt));
         if new_work && let Err(code) = self.admit(w) {
             return refused(code);
         }
@@ -180,7 +180,7 @@ impl Worker {
         if let Some(c) = containers.iter().find(|c| of_attempt(c, w.attempt)) {
             return self.running(c, &sandbox, record.token.as_deref()).await;
         }
-        if record.started_attempt >= w.attempt {
+        if record.started(w.attempt) {
             // Started once already, and its container is gone: never started again.
             return refused(StatusCode::Exited);
         }

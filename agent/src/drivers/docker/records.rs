@@ -21,6 +21,14 @@ pub struct Record {
     pub token: Option<String>,
 }
 
+impl Record {
+    /// Whether `attempt` is the one this agent started. Attempts compare for equality: any
+    /// other is new work, a lower one too (a database restored from a backup counts lower).
+    pub fn started(&self, attempt: u32) -> bool {
+        self.started_attempt == attempt
+    }
+}
+
 impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Record")
@@ -75,5 +83,24 @@ impl Records {
         file.write_all(&serde_json::to_vec(&self.records)?)?;
         file.sync_all()?;
         std::fs::rename(&tmp, &self.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_attempt_it_started_counts_as_started() {
+        let record = Record {
+            started_attempt: 5,
+            ..Record::default()
+        };
+        assert!(record.started(5));
+        assert!(!record.started(6), "the next attempt is new work");
+        assert!(
+            !record.started(3),
+            "a restored database's lower attempt is new work, not one never run again"
+        );
     }
 }
