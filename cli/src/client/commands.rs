@@ -194,7 +194,7 @@ async fn execute(
         ClientCommand::Logout => {
             api.call(Method::DELETE, "/v1/sessions/current", None)
                 .await?;
-            saved.forget()
+            saved.forget(api.server())
         }
         ClientCommand::Workloads { all } => {
             let path = if all {
