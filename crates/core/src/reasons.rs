@@ -92,6 +92,25 @@ pub enum CatalogEntry {
     Image,
 }
 
+/// What a class's capacity is counted in, as a wait for it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapacityUnit {
+    /// Accelerator devices (NVIDIA, AMD, an Apple GPU).
+    Gpus,
+    /// A CPU class's CPUs.
+    Cpus,
+}
+
+impl CapacityUnit {
+    /// The unit of a class on `accelerator`.
+    pub fn of(accelerator: crate::accelerator::AcceleratorKind) -> CapacityUnit {
+        match accelerator {
+            crate::accelerator::AcceleratorKind::Cpu => CapacityUnit::Cpus,
+            _ => CapacityUnit::Gpus,
+        }
+    }
+}
+
 /// Every reason a timeline can hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reason {
@@ -108,6 +127,8 @@ pub enum Reason {
     /// Free capacity is shown only to trusted tenants.
     WaitingForCapacity {
         class: String,
+        /// What a workload of the class is counted in: its GPUs, or a CPU class's CPUs.
+        unit: CapacityUnit,
         requested: u32,
         free: Option<u32>,
     },
@@ -178,12 +199,17 @@ impl fmt::Display for Reason {
             Reason::AccessOpened { by } => write!(f, "opened by {by}"),
             Reason::WaitingForCapacity {
                 class,
+                unit,
                 requested,
                 free,
             } => {
+                let unit = match unit {
+                    CapacityUnit::Gpus => "GPU(s)",
+                    CapacityUnit::Cpus => "CPU(s)",
+                };
                 write!(
                     f,
-                    "waiting for {class} capacity: requested {requested} GPU(s), "
+                    "waiting for {class} capacity: requested {requested} {unit}, "
                 )?;
                 match free {
                     Some(free) => write!(f, "{free} free"),

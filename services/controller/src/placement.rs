@@ -9,7 +9,7 @@ pub mod agents;
 use einsora_core::backend::{Spec, Target};
 use einsora_core::catalog::{Catalog, ComputeClass, Image};
 use einsora_core::kind::WorkloadKind;
-use einsora_core::reasons::{CatalogEntry, Reason};
+use einsora_core::reasons::{CapacityUnit, CatalogEntry, Reason};
 use einsora_core::workload::Workload;
 use einsora_store::Admission;
 
@@ -83,10 +83,18 @@ pub fn place(w: &Workload, catalog: &Catalog, trusted: bool, free: &mut Free) ->
     let units = u64::from(w.units);
     let available = free.of(class.name());
     if available < units {
+        // A CPU class's units are counted in its CPUs, as its workloads take them.
+        let unit = CapacityUnit::of(class.accelerator());
+        let per_unit = match unit {
+            CapacityUnit::Cpus => u64::from(class.cpus()),
+            CapacityUnit::Gpus => 1,
+        };
+        let count = |n: u64| u32::try_from(n.saturating_mul(per_unit)).unwrap_or(u32::MAX);
         return Decision::Wait(Reason::WaitingForCapacity {
             class: class.name().to_owned(),
-            requested: w.units,
-            free: trusted.then(|| u32::try_from(available).unwrap_or(u32::MAX)),
+            unit,
+            requested: count(units),
+            free: trusted.then(|| count(available)),
         });
     }
     free.take(class.name(), units);

@@ -39,6 +39,8 @@ pub struct Fenced {
     store: Arc<dyn Store>,
     lease: Lease,
     notes: Episodes,
+    /// The latest reason noted for each queued workload, at its version.
+    waits: HashMap<WorkloadId, (i64, String)>,
 }
 
 impl Fenced {
@@ -47,6 +49,7 @@ impl Fenced {
             store,
             lease,
             notes: Episodes::default(),
+            waits: HashMap::new(),
         }
     }
 
@@ -99,6 +102,27 @@ impl Fenced {
         Ok(())
     }
 
+    /// Why a queued workload waits, noted when it changes (capacity, its machine offline, no
+    /// driver: the timeline always says the current one), first against the reason it was
+    /// queued with; the same reason again writes nothing.
+    pub async fn note_wait(&mut self, w: &Workload, reason: &Reason) -> Result<(), StoreError> {
+        let text = reason.text();
+        let latest = match self.waits.get(&w.id) {
+            Some((version, noted)) if *version == w.version => noted.as_str(),
+            _ => w.reason.as_str(),
+        };
+        if latest == text {
+            return Ok(());
+        }
+        match self.store.note(w, reason, Some(&self.lease)).await {
+            Ok(()) => {
+                self.waits.insert(w.id, (w.version, text));
+            }
+            Err(e) => unwritten(w.id, e)?,
+        }
+        Ok(())
+    }
+
     /// The conditions noted for it are over: the next one is a new episode.
     pub fn settled(&mut self, id: WorkloadId) {
         self.notes.end(id);
@@ -107,6 +131,7 @@ impl Fenced {
     /// Forgets episodes of workloads no longer looked at.
     pub fn retain(&mut self, live: impl Fn(WorkloadId) -> bool) {
         self.notes.0.retain(|id, _| live(*id));
+        self.waits.retain(|id, _| live(*id));
     }
 }
 

@@ -43,6 +43,7 @@ fn reasons_read_as_in_the_seeds() {
         (
             Reason::WaitingForCapacity {
                 class: "l40s-48gb".into(),
+                unit: CapacityUnit::Gpus,
                 requested: 2,
                 free: Some(0),
             },
@@ -50,7 +51,17 @@ fn reasons_read_as_in_the_seeds() {
         ),
         (
             Reason::WaitingForCapacity {
+                class: "cpu-4c-16g".into(),
+                unit: CapacityUnit::Cpus,
+                requested: 4,
+                free: Some(2),
+            },
+            "waiting for cpu-4c-16g capacity: requested 4 CPU(s), 2 free",
+        ),
+        (
+            Reason::WaitingForCapacity {
                 class: "l40s-48gb".into(),
+                unit: CapacityUnit::Gpus,
                 requested: 2,
                 free: None,
             },

@@ -16,7 +16,7 @@ use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::catalog::{Catalog, ComputeClass};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::machine::Machine;
-use einsora_core::reasons::{Placement, Reason};
+use einsora_core::reasons::{CapacityUnit, Placement, Reason};
 use einsora_core::workload::Workload;
 use einsora_store::Admission;
 
@@ -44,8 +44,14 @@ pub struct Held {
     pub per_driver: HashMap<String, u32>,
 }
 
-/// Decides for one waiting workload, taking what it needs from its machine's `held`.
-pub fn place(w: &Workload, catalog: &Catalog, machines: &mut [Candidate]) -> Decision {
+/// Decides for one waiting workload, taking what it needs from its machine's `held`. A
+/// `trusted` tenant's wait for capacity says how much the roomiest machine has free.
+pub fn place(
+    w: &Workload,
+    catalog: &Catalog,
+    trusted: bool,
+    machines: &mut [Candidate],
+) -> Decision {
     let (class, image) = match resolve(w, &w.gpu_class, catalog) {
         Ok(found) => found,
         Err(reason) => return Decision::Fail(reason),
@@ -54,6 +60,13 @@ pub fn place(w: &Workload, catalog: &Catalog, machines: &mut [Candidate]) -> Dec
         .then_some(w.machine_id)
         .flatten();
     let (mut any_host, mut any_driver, mut any_offered) = (false, false, false);
+    let unit = CapacityUnit::of(class.accelerator());
+    let requested = match unit {
+        CapacityUnit::Gpus => devices_needed(w, class),
+        CapacityUnit::Cpus => class.cpus(),
+    };
+    // The most any one offered machine has free, in the class's unit.
+    let mut most_free = 0;
     for candidate in machines.iter_mut() {
         let m = &candidate.machine;
         if !m.can_host(w.tenant_id, &w.region) || returning.is_some_and(|id| id != m.id) {
@@ -84,9 +97,15 @@ pub fn place(w: &Workload, catalog: &Catalog, machines: &mut [Candidate]) -> Dec
                 .copied()
                 .unwrap_or(0),
         );
-        let fits = candidate.held.cpus + class.cpus() <= m.cpus
-            && candidate.held.memory_bytes + class.memory_bytes() <= m.memory_bytes
-            && free_devices >= devices;
+        let memory_fits = candidate.held.memory_bytes + class.memory_bytes() <= m.memory_bytes;
+        let free_cpus = m.cpus.saturating_sub(candidate.held.cpus);
+        most_free = most_free.max(match unit {
+            CapacityUnit::Gpus => free_devices,
+            // CPUs it can't have for want of memory aren't free to it.
+            CapacityUnit::Cpus if memory_fits => free_cpus,
+            CapacityUnit::Cpus => 0,
+        });
+        let fits = class.cpus() <= free_cpus && memory_fits && free_devices >= devices;
         if !fits {
             continue;
         }
@@ -135,8 +154,9 @@ pub fn place(w: &Workload, catalog: &Catalog, machines: &mut [Candidate]) -> Dec
         (_, _, _, false) => Reason::WaitingForMachineForClass { class: class_name },
         (_, _, _, true) => Reason::WaitingForCapacity {
             class: class_name,
-            requested: w.units,
-            free: None,
+            unit,
+            requested,
+            free: trusted.then_some(most_free),
         },
     })
 }

@@ -68,7 +68,9 @@ impl Reconciler {
                 Room::Cluster(free) => {
                     placement::place(&w, &self.catalog, entry.tenant_trusted, free)
                 }
-                Room::Agents(machines) => placement::agents::place(&w, &self.catalog, machines),
+                Room::Agents(machines) => {
+                    placement::agents::place(&w, &self.catalog, entry.tenant_trusted, machines)
+                }
             };
             match decision {
                 Decision::Admit { admission, reason } => steps.push(Step {
@@ -78,7 +80,7 @@ impl Reconciler {
                 Decision::Wait(reason) if w.state == State::Pending => {
                     steps.push(Step::to(w, State::Queued, reason));
                 }
-                Decision::Wait(_) => {}
+                Decision::Wait(reason) => self.writer.note_wait(&w, &reason).await?,
                 Decision::Fail(reason) => steps.push(Step::to(w, State::Failed, reason)),
             }
         }

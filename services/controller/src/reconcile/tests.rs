@@ -41,6 +41,16 @@ fn user() -> Actor {
 }
 
 async fn world(capacity: &[(&str, u64)], faults: &[(Fault, &str)], timers: Timers) -> World {
+    world_of(false, capacity, faults, timers).await
+}
+
+/// A world whose tenant is `trusted` (it sees free capacity in its waits).
+async fn world_of(
+    trusted: bool,
+    capacity: &[(&str, u64)],
+    faults: &[(Fault, &str)],
+    timers: Timers,
+) -> World {
     let dir = tempfile::tempdir().unwrap();
     let state_file = Some(dir.path().join("fake-runtime.jsonl"));
     let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
@@ -51,7 +61,7 @@ async fn world(capacity: &[(&str, u64)], faults: &[(Fault, &str)], timers: Timer
             id: tenant,
             slug: "acme".into(),
             name: "Acme".into(),
-            trusted: false,
+            trusted,
         })
         .await
         .unwrap();
@@ -255,6 +265,37 @@ async fn full_capacity_queues_then_admits_first_come_first_with_backfill() {
         "the first in line goes first"
     );
     assert_eq!(w.state(&second).await, State::Queued);
+}
+
+/// Why a queued workload waits is noted when it changes, and only then: the timeline always
+/// says the current reason.
+#[tokio::test]
+async fn a_queued_workloads_reason_is_noted_when_it_changes() {
+    let mut w = world_of(true, &[("l40s-48gb", 3)], &[], timers()).await;
+    let holder = w.create("holder", "l40s-48gb", 2).await;
+    w.pass().await;
+    let big = w.create("big", "l40s-48gb", 2).await;
+    let small = w.create("small", "l40s-48gb", 1).await;
+    w.pass().await;
+    assert_eq!(
+        w.state(&small).await,
+        State::Running,
+        "backfill takes the last one"
+    );
+    w.pass().await;
+    w.pass().await;
+    assert_eq!(
+        w.timeline(&big).await[1..],
+        [
+            "queued: waiting for l40s-48gb capacity: requested 2 GPU(s), 1 free",
+            "note: waiting for l40s-48gb capacity: requested 2 GPU(s), 0 free",
+        ]
+    );
+    w.request(&holder, State::Deleting, UserAction::Delete)
+        .await;
+    w.pass().await;
+    w.pass().await;
+    assert_eq!(w.state(&big).await, State::Running);
 }
 
 #[tokio::test]

@@ -3,7 +3,6 @@ use einsora_core::catalog::Catalog;
 use einsora_core::ids::{MachineId, TenantId};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::machine::{Device, Machine};
-use einsora_core::reasons::Reason;
 use einsora_core::region::Region;
 use einsora_core::sharing::SharingLevel;
 use einsora_core::workload::Workload;
@@ -75,7 +74,7 @@ fn the_owners_notebook_goes_on_its_machine_with_a_driver_it_has() {
     let owner = TenantId::new();
     let mut machines = [candidate(machine(owner, "studio", 8, 32, vec![]), &["sim"])];
     let nb = workload(owner, WorkloadKind::Notebook, "cpu-4c-16g", "jupyterlab");
-    let decision = place(&nb, &catalog, &mut machines);
+    let decision = place(&nb, &catalog, false, &mut machines);
     assert_eq!(
         reason(&decision),
         "admitted: 1 × cpu-4c-16g on studio with sim"
@@ -91,12 +90,22 @@ fn the_owners_notebook_goes_on_its_machine_with_a_driver_it_has() {
     );
     // A second one needs 4 more CPUs and 16 GiB: 8 and 32 are taken then.
     assert!(matches!(
-        place(&nb, &catalog, &mut machines),
+        place(&nb, &catalog, false, &mut machines),
         Decision::Admit { .. }
     ));
     assert_eq!(
-        reason(&place(&nb, &catalog, &mut machines)),
-        "waiting for cpu-4c-16g capacity: requested 1 GPU(s), not enough free right now"
+        reason(&place(&nb, &catalog, false, &mut machines)),
+        "waiting for cpu-4c-16g capacity: requested 4 CPU(s), not enough free right now"
+    );
+    // A trusted tenant (the owner) is told what the roomiest machine has free.
+    let mut roomier = [
+        candidate(machine(nb.tenant_id, "small", 2, 64, vec![]), &["sim"]),
+        candidate(machine(nb.tenant_id, "tight", 8, 8, vec![]), &["sim"]),
+    ];
+    assert_eq!(
+        reason(&place(&nb, &catalog, true, &mut roomier)),
+        "waiting for cpu-4c-16g capacity: requested 4 CPU(s), 2 free",
+        "the 8-CPU machine lacks the memory, so its CPUs aren't free to it"
     );
 }
 
@@ -109,13 +118,13 @@ fn another_tenant_finds_no_machine_and_weak_isolation_stays_with_the_owner() {
     let mut private = [candidate(machine(owner, "studio", 8, 32, vec![]), &["sim"])];
     let nb = workload(guest, WorkloadKind::Notebook, "cpu-4c-16g", "jupyterlab");
     assert_eq!(
-        reason(&place(&nb, &catalog, &mut private)),
+        reason(&place(&nb, &catalog, false, &mut private)),
         "waiting for a machine that can run cpu-4c-16g to come online"
     );
     // In a community pool it may be hosted, but sim (weak isolation) is the owner's only.
     let mut pool = [candidate(shared, &["sim"])];
     assert_eq!(
-        reason(&place(&nb, &catalog, &mut pool)),
+        reason(&place(&nb, &catalog, false, &mut pool)),
         "waiting for a machine with a driver that runs notebooks on cpu-4c-16g: none here has one yet"
     );
 }
@@ -129,17 +138,18 @@ fn gpus_are_matched_by_model_and_counted() {
     let nb = workload(owner, WorkloadKind::Notebook, "h100-80gb", "jupyterlab");
     for _ in 0..2 {
         assert!(matches!(
-            place(&nb, &catalog, &mut machines),
+            place(&nb, &catalog, false, &mut machines),
             Decision::Admit { .. }
         ));
     }
-    assert!(matches!(
-        place(&nb, &catalog, &mut machines),
-        Decision::Wait(Reason::WaitingForCapacity { .. })
-    ));
+    assert_eq!(
+        reason(&place(&nb, &catalog, true, &mut machines)),
+        "waiting for h100-80gb capacity: requested 1 GPU(s), 0 free",
+        "the seeds' words, with the real count"
+    );
     let other_model = workload(owner, WorkloadKind::Notebook, "l40s-48gb", "jupyterlab");
     assert!(matches!(
-        place(&other_model, &catalog, &mut machines),
+        place(&other_model, &catalog, false, &mut machines),
         Decision::Wait(_)
     ));
 }
@@ -163,7 +173,7 @@ fn a_macs_gpu_is_the_largest_apple_class_its_memory_holds() {
         "jupyterlab",
     );
     assert_eq!(
-        reason(&place(&fits, &catalog, &mut machines)),
+        reason(&place(&fits, &catalog, false, &mut machines)),
         "admitted: 1 × apple-silicon-32gb on mac with macos-native"
     );
     machines[0].held = Held::default();
@@ -174,7 +184,7 @@ fn a_macs_gpu_is_the_largest_apple_class_its_memory_holds() {
         "jupyterlab",
     );
     assert!(matches!(
-        place(&smaller, &catalog, &mut machines),
+        place(&smaller, &catalog, false, &mut machines),
         Decision::Wait(_)
     ));
 }
@@ -191,12 +201,12 @@ fn a_notebook_that_ran_before_waits_for_its_machine_and_driver() {
     let mut machines = [home, elsewhere];
     machines[0].offered = false;
     assert_eq!(
-        reason(&place(&nb, &catalog, &mut machines)),
+        reason(&place(&nb, &catalog, false, &mut machines)),
         "waiting for its machine to come online: its disk is there"
     );
     machines[0].offered = true;
     assert_eq!(
-        reason(&place(&nb, &catalog, &mut machines)),
+        reason(&place(&nb, &catalog, false, &mut machines)),
         "admitted: 1 × cpu-1c-2g on home with sim"
     );
 }
@@ -215,12 +225,12 @@ fn a_drivers_per_machine_limit_holds() {
         .unwrap();
     for _ in 0..limit {
         assert!(matches!(
-            place(&vm, &catalog, &mut machines),
+            place(&vm, &catalog, false, &mut machines),
             Decision::Admit { .. }
         ));
     }
     assert!(matches!(
-        place(&vm, &catalog, &mut machines),
+        place(&vm, &catalog, false, &mut machines),
         Decision::Wait(_)
     ));
 }
