@@ -21,6 +21,8 @@ pub const STATE_DIR: &str = einsora_core::run_dirs::STATE_DIR;
 /// The longest the agent stays silent on its stream (the controller's offline threshold must
 /// be well above it).
 pub const HEARTBEAT: &str = "EINSORA_AGENT_HEARTBEAT";
+/// How often the agent reads its inventory again (sent when it changed).
+pub const INVENTORY_EVERY: &str = "EINSORA_AGENT_INVENTORY_EVERY";
 /// Offers the `sim` driver, which runs nothing: for development and tests only.
 pub const SIM: &str = "EINSORA_AGENT_SIM";
 
@@ -31,6 +33,7 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub sim: bool,
     pub heartbeat: std::time::Duration,
+    pub inventory_every: std::time::Duration,
     /// `None` when the docker driver is turned off.
     pub docker: Option<drivers::docker::DockerConfig>,
 }
@@ -60,13 +63,21 @@ impl Config {
                 .transpose()?,
             state_dir,
             sim: settings.choice(SIM, &[("true", true), ("false", false)], "false")?,
-            heartbeat: match settings.duration(HEARTBEAT, "10s")? {
-                zero if zero.is_zero() => {
-                    return Err(ConfigError::new(HEARTBEAT, "must be more than zero"));
-                }
-                heartbeat => heartbeat,
-            },
+            heartbeat: positive(settings, HEARTBEAT, "10s")?,
+            inventory_every: positive(settings, INVENTORY_EVERY, "60s")?,
         })
+    }
+}
+
+/// A duration setting that must be more than zero.
+fn positive(
+    settings: &Settings,
+    name: &str,
+    default: &str,
+) -> Result<std::time::Duration, ConfigError> {
+    match settings.duration(name, default)? {
+        zero if zero.is_zero() => Err(ConfigError::new(name, "must be more than zero")),
+        d => Ok(d),
     }
 }
 
@@ -89,14 +100,11 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         ..docker
     });
     let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, cfg.sim).await;
-    sync::run(
-        &cfg.state_dir,
-        &controller,
-        cfg.heartbeat,
-        &mut drivers,
-        &shutdown,
-    )
-    .await?;
+    let timing = sync::Timing {
+        heartbeat: cfg.heartbeat,
+        inventory_every: cfg.inventory_every,
+    };
+    sync::run(&cfg.state_dir, &controller, timing, &mut drivers, &shutdown).await?;
     Ok(())
 }
 

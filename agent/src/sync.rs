@@ -1,5 +1,5 @@
 //! The agent's side of Sync: one stream to its controller over mutual TLS with its machine
-//! certificate. It sends its inventory first (again when its model files change), then its workloads' statuses whenever they change
+//! certificate. It sends its inventory first (and again when it changes, read every minute), then its workloads' statuses whenever they change
 //! (checked every `STATUS_CHECK`) or a desired state was applied, and at least every
 //! heartbeat (EINSORA_AGENT_HEARTBEAT): silence is what makes the controller call a machine
 //! offline. It reconnects with jittered backoff, except once its controller says the
@@ -8,7 +8,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use einsora_core::machine::ModelFile;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
 use einsora_proto::common::v1 as common_pb;
@@ -27,9 +26,6 @@ use crate::renew::Renewal;
 const STATUS_CHECK: Duration = Duration::from_secs(2);
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// How often the models directory is looked at again; a changed list is sent as a new
-/// inventory.
-const MODELS_RESCAN: Duration = Duration::from_secs(60);
 /// A session that lasted this long resets the backoff.
 const STEADY: Duration = Duration::from_secs(60);
 
@@ -43,10 +39,20 @@ pub enum SyncError {
 
 /// Syncs until `shutdown`; `Err` only when the machine was revoked. Each connection uses the
 /// identity as the state directory has it then, so a renewed certificate takes over.
+/// How often a session talks unasked.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// The longest it stays silent (EINSORA_AGENT_HEARTBEAT).
+    pub heartbeat: Duration,
+    /// How often the inventory, the model files included, is read again; a changed one is
+    /// sent (EINSORA_AGENT_INVENTORY_EVERY).
+    pub inventory_every: Duration,
+}
+
 pub async fn run(
     state_dir: &Path,
     controller: &str,
-    heartbeat: Duration,
+    timing: Timing,
     drivers: &mut Drivers,
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
@@ -60,7 +66,7 @@ pub async fn run(
         let link = Link {
             tls: &tls,
             controller,
-            heartbeat,
+            timing,
         };
         match session(&link, drivers, &mut renewal, shutdown).await {
             Ok(()) => return Ok(()),
@@ -86,7 +92,7 @@ pub async fn run(
 struct Link<'a> {
     tls: &'a ClientTls,
     controller: &'a str,
-    heartbeat: Duration,
+    timing: Timing,
 }
 
 async fn session(
@@ -96,11 +102,11 @@ async fn session(
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
     let lost = |e: &dyn std::fmt::Display| SyncError::Lost(e.to_string());
-    let (controller, heartbeat) = (link.controller, link.heartbeat);
+    let (controller, timing) = (link.controller, link.timing);
     let channel = link.tls.connect(controller).await.map_err(|e| lost(&e))?;
     let (tx, rx) = mpsc::channel(8);
-    let mut models = drivers.model_files().await;
-    tx.send(inventory(drivers, &models).await)
+    let mut sent_inventory = inventory(drivers).await;
+    tx.send(sent_inventory.clone())
         .await
         .map_err(|e| lost(&e))?;
     let response = SyncServiceClient::new(channel)
@@ -109,10 +115,10 @@ async fn session(
         .map_err(refused)?;
     tracing::info!(controller, "syncing");
     let mut desired = response.into_inner();
-    let mut heartbeat = tokio::time::interval(heartbeat);
+    let mut heartbeat = tokio::time::interval(timing.heartbeat);
     let mut check = tokio::time::interval(STATUS_CHECK);
-    let mut rescan =
-        tokio::time::interval_at(tokio::time::Instant::now() + MODELS_RESCAN, MODELS_RESCAN);
+    let every = timing.inventory_every;
+    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     let changed = drivers.changed();
     let mut reported: Option<pb::WorkloadStatuses> = None;
     loop {
@@ -130,11 +136,11 @@ async fn session(
                 Err(status) => return Err(refused(status)),
             },
             _ = heartbeat.tick() => true,
-            _ = rescan.tick() => {
-                let now = drivers.model_files().await;
-                if now != models {
-                    models = now;
-                    tx.send(inventory(drivers, &models).await).await.map_err(|e| lost(&e))?;
+            _ = recheck.tick() => {
+                let now = inventory(drivers).await;
+                if now != sent_inventory {
+                    tx.send(now.clone()).await.map_err(|e| lost(&e))?;
+                    sent_inventory = now;
                 }
                 false
             }
@@ -167,7 +173,8 @@ fn refused(status: tonic::Status) -> SyncError {
 }
 
 /// What this machine has, as a report; an inventory that can't be read reports what it can.
-async fn inventory(drivers: &Drivers, models: &[ModelFile]) -> pb::AgentReport {
+async fn inventory(drivers: &Drivers) -> pb::AgentReport {
+    let models = drivers.model_files().await;
     let inventory = match crate::inventory::collect().await {
         Ok(inventory) => pb::Inventory {
             hostname: inventory.hostname,

@@ -18,6 +18,7 @@ mod images;
 mod isolation;
 mod lan;
 mod lifecycle;
+mod models;
 mod mounts;
 mod outage;
 mod partition;

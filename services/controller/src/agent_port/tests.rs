@@ -4,5 +4,6 @@
 
 mod enrolment;
 mod harness;
+mod inventory;
 mod limits;
 mod streams;

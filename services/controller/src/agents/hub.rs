@@ -56,6 +56,9 @@ struct Live {
     heard: Instant,
     statuses: HashMap<WorkloadId, Reported>,
     wake: Arc<Notify>,
+    /// Its latest inventory didn't fit a machine: not offered for placement until one does
+    /// (kept across its reconnects; each stream opens with an inventory).
+    inventory_refused: bool,
 }
 
 impl Hub {
@@ -80,6 +83,7 @@ impl Hub {
             heard: Instant::now(),
             statuses: HashMap::new(),
             wake: Arc::new(Notify::new()),
+            inventory_refused: false,
         });
         live.streams += 1;
         live.heard = Instant::now();
@@ -126,6 +130,26 @@ impl Hub {
     /// Heard from within the offline threshold.
     pub fn online(&self, machine: MachineId) -> bool {
         self.offline_for(machine).is_none()
+    }
+
+    /// Whether the machine's latest inventory was recorded (`true`) or refused (`false`).
+    pub fn inventory(&self, machine: MachineId, recorded: bool) {
+        if let Some(live) = self.machines().get_mut(&machine)
+            && live.inventory_refused == recorded
+        {
+            live.inventory_refused = !recorded;
+            // What placement may use changed: a pass sees it at once.
+            self.reported.notify_one();
+        }
+    }
+
+    /// Offered for placement: online, and its latest inventory wasn't refused.
+    pub fn offered(&self, machine: MachineId) -> bool {
+        self.online(machine)
+            && !self
+                .machines()
+                .get(&machine)
+                .is_some_and(|live| live.inventory_refused)
     }
 
     /// How long the machine has been silent, if it is offline.

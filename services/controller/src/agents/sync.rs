@@ -267,12 +267,17 @@ impl Session {
                         Ok(_) => {
                             self.machine.machine = registration.machine;
                             self.seen_at = Some(Instant::now());
+                            self.hub.inventory(id, true);
                         }
                         Err(e) => tracing::warn!(error = %e, "couldn't record its inventory"),
                     },
-                    Err(why) => tracing::warn!(
-                        machine = %self.machine.machine.id, why, "refused an inventory that doesn't fit the machine"
-                    ),
+                    Err(why) => {
+                        tracing::warn!(
+                            machine = %id, why,
+                            "refused an inventory that doesn't fit the machine; it isn't offered for placement until one does"
+                        );
+                        self.hub.inventory(id, false);
+                    }
                 }
             }
             pb::agent_report::Report::Statuses(statuses) => {

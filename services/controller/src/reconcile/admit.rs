@@ -98,8 +98,8 @@ impl Reconciler {
         Ok(ids)
     }
 
-    /// The region's machines as placement sees them: offered when online with an inventory,
-    /// and what the workloads placed on each already hold.
+    /// The region's machines as placement sees them: offered when online with an inventory
+    /// (its latest not refused), and what the workloads placed on each already hold.
     async fn candidates(&self, hub: &Arc<Hub>) -> Result<Vec<Candidate>, StoreError> {
         let machines = self.store.machines_in(&self.region).await?;
         let holding = self
@@ -133,7 +133,7 @@ impl Reconciler {
         Ok(machines
             .into_iter()
             .map(|record| Candidate {
-                offered: hub.online(record.machine.id) && record.machine.cpus > 0,
+                offered: hub.offered(record.machine.id) && record.machine.cpus > 0,
                 held: held.remove(&record.machine.id).unwrap_or_default(),
                 drivers: record.drivers,
                 machine: record.machine,

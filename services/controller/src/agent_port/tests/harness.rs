@@ -26,6 +26,7 @@ pub const PATIENCE: Duration = Duration::from_secs(10);
 pub struct Port {
     pub addr: String,
     pub tenancy: Tenancy,
+    pub hub: Arc<Hub>,
     ca_pem: String,
     shutdown: Shutdown,
     _pki: tempfile::TempDir,
@@ -62,12 +63,15 @@ impl Port {
         let shutdown = Shutdown::new();
         let hub = Arc::new(Hub::new(Duration::from_secs(60)));
         let store = Arc::clone(&tenancy.store);
-        let port = AgentPort::bind(&cfg, store, hub, &shutdown).await.unwrap();
+        let port = AgentPort::bind(&cfg, store, Arc::clone(&hub), &shutdown)
+            .await
+            .unwrap();
         let addr = port.local_addr().unwrap().to_string();
         tokio::spawn(port.serve(shutdown.clone()));
         Port {
             addr,
             tenancy,
+            hub,
             ca_pem,
             shutdown,
             _pki: pki,
