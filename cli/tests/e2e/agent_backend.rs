@@ -416,6 +416,85 @@ fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
     );
 }
 
+/// Deleting a workload whose machine can't answer completes: at once when the machine is
+/// revoked, after the failure threshold when it is away; its name is free again; and the
+/// machine that was away removes it when it returns (the sim driver forgets it).
+#[test]
+fn a_workload_deleted_without_its_machine_is_deleted_and_removed_on_return() {
+    const OFFLINE_FAIL: Duration = Duration::from_secs(4);
+    let (after, fail) = (setting(Duration::from_secs(2)), setting(OFFLINE_FAIL));
+    let (solo, lan, agents) = solo(&[
+        ("EINSORA_AGENT_OFFLINE_AFTER", after.as_str()),
+        ("EINSORA_AGENT_OFFLINE_FAIL", fail.as_str()),
+    ]);
+    let owner = Owner::of(&solo);
+    let who = &owner.session;
+    let (away, revoked) = (
+        join(&solo, &owner, &lan, &agents, "away"),
+        join(&solo, &owner, &lan, &agents, "revoked"),
+    );
+    let launch = |name: &str, machine: &Machine| {
+        let agent = run_agent(&solo, machine);
+        online(&solo, &owner, &machine.id, &agent);
+        let (_, made) = create(&solo, who, name, "cpu-1c-2g");
+        let id = made["id"].as_str().unwrap().to_owned();
+        wait_for(&solo, who, &id, "running");
+        (agent, id)
+    };
+    // One at a time, so each lands on the machine whose agent runs: the second once the
+    // controller counts the first machine offline.
+    let (agent, on_away) = launch("on-away", &away);
+    drop(agent);
+    let offline = "note: its machine is offline; waiting for it to reconnect";
+    eventually_or(
+        "the first machine counted offline",
+        PATIENCE,
+        || {
+            timeline(&solo, who, &on_away)
+                .iter()
+                .any(|e| e == offline)
+                .then_some(())
+        },
+        || format!("{:?}", timeline(&solo, who, &on_away)),
+    );
+    let (agent, on_revoked) = launch("on-revoked", &revoked);
+
+    let path = format!("/v1/machines/{}/revoke", revoked.id);
+    let answer = call(&solo, who, "POST", &path, Some(json!({})));
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    drop(agent);
+    assert_eq!(act(&solo, who, &on_revoked, "delete").0, 202);
+    wait_for(&solo, who, &on_revoked, "deleted");
+    assert_eq!(
+        steps(&solo, &owner, &on_revoked).last().unwrap(),
+        "deleted: deleted; its machine was revoked and will never sync again"
+    );
+
+    assert_eq!(act(&solo, who, &on_away, "delete").0, 202);
+    wait_for(&solo, who, &on_away, "deleted");
+    assert_eq!(
+        steps(&solo, &owner, &on_away).last().unwrap(),
+        &format!(
+            "deleted: deleted while its machine was away (offline for over {}s); the machine \
+             removes it if it returns",
+            OFFLINE_FAIL.as_secs()
+        )
+    );
+    let (status, again) = create(&solo, who, "on-away", "cpu-1c-2g");
+    assert_eq!(status, 202, "its name is free: {again}");
+
+    let sim = away.state.join("sim.json");
+    let kept = || std::fs::read_to_string(&sim).unwrap_or_default();
+    assert!(kept().contains(&on_away), "the sim driver still has it");
+    let back = run_agent(&solo, &away);
+    eventually_or(
+        "the returned machine removing it",
+        PATIENCE,
+        || (!kept().contains(&on_away)).then_some(()),
+        || format!("{}\n{}", kept(), back.logs()),
+    );
+}
+
 /// The controller killed with SIGKILL under 20 connected machines: its restart settles until
 /// they have all reconnected, marks none offline, and changes no workload.
 #[test]

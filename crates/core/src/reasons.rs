@@ -171,6 +171,19 @@ pub enum Reason {
     Ready,
     ResourcesReleased,
     Gone,
+    /// Deleted without its machine's word: it can't be asked (revoked), or was away too long
+    /// (and is told to remove it if it returns).
+    DeletedWithoutItsMachine(MachineGone),
+}
+
+/// Why a machine can't confirm a removal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MachineGone {
+    /// Offline for longer than the failure threshold.
+    Away {
+        after: Duration,
+    },
+    Revoked,
 }
 
 /// Where an agent placement put a workload, for its admission reason.
@@ -302,6 +315,15 @@ impl fmt::Display for Reason {
             Reason::Ready => f.write_str("ready"),
             Reason::ResourcesReleased => f.write_str("resources released"),
             Reason::Gone => f.write_str("deleted, with everything it stored"),
+            Reason::DeletedWithoutItsMachine(MachineGone::Away { after }) => write!(
+                f,
+                "deleted while its machine was away (offline for over {}); the machine \
+                 removes it if it returns",
+                go_duration(*after)
+            ),
+            Reason::DeletedWithoutItsMachine(MachineGone::Revoked) => {
+                f.write_str("deleted; its machine was revoked and will never sync again")
+            }
         }
     }
 }

@@ -2,7 +2,7 @@
 //! should run, and that it was seen.
 
 use async_trait::async_trait;
-use einsora_core::ids::MachineId;
+use einsora_core::ids::{MachineId, WorkloadId};
 use einsora_core::workload::Workload;
 use time::OffsetDateTime;
 
@@ -33,9 +33,28 @@ pub trait AgentStore: Send + Sync {
         region: &einsora_core::region::Region,
     ) -> Result<Vec<MachineRecord>, StoreError>;
 
-    /// The workloads placed on a machine that still exist: what its desired state is computed
-    /// from, every time it is sent.
+    /// The workloads placed on a machine that still exist, and those deleted while it was away
+    /// that it hasn't removed yet ([`AgentStore::pend_removal`]): what its desired state is
+    /// computed from, every time it is sent.
     async fn workloads_on(&self, machine: MachineId) -> Result<Vec<Workload>, StoreError>;
+
+    /// Whether the machine is revoked (or unknown): it will never sync again.
+    async fn machine_gone(&self, machine: MachineId) -> Result<bool, StoreError>;
+
+    /// Remembers that `machine` must still remove `workload`, deleted while the machine was
+    /// away (again: no change). Written before the workload moves to deleted.
+    async fn pend_removal(
+        &self,
+        workload: WorkloadId,
+        machine: MachineId,
+    ) -> Result<(), StoreError>;
+
+    /// The machine removed the workload: it is no longer in its desired state.
+    async fn confirm_removal(
+        &self,
+        workload: WorkloadId,
+        machine: MachineId,
+    ) -> Result<(), StoreError>;
 
     /// Records what the machine's agent measured (label, OS, CPUs, memory, devices, drivers) on
     /// an unrevoked machine, leaving its identity, owner, region and sharing alone. Whether it

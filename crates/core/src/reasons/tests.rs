@@ -50,6 +50,17 @@ fn reasons_read_as_in_the_seeds() {
             "waiting for l40s-48gb capacity: requested 2 GPU(s), 0 free",
         ),
         (
+            Reason::DeletedWithoutItsMachine(MachineGone::Away {
+                after: Duration::from_secs(600),
+            }),
+            "deleted while its machine was away (offline for over 10m0s); the machine removes \
+             it if it returns",
+        ),
+        (
+            Reason::DeletedWithoutItsMachine(MachineGone::Revoked),
+            "deleted; its machine was revoked and will never sync again",
+        ),
+        (
             Reason::WaitingForCapacity {
                 class: "cpu-4c-16g".into(),
                 unit: CapacityUnit::Cpus,

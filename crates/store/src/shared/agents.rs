@@ -32,6 +32,45 @@ impl crate::AgentStore for ThisStore {
         rows.iter().map(workload_from_row).collect()
     }
 
+    async fn machine_gone(&self, machine: MachineId) -> Result<bool, StoreError> {
+        let revoked: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT revoked_at FROM machines WHERE id = $1")
+                .bind(machine.as_uuid())
+                .fetch_optional(self.reader())
+                .await?;
+        Ok(revoked.is_none_or(|at| at.is_some()))
+    }
+
+    async fn pend_removal(
+        &self,
+        workload: WorkloadId,
+        machine: MachineId,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO pending_removals (workload_id, machine_id, created_at) \
+             VALUES ($1, $2, $3) ON CONFLICT (workload_id) DO NOTHING",
+        )
+        .bind(workload.as_uuid())
+        .bind(machine.as_uuid())
+        .bind(now_ms())
+        .execute(&mut *self.writer().await?)
+        .await?;
+        Ok(())
+    }
+
+    async fn confirm_removal(
+        &self,
+        workload: WorkloadId,
+        machine: MachineId,
+    ) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM pending_removals WHERE workload_id = $1 AND machine_id = $2")
+            .bind(workload.as_uuid())
+            .bind(machine.as_uuid())
+            .execute(&mut *self.writer().await?)
+            .await?;
+        Ok(())
+    }
+
     async fn record_inventory(&self, reg: &crate::MachineRegistration) -> Result<bool, StoreError> {
         let m = &reg.machine;
         let memory = i64::try_from(m.memory_bytes)
@@ -166,8 +205,8 @@ static MACHINE_FOR_CERTIFICATE: std::sync::LazyLock<String> = std::sync::LazyLoc
 
 static WORKLOADS_ON: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE machine_id = $1 AND state <> 'deleted' \
-         ORDER BY id"
+        "SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE machine_id = $1 AND (state <> 'deleted' \
+         OR id IN (SELECT workload_id FROM pending_removals WHERE machine_id = $1)) ORDER BY id"
     )
 });
 

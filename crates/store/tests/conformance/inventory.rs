@@ -271,3 +271,75 @@ pub async fn usage_is_read_by_tenant_and_period(db: TestDb) {
         Err(StoreError::InvalidInput(_))
     ));
 }
+
+/// A workload deleted while its machine was away stays in that machine's desired state until
+/// the machine confirms its removal; other machines never see it; a revoked or unknown machine
+/// is gone.
+pub async fn a_removal_pends_until_the_machine_confirms_it(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let (m, elsewhere) = (
+        registration(t, "away", None),
+        registration(t, "other", None),
+    );
+    store.put_machine(&m).await.unwrap();
+    store.put_machine(&elsewhere).await.unwrap();
+    let id = m.machine.id;
+    let on_machine = Admission {
+        placed_class: "cpu-1c-2g".into(),
+        machine_id: Some(id),
+        driver: Some("sim".into()),
+    };
+    let on_machine = &on_machine;
+    let placed = |name: &'static str| async move {
+        let w = create(store, t, name).await;
+        store
+            .transition(&Transition {
+                workload: &w,
+                to: State::Provisioning,
+                reason: &Reason::Ready,
+                admission: Some(on_machine),
+                fence: None,
+            })
+            .await
+            .unwrap()
+    };
+    let (pending, removed) = (placed("pending").await, placed("removed").await);
+    placed("live").await;
+    for w in [&pending, &removed] {
+        let deleting = step(store, w, State::Deleting).await;
+        if w.id == pending.id {
+            store.pend_removal(w.id, id).await.unwrap();
+            store.pend_removal(w.id, id).await.unwrap();
+        }
+        step(store, &deleting, State::Deleted).await;
+    }
+    let on = |machine| async move {
+        let listed = store.workloads_on(machine).await.unwrap();
+        listed.iter().map(|w| w.name.clone()).collect::<Vec<_>>()
+    };
+    let mut names = on(id).await;
+    names.sort();
+    assert_eq!(
+        names,
+        ["live", "pending"],
+        "the removed one is gone for good"
+    );
+    assert!(on(elsewhere.machine.id).await.is_empty());
+
+    store
+        .confirm_removal(pending.id, elsewhere.machine.id)
+        .await
+        .unwrap();
+    assert_eq!(on(id).await.len(), 2, "only its own machine confirms it");
+    store.confirm_removal(pending.id, id).await.unwrap();
+    assert_eq!(on(id).await, ["live"]);
+
+    assert!(!store.machine_gone(id).await.unwrap());
+    store.revoke_machine(t, id).await.unwrap();
+    assert!(store.machine_gone(id).await.unwrap(), "revoked");
+    assert!(
+        store.machine_gone(MachineId::new()).await.unwrap(),
+        "unknown"
+    );
+}

@@ -76,6 +76,7 @@ conformance! {
     inventory::workload_reads_are_scoped_by_tenant,
     inventory::machines_are_read_by_their_owner_only,
     inventory::machines_count_the_tenants_workloads_holding_them,
+    inventory::a_removal_pends_until_the_machine_confirms_it,
     inventory::usage_is_read_by_tenant_and_period,
     metering::metering_reads_changed_and_metered_workloads,
     metering::timelines_and_usage_of_many_workloads,

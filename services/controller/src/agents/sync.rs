@@ -7,12 +7,15 @@
 //! one live stream (`streams`): a newer one replaces it. A stream presenting a renewed
 //! certificate retires the machine's older ones.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::catalog::Catalog;
+use einsora_core::ids::WorkloadId;
+use einsora_core::lifecycle::State;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::sync_service_server::{SyncService, SyncServiceServer};
 use einsora_proto::convert::timestamp;
@@ -25,7 +28,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::hub::Hub;
+use super::hub::{Hub, Reported};
 use super::identity::{identity, retire_older_certificates};
 use super::limits::{self, Budgets, Excess};
 use super::refusal::Refusal;
@@ -132,6 +135,7 @@ impl SyncService for SyncApi {
             next_send: Instant::now(),
             read_failing: false,
             seen_at: None,
+            pending_removals: HashSet::new(),
         };
         tokio::spawn(session.run(request.into_inner(), claim, self.shutdown.clone()));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -160,6 +164,8 @@ struct Session {
     /// A read is failing: logged once per outage.
     read_failing: bool,
     seen_at: Option<Instant>,
+    /// Workloads deleted while the machine was away, sent to be removed until it says so.
+    pending_removals: HashSet<WorkloadId>,
 }
 
 /// Why a session ended early.
@@ -226,6 +232,11 @@ impl Session {
                 return Ok(());
             }
         };
+        self.pending_removals = on_machine
+            .iter()
+            .filter(|w| w.state == State::Deleted)
+            .map(|w| w.id)
+            .collect();
         let workloads = desired::workloads(&on_machine, &self.catalog, self.machine.machine.owner);
         if !force && self.renewed.is_none() && self.sent.as_ref() == Some(&workloads) {
             return Ok(());
@@ -291,8 +302,9 @@ impl Session {
                         tracing::warn!(machine = %id, error = %e, "couldn't record the machine's flag");
                     }
                 }
-                self.hub
-                    .report(self.machine.machine.id, statuses::reported(&statuses));
+                let reported = statuses::reported(&statuses);
+                self.confirm_removals(&reported).await;
+                self.hub.report(self.machine.machine.id, reported);
             }
             pb::agent_report::Report::RenewCertificate(request) => {
                 let renewed = self
@@ -312,6 +324,34 @@ impl Session {
             match self.store.machine_seen(self.machine.machine.id, now).await {
                 Ok(()) => self.seen_at = Some(Instant::now()),
                 Err(e) => tracing::warn!(error = %e, "couldn't record that the machine was seen"),
+            }
+        }
+    }
+
+    /// Forgets the removals the machine says it made, so its next desired state no longer
+    /// lists them (a failed write is tried again on its next report).
+    async fn confirm_removals(&mut self, reported: &HashMap<WorkloadId, Reported>) {
+        let id = self.machine.machine.id;
+        let done: Vec<WorkloadId> = self
+            .pending_removals
+            .iter()
+            .filter(|w| {
+                reported
+                    .get(w)
+                    .is_some_and(|r| r.mode == Mode::Remove && r.code == StatusCode::Removed)
+            })
+            .copied()
+            .collect();
+        for workload in done {
+            match self.store.confirm_removal(workload, id).await {
+                Ok(()) => {
+                    self.pending_removals.remove(&workload);
+                    self.next_send = Instant::now();
+                    tracing::info!(machine = %id, %workload, "removed a workload deleted while the machine was away");
+                }
+                Err(e) => {
+                    tracing::warn!(machine = %id, %workload, error = %e, "couldn't record a removal")
+                }
             }
         }
     }
