@@ -120,6 +120,51 @@ fn an_agent_restart_adopts_containers_and_a_changed_sandbox_is_stopped() {
 }
 
 /// A notebook that ran before and lost its disk fails as such, never with a fresh one.
+/// Its class gone from the catalog (`einsora up` restarted with one that no longer has it), a
+/// running notebook keeps running in the container it was made in, still serving its files,
+/// and can be stopped and deleted.
+#[test]
+fn a_running_notebook_outlives_its_class_leaving_the_catalog() {
+    let (mut solo, leftovers) = solo();
+    let mut acme = tenant(&solo, "dev@acme");
+    let id = running_notebook(&solo, &acme);
+    let container = containers(&id);
+    let catalog = std::fs::read_to_string(leftovers.models().join("catalog.yaml")).unwrap();
+    let class = "  - name: cpu-1c-2g\n";
+    assert!(
+        catalog.contains(class),
+        "the tests' class moved: update this"
+    );
+    let retired = leftovers.models().join("retired.yaml");
+    std::fs::write(
+        &retired,
+        catalog.replace(class, "  - name: cpu-1c-2g-new\n"),
+    )
+    .unwrap();
+
+    solo.restart_with(&[("EINSORA_CATALOG", retired.to_str().unwrap())]);
+    acme.session = login(&solo, "dev@acme", &dev_password(&solo, "dev@acme"));
+    let (host, cookie) = open(&solo, &acme.session, &id);
+    let listed = notebook(&solo, &host, &cookie, "GET", "/api/contents", "");
+    assert_eq!(listed["type"], "directory", "it still serves: {listed}");
+    std::thread::sleep(crate::agent_backend::PASSES);
+    assert_eq!(
+        state(&solo, &acme.session, &id),
+        "running",
+        "{:?}",
+        timeline(&solo, &acme.session, &id)
+    );
+    assert_eq!(containers(&id), container, "the same container");
+    assert!(is_running(&container[0]));
+
+    assert_eq!(act(&solo, &acme.token, &id, "stop").0, 202);
+    wait_for(&solo, &acme.session, &id, "stopped");
+    assert!(!is_running(&container[0]), "stopped on its machine");
+    assert_eq!(act(&solo, &acme.token, &id, "delete").0, 202);
+    wait_for(&solo, &acme.session, &id, "deleted");
+    assert!(containers(&id).is_empty(), "removed from its machine");
+}
+
 #[test]
 fn a_notebook_whose_disk_is_gone_is_not_given_a_fresh_one() {
     let (solo, _leftovers) = solo();

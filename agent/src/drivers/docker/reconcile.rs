@@ -16,11 +16,12 @@ use tokio::sync::{Notify, watch};
 
 use super::dirs::{self, Places};
 use super::disk::Disks;
-use super::egress::{Fence, Network};
+use super::egress::{Fence, NETWORK as EGRESS_NETWORK, Network};
 use super::engine::{ContainerSummary, Engine, EngineError};
 use super::records::{Record, Records};
 use super::spec::{
-    LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_WORKLOAD, ModelServer, Sandbox, Serves,
+    LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_NETWORK, LABEL_WORKLOAD, ModelServer,
+    Sandbox, Serves,
 };
 use super::{DockerConfig, Seen, SeenMap, Wanted, uds};
 
@@ -157,10 +158,30 @@ impl Worker {
             // A GPU request never silently becomes CPU.
             return refused(StatusCode::StartFailed);
         }
+        let record = self.records.get(&w.workload);
+        if w.spec.retired {
+            // Its class or image left the catalog: the container of this attempt keeps running
+            // as it was made (adopted by its own labels: the sandbox it was made with can't be
+            // computed any more), and nothing new starts.
+            let places = Places::of(&self.config.state_dir, &w.workload);
+            let sandbox = self.sandbox(w, String::new(), String::new(), &places, Network::None);
+            let Some(c) = containers.iter().find(|c| of_attempt(c, w.attempt)) else {
+                return refused(StatusCode::Exited);
+            };
+            let egress = c.labels.get(LABEL_NETWORK).map(String::as_str) == Some(EGRESS_NETWORK);
+            if egress && self.fence.network(&self.engine, true).await != Network::Egress {
+                // Its fence can't be kept up: stopped, as any sandbox that changed.
+                if c.running() {
+                    self.engine.stop(&c.id, STOP_GRACE).await?;
+                }
+                return refused(StatusCode::SandboxChanged);
+            }
+            let token = record.token.as_deref();
+            return self.running(c, &sandbox, token, Adopt::AsMade).await;
+        }
         let Some(image) = self.config.images.get(&w.spec.runtime).cloned() else {
             return refused(StatusCode::ImageMissing);
         };
-        let record = self.records.get(&w.workload);
         let new_work =
             !record.started(w.attempt) && !containers.iter().any(|c| of_attempt(c, w.attempt));
         if new_work && let Err(code) = self.admit(w) {
@@ -178,7 +199,8 @@ impl Worker {
             self.engine.remove(&old.id).await?;
         }
         if let Some(c) = containers.iter().find(|c| of_attempt(c, w.attempt)) {
-            return self.running(c, &sandbox, record.token.as_deref()).await;
+            let token = record.token.as_deref();
+            return self.running(c, &sandbox, token, Adopt::SameSandbox).await;
         }
         if record.started(w.attempt) {
             // Started once already, and its container is gone: never started again.
@@ -219,7 +241,8 @@ impl Worker {
         Ok((StatusCode::Starting, None))
     }
 
-    /// An existing container of the attempt: the same sandbox, or stopped as changed. Ready
+    /// An existing container of the attempt: the same sandbox, or stopped as changed (unless
+    /// adopted as it was made). Ready
     /// once its server answers, on its own socket, the token the agent keeps (never one read
     /// back from anything the workload can write).
     async fn running(
@@ -227,8 +250,11 @@ impl Worker {
         c: &ContainerSummary,
         sandbox: &Sandbox,
         token: Option<&str>,
+        adopt: Adopt,
     ) -> Result<Outcome, EngineError> {
-        if c.labels.get(LABEL_FINGERPRINT) != Some(&sandbox.fingerprint()) {
+        if adopt == Adopt::SameSandbox
+            && c.labels.get(LABEL_FINGERPRINT) != Some(&sandbox.fingerprint())
+        {
             if c.running() {
                 tracing::warn!(workload = %sandbox.workload, "its sandbox changed; stopping it");
                 self.engine.stop(&c.id, STOP_GRACE).await?;
@@ -440,6 +466,15 @@ fn disk_bytes(spec: &einsora_proto::agent::v1::WorkloadSpec) -> u64 {
 
 fn of_attempt(c: &ContainerSummary, attempt: u32) -> bool {
     c.labels.get(LABEL_ATTEMPT) == Some(&attempt.to_string())
+}
+
+/// Which existing container of the attempt is adopted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Adopt {
+    /// One made with the sandbox the spec makes now; any other is stopped as changed.
+    SameSandbox,
+    /// The one there, as it was made (its class or image left the catalog).
+    AsMade,
 }
 
 /// What a readiness probe found.

@@ -18,6 +18,9 @@ pub const LABEL_MACHINE: &str = "einsora.machine";
 pub const LABEL_WORKLOAD: &str = "einsora.workload";
 pub const LABEL_ATTEMPT: &str = "einsora.attempt";
 pub const LABEL_FINGERPRINT: &str = "einsora.fingerprint";
+/// Its network (`none` or the egress network), so a container adopted as it was made keeps
+/// its fence up.
+pub const LABEL_NETWORK: &str = "einsora.network";
 
 /// Inside the container: the run directory, the notebook's data, the endpoint's model.
 const RUN_DIR: &str = "/run/einsora";
@@ -122,6 +125,7 @@ impl Sandbox {
             LABEL_WORKLOAD: self.workload,
             LABEL_ATTEMPT: self.attempt.to_string(),
             LABEL_FINGERPRINT: self.fingerprint(),
+            LABEL_NETWORK: self.network.mode(),
         });
         body
     }

@@ -49,7 +49,7 @@ pub fn workloads(
                         .map_or(common_pb::AcceleratorKind::Unspecified, Into::into)
                         .into(),
                     image: w.image.clone(),
-                    runtime,
+                    runtime: runtime.clone(),
                     driver: w.driver.clone().unwrap_or_default(),
                     resources: class.map(|c| pb::Resources {
                         cpus: c.cpus(),
@@ -60,6 +60,7 @@ pub fn workloads(
                     }),
                     requires_strong_isolation: w.tenant_id != owner,
                     egress: egress(w, class, owner),
+                    retired: class.is_none() || runtime.is_empty(),
                     // The store validated them when they were written; a row that no longer
                     // reads is sent without, and the agent refuses what it can't run.
                     params: WorkloadParams::from_json(w.kind, &w.params)
@@ -158,6 +159,24 @@ mod tests {
                 "{kind} of {class}, owner's: {}",
                 tenant == owner
             );
+        }
+    }
+
+    /// A workload whose class or image left the catalog is sent as retired: kept as it was
+    /// made, nothing new started.
+    #[test]
+    fn a_workload_whose_class_or_image_left_the_catalog_is_retired() {
+        let catalog = Catalog::builtin();
+        let owner = TenantId::new();
+        for (class, image, retired) in [
+            ("cpu-1c-2g", "jupyterlab", false),
+            ("gone", "jupyterlab", true),
+            ("cpu-1c-2g", "gone", true),
+        ] {
+            let mut w = workload(Notebook, State::Running, owner, class);
+            w.image = image.into();
+            let spec = workloads(&[w], &catalog, owner).remove(0).spec.unwrap();
+            assert_eq!(spec.retired, retired, "{class} {image}");
         }
     }
 }
