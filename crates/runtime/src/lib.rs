@@ -5,6 +5,7 @@
 //! ([`grpc`]), serving plain HTTP within limits ([`http`]), origins and `host[:port]` ([`origin`]), what a panic does ([`panics`]), and dialling a workload's Unix socket without trusting its directory
 //! ([`workload_socket`]).
 
+pub mod access_url;
 pub mod catalog;
 pub mod grpc;
 pub mod http;

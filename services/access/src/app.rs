@@ -12,15 +12,15 @@ use tracing::Instrument;
 use crate::errors::{Failure, REQUEST_ID, RequestId};
 use crate::host::{self, Site};
 use crate::limits::{InFlight, Limits};
-use crate::public_url::PublicUrl;
 use crate::session::Sessions;
 use crate::targets::Targets;
 use crate::upstream::Upstream;
 use crate::{endpoint, notebook};
+use einsora_runtime::access_url::AccessUrl;
 
 #[derive(Debug)]
 pub(crate) struct Proxy {
-    pub(crate) public: PublicUrl,
+    pub(crate) public: AccessUrl,
     pub(crate) limits: Limits,
     pub(crate) in_flight: InFlight,
     pub(crate) upstream: Upstream,

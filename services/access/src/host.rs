@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use uuid::Uuid;
 
 use crate::errors::Failure;
-use crate::public_url::{NOTEBOOK_SUFFIX, PublicUrl, split_port};
+use einsora_runtime::access_url::{AccessUrl, NOTEBOOK_SUFFIX};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Site {
@@ -19,7 +19,7 @@ pub(crate) enum Site {
 /// Headers through which a client could name another host than its Host header.
 const OTHER_HOSTS: [&str; 3] = ["forwarded", "x-forwarded-host", "x-forwarded-server"];
 
-pub(crate) fn site(parts: &Parts, public: &PublicUrl) -> Result<Site, Failure> {
+pub(crate) fn site(parts: &Parts, public: &AccessUrl) -> Result<Site, Failure> {
     if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
         return Err(Failure::invalid(
             "only origin-form request targets are served",
@@ -38,7 +38,7 @@ pub(crate) fn site(parts: &Parts, public: &PublicUrl) -> Result<Site, Failure> {
     site_of(host, public).ok_or_else(not_served)
 }
 
-fn site_of(host: &str, public: &PublicUrl) -> Option<Site> {
+fn site_of(host: &str, public: &AccessUrl) -> Option<Site> {
     let (name, port) = split_port(host);
     if !public.port_matches(port) {
         return None;
@@ -62,6 +62,15 @@ fn not_served() -> Failure {
     Failure::not_found("nothing is served at this host")
 }
 
+/// `host[:port]`; a colon inside IPv6 brackets is not a port's. (Notebook hosts are matched
+/// exactly as written, not case-folded as `origin::Authority` does.)
+fn split_port(authority: &str) -> (&str, Option<&str>) {
+    match authority.rfind(':') {
+        Some(i) if !authority[i..].contains(']') => (&authority[..i], Some(&authority[i + 1..])),
+        _ => (authority, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use axum::http::Request;
@@ -79,7 +88,7 @@ mod tests {
     }
 
     fn host(value: &str) -> Result<Site, Failure> {
-        site(&parts("/", &[("host", value)]), &PublicUrl::default())
+        site(&parts("/", &[("host", value)]), &AccessUrl::default())
     }
 
     #[test]
@@ -126,7 +135,7 @@ mod tests {
     #[test]
     fn ambiguous_requests_are_refused() {
         let good = format!("w-{ID}.localhost:8090");
-        let public = PublicUrl::default();
+        let public = AccessUrl::default();
         let cases = [
             parts("/", &[]),
             parts("/", &[("host", &good), ("host", &good)]),

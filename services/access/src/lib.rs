@@ -16,7 +16,6 @@ mod host;
 pub mod limits;
 mod notebook;
 mod open;
-mod public_url;
 mod session;
 mod sweep;
 mod targets;
@@ -25,6 +24,7 @@ mod upstream;
 use std::net::SocketAddr;
 
 use anyhow::Context;
+use einsora_runtime::access_url::AccessUrl;
 use einsora_runtime::grpc::{self, InternalTls};
 use einsora_runtime::http::{self, HttpLimits};
 use einsora_runtime::pki::Role;
@@ -32,10 +32,8 @@ use einsora_runtime::settings::{ConfigError, Settings};
 use einsora_runtime::shutdown::Shutdown;
 use tokio::net::TcpListener;
 
-pub use public_url::PublicUrl;
-
 pub const ADDR: &str = "EINSORA_ACCESS_ADDR";
-pub const URL: &str = "EINSORA_ACCESS_URL";
+pub use einsora_runtime::access_url::SETTING as URL;
 /// A workload's target is reused this long (`targets.rs`).
 pub const TARGET_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 // The api's and the controller's own settings (`einsora_api::ADDR`, `einsora_controller::ADDR`),
@@ -47,7 +45,7 @@ pub const CONTROLLER_ADDR: &str = "EINSORA_CONTROLLER_ADDR";
 pub struct Config {
     pub addr: SocketAddr,
     /// What links are built from: the scheme and port browsers see, the endpoints' host.
-    pub public_url: PublicUrl,
+    pub public_url: AccessUrl,
     pub api_addr: SocketAddr,
     pub controller_addr: SocketAddr,
     pub tls: InternalTls,
@@ -63,7 +61,7 @@ impl Config {
     pub fn from_settings(settings: &Settings) -> Result<Self, ConfigError> {
         Ok(Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8090")?,
-            public_url: settings.parse_with(URL, "http://localhost:8090", PublicUrl::parse)?,
+            public_url: AccessUrl::from_settings(settings)?,
             api_addr: settings.socket_addr(API_ADDR, "127.0.0.1:8081")?,
             controller_addr: settings.socket_addr(CONTROLLER_ADDR, "127.0.0.1:8082")?,
             tls: InternalTls::from_settings(settings)?,

@@ -18,12 +18,12 @@ use einsora_store::{NewTicket, Store};
 use time::{Duration, OffsetDateTime};
 use tonic::{Request, Response, Status};
 
-use crate::access_url::AccessUrl;
 use crate::accounts::secrets;
 use crate::caller::{Access, Auth, Caller};
 use crate::grants;
 use crate::scoped;
 use crate::status::{self, Precondition};
+use einsora_runtime::access_url::AccessUrl;
 
 pub const TICKET_PREFIX: &str = "tkt_";
 pub const TICKET_TTL: Duration = Duration::seconds(60);

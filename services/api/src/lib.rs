@@ -9,7 +9,6 @@ pub mod internal;
 pub mod setup;
 
 pub mod access;
-pub mod access_url;
 pub mod catalog;
 pub mod enrolment;
 mod grants;
@@ -52,7 +51,7 @@ pub struct Config {
     pub tls: InternalTls,
     pub auth_mode: setup::AuthMode,
     /// What notebook links and endpoint URLs are built from (EINSORA_ACCESS_URL).
-    pub access_url: access_url::AccessUrl,
+    pub access_url: einsora_runtime::access_url::AccessUrl,
 }
 
 impl Config {
@@ -63,7 +62,7 @@ impl Config {
             catalog: Arc::new(einsora_runtime::catalog::from_settings(settings)?),
             tls: InternalTls::from_settings(settings)?,
             auth_mode: setup::AuthMode::from_settings(settings)?,
-            access_url: access_url::AccessUrl::from_settings(settings)?,
+            access_url: einsora_runtime::access_url::AccessUrl::from_settings(settings)?,
         })
     }
 }

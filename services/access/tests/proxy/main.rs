@@ -14,8 +14,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use einsora_access::{Config, PublicUrl};
+use einsora_access::Config;
 use einsora_proto::common::v1::WorkloadKind;
+use einsora_runtime::access_url::AccessUrl;
 use einsora_runtime::grpc::{self, InternalTls};
 use einsora_runtime::pki::{Role, RoleKind};
 use einsora_runtime::settings::Settings;
@@ -74,7 +75,7 @@ impl Harness {
 
         let cfg = Config {
             addr: "127.0.0.1:0".parse().unwrap(),
-            public_url: PublicUrl::parse(public_url).unwrap(),
+            public_url: AccessUrl::parse(public_url).unwrap(),
             api_addr,
             controller_addr,
             tls,

@@ -17,7 +17,6 @@ mod usage;
 use std::sync::Arc;
 
 use einsora_api::access::AccessApi;
-use einsora_api::access_url::AccessUrl;
 use einsora_api::accounts::secrets;
 use einsora_api::caller::{Auth, CSRF_HEADER, SESSION_HEADER};
 use einsora_api::catalog::CatalogApi;
@@ -33,6 +32,7 @@ use einsora_core::workload::Workload;
 use einsora_proto::common::v1::{EndpointParams, WorkloadKind as PbKind};
 use einsora_proto::workloads::v1 as pb;
 use einsora_proto::workloads::v1::workload_service_server::WorkloadService;
+use einsora_runtime::access_url::AccessUrl;
 use einsora_store::{
     Admission, DatabaseUrl, NewApiToken, NewSession, NewTenant, NewUser, QuotaClass, Store,
     Transition,
