@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 /// The file `FILE_DESCRIPTOR_SET` includes from OUT_DIR.
 const DESCRIPTOR_FILE: &str = "einsora_descriptor.bin";
 
+// Cargo hands a build script its directories in the environment: not settings.
+#[allow(clippy::disallowed_methods)]
 fn main() -> Result<(), Box<dyn Error>> {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("proto");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);

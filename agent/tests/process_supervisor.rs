@@ -5,6 +5,9 @@
 //! The "agent" that gets killed is this test binary run again as a child process
 //! (`agent_that_starts_a_workload_and_waits`, ignored unless asked for).
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::Path;

@@ -25,6 +25,9 @@
 //! (`apt-get install wrk`); fetches nginx with `apt-get download` into target/peers when it
 //! isn't there.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod support;
 
 #[path = "../../services/access/tests/proxy/fakes.rs"]

@@ -13,6 +13,9 @@
 //! `cargo bench -p einsora --bench agents` (BENCH_AGENTS=1000,5000,10000 by default;
 //! BENCH_PUSHES, 200, notebooks placed at each size).
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod support;
 
 use std::collections::HashMap;

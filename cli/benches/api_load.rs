@@ -3,6 +3,9 @@
 //!
 //! `cargo bench -p einsora --bench api_load` (BENCH_SECONDS sets each phase's length; default 10).
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod support;
 
 use std::sync::Arc;

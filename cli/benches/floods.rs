@@ -20,6 +20,9 @@
 //! phases past the caps and the idle-after-TLS one run in the first round only; BENCH_PHASES
 //! keeps only the phases whose names contain one of its comma-separated words).
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod support;
 
 #[path = "floods/agent.rs"]

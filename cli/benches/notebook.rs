@@ -13,6 +13,9 @@
 //! to run instead). Needs a Docker engine and the images:
 //! `images/dockerd start && images/build notebook`.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod support;
 
 use std::io::BufRead;

@@ -57,14 +57,16 @@ fn raise_open_files() {
 /// supervisor dies without stopping this role (killed, say), so no role outlives it holding
 /// its ports; and no start at all if the supervisor is already gone.
 fn follow_supervisor() -> anyhow::Result<()> {
-    let Some(supervisor) = std::env::var_os(SUPERVISOR_PID) else {
+    let settings = einsora_runtime::settings::Settings::from_env();
+    if !settings.is_set(SUPERVISOR_PID) {
         return Ok(());
-    };
+    }
+    let supervisor = settings.string(SUPERVISOR_PID, "")?;
     #[cfg(target_os = "linux")]
     rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))
         .context("asking to be stopped with the supervisor")?;
     let parent = rustix::process::getppid().map(|p| p.as_raw_pid().to_string());
-    if parent.as_deref().map(std::ffi::OsStr::new) != Some(supervisor.as_os_str()) {
+    if parent.as_deref() != Some(supervisor.as_str()) {
         bail!("the supervisor that started this role (PID {supervisor:?}) is gone");
     }
     Ok(())

@@ -2,6 +2,9 @@
 //! byte for byte, a table of one of the reports committed under docs/benchmarks/raw/, and every
 //! report there names the clean commit it ran at (its first line, from scripts/bench-header).
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {

@@ -3,6 +3,9 @@
 //! is one the source mentions. The few names that are hand-offs between Einsora's own
 //! processes, or the tests' own, are listed here with why they aren't settings.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -2,6 +2,9 @@
 //! well formed, on every field the api requires, and saying what the api's own checks say, so
 //! that a request the document allows is one the api accepts and the other way round.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use einsora_core::ids::WorkloadId;

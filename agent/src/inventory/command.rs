@@ -47,6 +47,8 @@ fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
         let path = std::path::PathBuf::from(program);
         return executable(&path).then_some(path);
     }
+    // The search path programs are found on, as the OS's own `Command` reads it: not a setting.
+    #[allow(clippy::disallowed_methods)]
     let paths = std::env::var_os("PATH")?;
     std::env::split_paths(&paths)
         .map(|dir| dir.join(program))

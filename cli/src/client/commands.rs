@@ -161,9 +161,10 @@ pub fn run(global: Global, command: ClientCommand, http_addr: &str) -> anyhow::R
         .clone()
         .unwrap_or_else(|| format!("http://{http_addr}"));
     let saved = SavedSession::locate()?;
-    let credentials = match std::env::var("EINSORA_TOKEN") {
-        Ok(token) if !token.is_empty() => Credentials::Token(token),
-        _ => saved.load(&server)?,
+    let settings = einsora_runtime::settings::Settings::from_env();
+    let credentials = match settings.secret("EINSORA_TOKEN")? {
+        Some(token) => Credentials::Token(token.expose().to_owned()),
+        None => saved.load(&server)?,
     };
     let api = Api::new(server, credentials)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;

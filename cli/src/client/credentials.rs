@@ -1,6 +1,6 @@
 //! Who the CLI is: EINSORA_TOKEN (an API token), or the session `einsora login` saved.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
 use hyper::Method;
@@ -47,14 +47,16 @@ pub struct SavedSession {
 impl SavedSession {
     /// EINSORA_CLI_CONFIG, else $XDG_CONFIG_HOME/einsora/cli.json, else ~/.config/einsora/cli.json.
     pub fn locate() -> anyhow::Result<Self> {
+        let settings = einsora_runtime::settings::Settings::from_env();
         let path = match (
-            std::env::var_os("EINSORA_CLI_CONFIG"),
-            std::env::var_os("XDG_CONFIG_HOME"),
-            std::env::var_os("HOME"),
+            settings.optional_path("EINSORA_CLI_CONFIG")?,
+            // The XDG spec says to ignore a relative one.
+            settings.optional_path("XDG_CONFIG_HOME").ok().flatten(),
+            settings.optional_path("HOME").ok().flatten(),
         ) {
-            (Some(path), _, _) => PathBuf::from(path),
-            (None, Some(config), _) => Path::new(&config).join("einsora/cli.json"),
-            (None, None, Some(home)) => Path::new(&home).join(".config/einsora/cli.json"),
+            (Some(path), _, _) => path,
+            (None, Some(config), _) => config.join("einsora/cli.json"),
+            (None, None, Some(home)) => home.join(".config/einsora/cli.json"),
             _ => anyhow::bail!(
                 "EINSORA_CLI_CONFIG is not set and there is no HOME to keep a session in"
             ),

@@ -34,7 +34,7 @@ pub enum Profile {
 
 pub fn run(profile: Profile) -> anyhow::Result<()> {
     // Removed when `einsora dev` ends, after its children have stopped.
-    let data_dir_set = std::env::var_os(DATA_DIR).is_some_and(|v| !v.is_empty());
+    let data_dir_set = einsora_runtime::settings::Settings::from_env().is_set(DATA_DIR);
     let temp_dir = match profile {
         Profile::Dev if !data_dir_set => Some(
             tempfile::Builder::new()

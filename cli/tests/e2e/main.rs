@@ -1,5 +1,8 @@
 //! End-to-end tests of the real `einsora` binary.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod access_sessions;
 mod adoption;
 mod agent_backend;

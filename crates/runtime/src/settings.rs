@@ -14,8 +14,10 @@ use std::time::Duration;
 
 pub const DATA_DIR: &str = "EINSORA_DATA_DIR";
 const PREFIX: &str = "EINSORA_";
-// The data dir's default lives under the user's home, so HOME travels with the settings.
+// The data dir's default lives under the user's home, so HOME travels with the settings; the
+// CLI's session file under XDG_CONFIG_HOME.
 const HOME: &str = "HOME";
+const XDG_CONFIG_HOME: &str = "XDG_CONFIG_HOME";
 
 /// A setting that is missing a requirement, named so the operator can find it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,12 +69,15 @@ impl fmt::Debug for Settings {
 }
 
 impl Settings {
-    /// The `EINSORA_*` variables (and HOME) of this process.
+    /// The `EINSORA_*` variables (and HOME, XDG_CONFIG_HOME) of this process: the one place
+    /// the environment is read.
+    #[allow(clippy::disallowed_methods)]
     pub fn from_env() -> Self {
         let vars = std::env::vars_os()
             .filter_map(|(name, value)| {
                 let name = name.into_string().ok()?;
-                (name.starts_with(PREFIX) || name == HOME).then_some((name, value))
+                let kept = name.starts_with(PREFIX) || name == HOME || name == XDG_CONFIG_HOME;
+                kept.then_some((name, value))
             })
             .collect();
         Self { vars }

@@ -1,6 +1,9 @@
 //! Machine certificates: signed by the agents CA for the machine the controller names, with the
 //! CSR's names and CA requests refused, and kept apart from the installation CA.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::time::Duration;
 
 use einsora_runtime::pki::{Ca, Pki, PkiError, Role, Validity, role_of};

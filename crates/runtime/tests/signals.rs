@@ -1,6 +1,9 @@
 //! `Shutdown::on_signals`, with a real SIGTERM sent to this test process (its own binary, so
 //! no other test shares the signal).
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::time::Duration;
 
 use einsora_runtime::shutdown::Shutdown;

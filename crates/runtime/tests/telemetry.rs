@@ -1,6 +1,9 @@
 //! `telemetry::init` installs once per process: its own binary, so no other test's subscriber
 //! interferes.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use einsora_runtime::settings::Settings;
 use einsora_runtime::telemetry::{self, TelemetryOptions};
 

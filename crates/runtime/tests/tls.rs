@@ -1,5 +1,8 @@
 //! Mutual TLS over real TCP on loopback, with a real tonic server serving gRPC health.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

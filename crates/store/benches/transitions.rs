@@ -9,6 +9,9 @@
 //! event; the raw engines run exactly that statement, with the same CAS, on a second set of
 //! workloads in the same database.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::sync::Arc;

@@ -1,6 +1,9 @@
 //! Postgres over TLS: a Lab's database is across the network, so its connection is encrypted and
 //! the server verified (`sslmode=verify-full&sslrootcert=…`), against a real server with TLS on.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 use std::time::Duration;
 
 use einsora_runtime::pki::{Ca, Role, Validity};

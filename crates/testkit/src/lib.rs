@@ -3,6 +3,9 @@
 //! takes those; waits on conditions, never on a guess of how long something takes; and the
 //! report every bench prints.
 
+// Test support: a failed unwrap is a failed test, and tests read their own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 pub mod bench;
 mod ports;
 mod postgres;

@@ -1,6 +1,9 @@
 //! End to end over real HTTP and real gRPC: the real gateway (`einsora_gateway::serve`) in front
 //! of a tonic server with canned answers, joined by mutual TLS from a fresh installation CA.
 
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
 mod fake_api;
 mod hosts;
 mod http;

@@ -466,6 +466,7 @@ fn what_gguf_py_writes_is_accepted_and_laid_out_like_ours() {
 /// EINSORA_TEST_MODEL (as the end-to-end tests use it). Outside the test command (a bare
 /// `cargo test`) there may be none; under CI its absence is a failure, not a skip.
 #[test]
+#[allow(clippy::disallowed_methods)] // the test command's own environment
 fn the_e2e_model_is_accepted() {
     let Some(path) = std::env::var_os("EINSORA_TEST_MODEL") else {
         assert!(

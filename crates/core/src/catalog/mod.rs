@@ -44,7 +44,7 @@ impl Catalog {
     /// Parses and validates a catalog document.
     pub fn from_yaml(text: &str) -> Result<Catalog, CatalogError> {
         let raw: raw::RawCatalog =
-            serde_yaml::from_str(text).map_err(|e| CatalogError::Malformed {
+            serde_yaml_ng::from_str(text).map_err(|e| CatalogError::Malformed {
                 path: None,
                 message: e.to_string(),
             })?;

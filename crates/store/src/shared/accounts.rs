@@ -9,8 +9,7 @@ mod accounts_sql {
 
     use crate::accounts::{
         ApiTokenRecord, Grant, NewApiToken, NewSession, NewTicket, NewUser, PasswordLogin,
-        RedeemedTicket,
-        SecretHash, SessionRecord, User,
+        RedeemedTicket, SecretHash, SessionRecord, User,
     };
     use crate::time_ms::to_ms;
 

@@ -132,14 +132,23 @@ mod enrolment_sql {
             let Some((token_id, tenant, region)) = token else {
                 return Ok(None);
             };
-            let label: String = r.label.chars().filter(|c| !c.is_control()).take(64).collect();
+            let label: String = r
+                .label
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(64)
+                .collect();
             sqlx::query(
                 "INSERT INTO machines (id, owner_id, name, region, os, arch, cpus, memory_bytes, \
                  created_at) VALUES ($1, $2, $3, $4, 'unknown', 'unknown', 0, 0, $5)",
             )
             .bind(r.machine_id.as_uuid())
             .bind(tenant)
-            .bind(if label.trim().is_empty() { "machine".to_owned() } else { label })
+            .bind(if label.trim().is_empty() {
+                "machine".to_owned()
+            } else {
+                label
+            })
             .bind(&region)
             .bind(now)
             .execute(&mut *tx)

@@ -16,8 +16,8 @@ use crate::Backend;
 use crate::migrations::{self, MigrationReport};
 use crate::time_ms::{duration_ms, from_ms, now_ms};
 use crate::{
-    ChangeSignal, Event, Lease, NewTenant, NewWorkload, QuotaClass, StoreError,
-    Transition, WorkloadFilter,
+    ChangeSignal, Event, Lease, NewTenant, NewWorkload, QuotaClass, StoreError, Transition,
+    WorkloadFilter,
 };
 
 include!("rows.rs");

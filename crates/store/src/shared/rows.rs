@@ -25,7 +25,9 @@ fn workload_from_row(row: &<Db as sqlx::Database>::Row) -> Result<Workload, Stor
         units: to_u32("units", row.try_get("units")?)?,
         image: row.try_get("image")?,
         region: Region::new(&region).map_err(|_| StoreError::corrupt("region", &region))?,
-        machine_id: row.try_get::<Option<Uuid>, _>("machine_id")?.map(MachineId::from_uuid),
+        machine_id: row
+            .try_get::<Option<Uuid>, _>("machine_id")?
+            .map(MachineId::from_uuid),
         driver: row.try_get("driver")?,
         attempt: Attempt::new(to_u32("attempt", row.try_get("attempt")?)?),
         fallback: serde_json::from_str(&fallback)

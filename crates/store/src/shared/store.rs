@@ -94,7 +94,9 @@ impl crate::Store for ThisStore {
         reason: &Reason,
     ) -> Result<Workload, StoreError> {
         if new.units == 0 {
-            return Err(StoreError::InvalidInput("a workload needs at least one unit".into()));
+            return Err(StoreError::InvalidInput(
+                "a workload needs at least one unit".into(),
+            ));
         }
         let fallback = serde_json::to_string(&new.fallback)
             .map_err(|e| StoreError::InvalidInput(format!("fallback list: {e}")))?;
@@ -169,7 +171,8 @@ impl crate::Store for ThisStore {
             q.push(" AND tenant_id = ").push_bind(*tenant.as_uuid());
         }
         if let Some(region) = &filter.region {
-            q.push(" AND region = ").push_bind(region.as_str().to_owned());
+            q.push(" AND region = ")
+                .push_bind(region.as_str().to_owned());
         }
         if !filter.states.is_empty() {
             q.push(" AND state IN (");
@@ -292,7 +295,9 @@ impl crate::Store for ThisStore {
         fence: Option<&Lease>,
     ) -> Result<(), StoreError> {
         if w.state.is_terminal() {
-            return Err(StoreError::InvalidInput("a deleted workload's timeline is closed".into()));
+            return Err(StoreError::InvalidInput(
+                "a deleted workload's timeline is closed".into(),
+            ));
         }
         let reason = reason.text();
         let mut conn = self.writer().await?;
@@ -307,7 +312,11 @@ impl crate::Store for ThisStore {
             .bind(w.id.as_uuid())
             .bind(w.version);
         if let Some(lease) = fence {
-            query = query.bind(&lease.name).bind(&lease.holder).bind(lease.epoch).bind(now);
+            query = query
+                .bind(&lease.name)
+                .bind(&lease.holder)
+                .bind(lease.epoch)
+                .bind(now);
         }
         if query.execute(&mut *conn).await?.rows_affected() == 0 {
             drop(conn);
@@ -333,11 +342,10 @@ impl crate::Store for ThisStore {
     }
 
     async fn capacity_held(&self, region: &Region) -> Result<BTreeMap<String, u64>, StoreError> {
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as(sqlx::AssertSqlSafe(CAPACITY_HELD.as_str()))
-                .bind(region.as_str())
-                .fetch_all(self.reader())
-                .await?;
+        let rows: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(CAPACITY_HELD.as_str()))
+            .bind(region.as_str())
+            .fetch_all(self.reader())
+            .await?;
         Ok(rows
             .into_iter()
             .map(|(class, units)| (class, units.max(0).unsigned_abs()))
@@ -393,7 +401,10 @@ impl crate::Store for ThisStore {
         if renewed.rows_affected() == 0 {
             return Err(StoreError::LeaseLost(lease.name.clone()));
         }
-        Ok(Lease { expires_at: from_ms(expires)?, ..lease.clone() })
+        Ok(Lease {
+            expires_at: from_ms(expires)?,
+            ..lease.clone()
+        })
     }
 
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -409,9 +420,8 @@ impl crate::Store for ThisStore {
     }
 }
 
-static SELECT_WORKLOAD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!("SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE id = $1")
-});
+static SELECT_WORKLOAD: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE id = $1"));
 
 static CAPACITY_HELD: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
@@ -440,7 +450,11 @@ fn check_step(change: &Transition<'_>) -> Result<Workload, StoreError> {
         }
         _ => {}
     }
-    lifecycle::transition(w.state, change.to, change.admission.is_some() || w.is_placed())?;
+    lifecycle::transition(
+        w.state,
+        change.to,
+        change.admission.is_some() || w.is_placed(),
+    )?;
     let mut next = w.clone();
     if let Some(a) = change.admission {
         next.placed_class = Some(a.placed_class.clone());
@@ -480,7 +494,11 @@ async fn apply_step(
             .bind(i64::from(w.attempt.next().get()));
     }
     if let Some(lease) = change.fence {
-        query = query.bind(&lease.name).bind(&lease.holder).bind(lease.epoch).bind(now);
+        query = query
+            .bind(&lease.name)
+            .bind(&lease.holder)
+            .bind(lease.epoch)
+            .bind(now);
     }
     Ok(query.execute(&mut *conn).await?.rows_affected() > 0)
 }

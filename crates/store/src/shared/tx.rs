@@ -9,8 +9,16 @@ type Tx<'c> = sqlx::Transaction<'c, Db>;
 macro_rules! fenced {
     ($name:literal, $holder:literal, $epoch:literal, $now:literal) => {
         concat!(
-            " AND EXISTS (SELECT 1 FROM leases WHERE name = $", $name, " AND holder = $", $holder,
-            " AND epoch = $", $epoch, " AND expires_at > $", $now, for_share!(), ")"
+            " AND EXISTS (SELECT 1 FROM leases WHERE name = $",
+            $name,
+            " AND holder = $",
+            $holder,
+            " AND epoch = $",
+            $epoch,
+            " AND expires_at > $",
+            $now,
+            for_share!(),
+            ")"
         )
     };
 }
