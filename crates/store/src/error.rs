@@ -2,6 +2,17 @@
 
 use einsora_core::lifecycle::{State, TransitionError};
 
+/// Which unique name is taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Taken {
+    #[error("a workload called {0:?} already exists")]
+    WorkloadName(String),
+    #[error("an account for {0} already exists")]
+    Email(String),
+    #[error("a token called {0:?} already exists")]
+    TokenName(String),
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// EINSORA_DATABASE_URL is malformed or names an engine Einsora doesn't support.
@@ -47,8 +58,9 @@ pub enum StoreError {
         limit: u64,
     },
 
-    #[error("a workload called {0:?} already exists")]
-    NameTaken(String),
+    /// A name that must be unique is taken: callers branch on this, never on a message.
+    #[error("{0}")]
+    Taken(Taken),
 
     #[error("{0}")]
     InvalidInput(String),
@@ -92,9 +104,11 @@ impl From<sqlx::Error> for StoreError {
                 sqlx::error::ErrorKind::UniqueViolation => {
                     StoreError::InvalidInput("it already exists".into())
                 }
+                // The database's own words stay in the log: they name its tables and columns.
                 sqlx::error::ErrorKind::CheckViolation
                 | sqlx::error::ErrorKind::NotNullViolation => {
-                    StoreError::InvalidInput(format!("the database refused it: {}", db.message()))
+                    tracing::warn!(error = %db, "the database refused a value");
+                    StoreError::InvalidInput("the database refused a value as invalid".into())
                 }
                 _ => StoreError::Unavailable(db.to_string()),
             },

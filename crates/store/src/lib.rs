@@ -43,7 +43,7 @@ pub use enrolment::{
     EnrolledMachine, EnrolmentStore, EnrolmentTokenRecord, MachineCertificate, NewEnrolmentToken,
     Redemption,
 };
-pub use error::StoreError;
+pub use error::{StoreError, Taken};
 pub use inventory::{
     InventoryStore, MachineRecord, MachineRegistration, UsageCursor, UsagePage, UsageRecord,
     WorkloadPage,

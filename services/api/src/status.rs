@@ -42,7 +42,7 @@ pub fn store(err: StoreError) -> Status {
         StoreError::Conflict { .. } => failed(Precondition::Conflict, err),
         StoreError::QuotaExceeded { .. } => failed(Precondition::QuotaExceeded, err),
         StoreError::InvalidTransition(_) => failed(Precondition::InvalidTransition, err),
-        StoreError::NameTaken(_) => Status::already_exists(err.to_string()),
+        StoreError::Taken(_) => Status::already_exists(err.to_string()),
         StoreError::InvalidInput(_) => Status::invalid_argument(err.to_string()),
         StoreError::Unavailable(_) => {
             tracing::warn!(error = %err, "the store is unavailable");
@@ -124,7 +124,7 @@ mod tests {
                 Some("invalid_transition"),
             ),
             (
-                StoreError::NameTaken("nb".into()),
+                StoreError::Taken(einsora_store::Taken::WorkloadName("nb".into())),
                 Code::AlreadyExists,
                 None,
             ),

@@ -121,12 +121,7 @@ impl ControllerInternalService for Internal {
         let w = match self.store.workload(id).await {
             Ok(Some(w)) => w,
             Ok(None) => return Err(not_found()),
-            Err(e) => {
-                tracing::warn!(error = %e, "couldn't read a workload to resolve its access");
-                return Err(Status::unavailable(
-                    "the database is unavailable; try again shortly",
-                ));
-            }
+            Err(e) => return Err(crate::status::store(&e, "resolving a workload's access")),
         };
         let here = w.tenant_id == tenant && w.region == self.region && w.state == State::Running;
         let machine = w.machine_id.filter(|_| here).ok_or_else(not_found)?;

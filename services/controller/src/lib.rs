@@ -11,6 +11,7 @@ mod lead;
 mod lease;
 mod placement;
 mod reconcile;
+mod status;
 #[cfg(test)]
 mod testing;
 mod writer;

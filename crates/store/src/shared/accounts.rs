@@ -55,10 +55,9 @@ mod accounts_sql {
             .execute(&mut *tx)
             .await
             .map_err(|e| match e.as_database_error() {
-                Some(db) if db.is_unique_violation() => StoreError::InvalidInput(format!(
-                    "an account for {} already exists",
-                    user.email
-                )),
+                Some(db) if db.is_unique_violation() => {
+                    StoreError::Taken(crate::Taken::Email(user.email.clone()))
+                }
                 _ => e.into(),
             })?;
             sqlx::query(
@@ -192,10 +191,7 @@ mod accounts_sql {
             .fetch_optional(&mut *tx)
             .await?;
             if taken.is_some() {
-                return Err(StoreError::InvalidInput(format!(
-                    "a token called {:?} already exists",
-                    t.name
-                )));
+                return Err(StoreError::Taken(crate::Taken::TokenName(t.name.clone())));
             }
             sqlx::query(
                 "INSERT INTO api_tokens (id, user_id, tenant_id, name, prefix, token_hash, \

@@ -113,7 +113,9 @@ async fn why_unchanged(store: &ThisStore, id: WorkloadId, fence: Option<&Lease>)
 
 fn name_taken(err: sqlx::Error, name: &str) -> StoreError {
     match err.as_database_error() {
-        Some(db) if db.is_unique_violation() => StoreError::NameTaken(name.to_owned()),
+        Some(db) if db.is_unique_violation() => {
+            StoreError::Taken(crate::Taken::WorkloadName(name.to_owned()))
+        }
         _ => err.into(),
     }
 }

@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use einsora_core::ids::{TenantId, TokenId, UserId};
 use einsora_store::{
-    Grant, NewApiToken, NewSession, NewTicket, NewUser, SecretHash, Store, StoreError, User,
+    Grant, NewApiToken, NewSession, NewTicket, NewUser, SecretHash, Store, StoreError, Taken, User,
 };
 use time::OffsetDateTime;
 
@@ -65,7 +65,10 @@ pub async fn users_are_unique_by_email(db: TestDb) {
         phc: "x".into(),
     };
     let err = store.create_user(&again).await.unwrap_err();
-    assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
+    assert!(
+        matches!(err, StoreError::Taken(Taken::Email(ref e)) if e == "you@example.com"),
+        "{err}"
+    );
     assert!(
         store
             .password_login("nobody@example.com")
@@ -166,7 +169,10 @@ pub async fn tokens_live_until_revoked_or_expired(db: TestDb) {
         .create_api_token(&token(&you, "laptop", 2, None))
         .await
         .unwrap_err();
-    assert!(matches!(err, StoreError::InvalidInput(_)), "{err}");
+    assert!(
+        matches!(err, StoreError::Taken(Taken::TokenName(ref n)) if n == "laptop"),
+        "{err}"
+    );
     store
         .create_api_token(&token(&other, "laptop", 3, None))
         .await

@@ -62,7 +62,7 @@ pub async fn names_are_unique_among_live_workloads(db: TestDb) {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, StoreError::NameTaken(ref n) if n == "same"),
+        matches!(err, StoreError::Taken(einsora_store::Taken::WorkloadName(ref n)) if n == "same"),
         "{err}"
     );
     let other = tenant(store, None).await;

@@ -7,7 +7,7 @@ use einsora_core::ids::TokenId;
 use einsora_proto::accounts::v1 as pb;
 use einsora_proto::accounts::v1::token_service_server::TokenService;
 use einsora_proto::convert::{optional_time, parse_id};
-use einsora_store::{NewApiToken, StoreError};
+use einsora_store::NewApiToken;
 use time::OffsetDateTime;
 use tonic::{Request, Response, Status};
 
@@ -77,11 +77,12 @@ impl TokenService for Tokens {
             token_hash: secrets::sha256(&token),
             expires_at,
         };
-        let record = match self.auth.store().create_api_token(&new).await {
-            Ok(record) => record,
-            Err(StoreError::InvalidInput(why)) => return Err(Status::already_exists(why)),
-            Err(e) => return Err(status::store(e)),
-        };
+        let record = self
+            .auth
+            .store()
+            .create_api_token(&new)
+            .await
+            .map_err(status::store)?;
         Ok(Response::new(pb::CreateTokenResponse {
             token,
             api_token: Some(me::api_token(&record)),

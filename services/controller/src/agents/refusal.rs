@@ -17,7 +17,7 @@ pub enum Refusal {
     Replaced,
     #[error("this machine opens streams faster than allowed; try again shortly")]
     TooManyStreams,
-    #[error("the database is unavailable; try again shortly")]
+    #[error("the store failed a Sync request")]
     Store(#[from] StoreError),
 }
 
@@ -29,10 +29,7 @@ impl From<Refusal> for Status {
             Refusal::NotAMachine | Refusal::Revoked => Status::permission_denied(message),
             Refusal::Replaced => Status::aborted(message),
             Refusal::TooManyStreams => Status::resource_exhausted(message),
-            Refusal::Store(e) => {
-                tracing::warn!(error = %e, "the store failed a Sync request");
-                Status::unavailable(message)
-            }
+            Refusal::Store(e) => crate::status::store(&e, &message),
         }
     }
 }

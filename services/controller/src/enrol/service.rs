@@ -11,7 +11,7 @@ use einsora_proto::agent::v1::enrolment_service_server::{
 use einsora_proto::agent::v1::{EnrollRequest, EnrollResponse};
 use einsora_proto::convert::timestamp;
 use einsora_runtime::pki::Ca;
-use einsora_store::{Store, StoreError};
+use einsora_store::Store;
 use tonic::{Request, Response, Status};
 
 use super::{EnrolError, EnrolLimit, MAX_CSR, enrol};
@@ -73,13 +73,6 @@ pub fn status(err: EnrolError) -> Status {
         EnrolError::RateLimited(_) => Status::resource_exhausted(err.to_string()),
         EnrolError::Token => Status::permission_denied(err.to_string()),
         EnrolError::Csr(_) | EnrolError::CsrTooLarge => Status::invalid_argument(err.to_string()),
-        EnrolError::Store(StoreError::Unavailable(_)) => {
-            tracing::warn!(error = %err, "the store is unavailable");
-            Status::unavailable("the database is unavailable; try again shortly")
-        }
-        EnrolError::Store(e) => {
-            tracing::error!(error = %e, "enrolment failed");
-            Status::internal("internal error: the operator's log has the details")
-        }
+        EnrolError::Store(e) => crate::status::store(&e, "enrolment"),
     }
 }
