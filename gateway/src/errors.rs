@@ -6,25 +6,33 @@ use axum::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use axum::response::{IntoResponse, Response};
 use tonic::{Code, Status};
 
+use einsora_proto::metadata::ERROR as ERROR_KEY;
+use einsora_runtime::error_code::ErrorCode;
+
 use crate::edge::RequestId;
 
-/// Every `code` the envelope can carry, for the OpenAPI document.
-pub(crate) const CODES: [&str; 11] = [
-    "invalid_request",
-    "unauthenticated",
-    "forbidden",
-    "not_found",
-    "method_not_allowed",
-    "conflict",
-    "quota_exceeded",
-    "invalid_transition",
-    "rate_limited",
-    "unavailable",
-    "internal",
+/// Every `code` the gateway's envelope can carry (of the one vocabulary, `ErrorCode`), for the
+/// OpenAPI document.
+pub(crate) const CODES: [ErrorCode; 11] = [
+    ErrorCode::InvalidRequest,
+    ErrorCode::Unauthenticated,
+    ErrorCode::Forbidden,
+    ErrorCode::NotFound,
+    ErrorCode::MethodNotAllowed,
+    ErrorCode::Conflict,
+    ErrorCode::QuotaExceeded,
+    ErrorCode::InvalidTransition,
+    ErrorCode::RateLimited,
+    ErrorCode::Unavailable,
+    ErrorCode::Internal,
 ];
 
 /// Refinements of FAILED_PRECONDITION the api names in `x-einsora-error`.
-const PRECONDITIONS: [&str; 3] = ["conflict", "quota_exceeded", "invalid_transition"];
+const PRECONDITIONS: [ErrorCode; 3] = [
+    ErrorCode::Conflict,
+    ErrorCode::QuotaExceeded,
+    ErrorCode::InvalidTransition,
+];
 /// Seconds a caller waits when the api names none.
 const DEFAULT_RETRY_AFTER: u64 = 1;
 const INTERNAL_MESSAGE: &str = "something went wrong on our side; the request ID identifies it \
@@ -40,43 +48,35 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
-            status,
-            code,
+            status: code.status(),
+            code: code.as_str(),
             message: message.into(),
             retry_after: None,
         }
     }
 
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        Self::new(ErrorCode::InvalidRequest, message)
     }
 
     pub(crate) fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+        Self::new(ErrorCode::Forbidden, message)
     }
 
     pub(crate) fn not_found() -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+        Self::new(ErrorCode::NotFound, "no such route")
     }
 
     pub(crate) fn method_not_allowed() -> Self {
         let message = "this route does not take this method (the Allow header lists those it does)";
-        Self::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            message,
-        )
+        Self::new(ErrorCode::MethodNotAllowed, message)
     }
 
     /// The caller learns nothing; the operator's log has the cause, logged by whoever calls this.
     pub(crate) fn internal() -> Self {
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            INTERNAL_MESSAGE,
-        )
+        Self::new(ErrorCode::Internal, INTERNAL_MESSAGE)
     }
 
     /// The api's answer, per docs/api.md. Unexpected statuses are logged here, in full.
@@ -85,34 +85,28 @@ impl ApiError {
         let metadata = |key| status.metadata().get(key).and_then(|v| v.to_str().ok());
         match status.code() {
             Code::InvalidArgument => Self::invalid(message),
-            Code::Unauthenticated => {
-                Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
-            }
+            Code::Unauthenticated => Self::new(ErrorCode::Unauthenticated, message),
             Code::PermissionDenied => Self::forbidden(message),
-            Code::NotFound => Self::new(StatusCode::NOT_FOUND, "not_found", message),
-            Code::AlreadyExists => Self::new(StatusCode::CONFLICT, "conflict", message),
+            Code::NotFound => Self::new(ErrorCode::NotFound, message),
+            Code::AlreadyExists => Self::new(ErrorCode::Conflict, message),
             Code::FailedPrecondition => {
-                let refined = metadata("x-einsora-error")
-                    .and_then(|name| PRECONDITIONS.iter().find(|p| **p == name));
+                let refined = metadata(ERROR_KEY)
+                    .and_then(|name| PRECONDITIONS.iter().find(|p| p.as_str() == name));
                 match refined {
-                    Some(code) => Self::new(StatusCode::CONFLICT, code, message),
+                    Some(code) => Self::new(*code, message),
                     None => unexpected(status),
                 }
             }
             Code::ResourceExhausted => ApiError {
                 retry_after: Some(retry_after(metadata("retry-after"))),
-                ..Self::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+                ..Self::new(ErrorCode::RateLimited, message)
             },
             // A deadline here is the gateway's own wait for the api running out.
             Code::Unavailable | Code::DeadlineExceeded => {
                 tracing::warn!(code = ?status.code(), message, "the api is unavailable");
                 ApiError {
                     retry_after: Some(retry_after(metadata("retry-after"))),
-                    ..Self::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "unavailable",
-                        UNAVAILABLE_MESSAGE,
-                    )
+                    ..Self::new(ErrorCode::Unavailable, UNAVAILABLE_MESSAGE)
                 }
             }
             _ => unexpected(status),
@@ -210,7 +204,7 @@ mod tests {
                 (http, code),
                 "{status:?}"
             );
-            assert!(CODES.contains(&error.code));
+            assert!(CODES.iter().any(|c| c.as_str() == error.code));
             if http == 500 || http == 503 {
                 assert!(!error.message.contains("detail"), "details stay in the log");
             } else {

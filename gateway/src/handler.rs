@@ -9,6 +9,7 @@ use axum::extract::{FromRequestParts, Path, Request};
 use axum::http::header::{CONTENT_TYPE, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
+use einsora_proto::metadata as keys;
 use prost::Message;
 use prost_reflect::DynamicMessage;
 use tonic::metadata::{AsciiMetadataValue, MetadataMap};
@@ -143,12 +144,12 @@ fn metadata(headers: &HeaderMap, id: &RequestId, caller: &Caller) -> MetadataMap
         }
     };
     append(REQUEST_ID, id.as_str());
-    append("x-einsora-client-addr", &caller.addr.to_string());
+    append(keys::CLIENT_ADDR, &caller.addr.to_string());
     for session in session::from_request(headers) {
-        append("x-einsora-session", session);
+        append(keys::SESSION, session);
     }
     for (header, key) in [
-        ("x-csrf-token", "x-einsora-csrf"),
+        ("x-csrf-token", keys::CSRF),
         ("authorization", "authorization"),
     ] {
         for value in headers.get_all(header) {

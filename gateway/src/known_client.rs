@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, HeaderValue};
 
 use crate::session::{Cookie, cookie_values};
 
-pub(crate) const METADATA: &str = "x-einsora-known-client";
+pub(crate) use einsora_proto::metadata::KNOWN_CLIENT as METADATA;
 const COOKIE: Cookie = Cookie {
     name: "einsora_client",
     path: "/v1/sessions",

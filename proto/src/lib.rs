@@ -7,6 +7,7 @@
 //! gRPC health is the standard `grpc.health.v1`, served with tonic-health, not defined here.
 
 pub mod convert;
+pub mod metadata;
 pub mod schema;
 
 /// The encoded `google.protobuf.FileDescriptorSet` of every .proto file here and its imports,

@@ -7,6 +7,7 @@
 
 pub mod access_url;
 pub mod catalog;
+pub mod error_code;
 pub mod grpc;
 pub mod http;
 pub mod origin;

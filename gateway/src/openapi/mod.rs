@@ -9,6 +9,8 @@ use einsora_proto::schema::Schema;
 use serde_json::{Map, Value as Json, json};
 
 use crate::app::OPENAPI_PATH;
+use einsora_runtime::error_code::ErrorCode;
+
 use crate::errors::CODES;
 use crate::json::Words;
 use crate::routes::{Body, LOGIN, LOGOUT, Route};
@@ -181,7 +183,7 @@ fn error_schema() -> Json {
             "type": "object",
             "required": ["code", "message", "request_id"],
             "properties": {
-                "code": { "type": "string", "enum": CODES },
+                "code": { "type": "string", "enum": CODES.map(ErrorCode::as_str) },
                 "message": { "type": "string" },
                 "request_id": { "type": "string" },
             },

@@ -5,6 +5,7 @@
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER, SET_COOKIE};
 use axum::http::{HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
+use einsora_runtime::error_code::ErrorCode;
 use std::borrow::Cow;
 use uuid::Uuid;
 
@@ -38,10 +39,10 @@ pub(crate) struct Failure {
 }
 
 impl Failure {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<Cow<'static, str>>) -> Self {
+    fn new(code: ErrorCode, message: impl Into<Cow<'static, str>>) -> Self {
         Failure {
-            status,
-            code,
+            status: code.status(),
+            code: code.as_str(),
             message: message.into(),
             clear_cookie: None,
         }
@@ -50,34 +51,33 @@ impl Failure {
     /// A request over one of an endpoint's limits, naming it.
     pub(crate) fn over_limit(status: StatusCode, message: String) -> Self {
         let code = match status {
-            StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-            StatusCode::TOO_MANY_REQUESTS => "too_many_requests",
-            StatusCode::GATEWAY_TIMEOUT => "timeout",
-            _ => "invalid_request",
+            StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::TooLarge,
+            StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
+            StatusCode::GATEWAY_TIMEOUT => ErrorCode::Timeout,
+            _ => ErrorCode::InvalidRequest,
         };
-        Self::new(status, code, message)
+        Self::new(code, message)
     }
 
     pub(crate) fn invalid(message: &'static str) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        Self::new(ErrorCode::InvalidRequest, message)
     }
 
     pub(crate) fn unauthenticated(message: &'static str) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+        Self::new(ErrorCode::Unauthenticated, message)
     }
 
     pub(crate) fn forbidden(message: &'static str) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+        Self::new(ErrorCode::Forbidden, message)
     }
 
     pub(crate) fn not_found(message: &'static str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        Self::new(ErrorCode::NotFound, message)
     }
 
     pub(crate) fn method_not_allowed() -> Self {
         Self::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ErrorCode::MethodNotAllowed,
             "this path does not take this method",
         )
     }
@@ -85,20 +85,19 @@ impl Failure {
     /// The cause goes to the operator's log, logged by whoever answers this.
     /// The controller won't hand out this workload's socket, and says why (its own words).
     pub(crate) fn unreachable(message: String) -> Self {
-        Self::new(StatusCode::CONFLICT, "conflict", message)
+        Self::new(ErrorCode::Conflict, message)
     }
 
     /// What the proxy would dial isn't the workload's own socket: nothing was connected to.
     pub(crate) fn tampered() -> Self {
         Self::new(
-            StatusCode::BAD_GATEWAY,
-            "bad_gateway",
+            ErrorCode::BadGateway,
             "the workload's socket was replaced by something else; nothing was connected to it",
         )
     }
 
     pub(crate) fn unavailable(message: &'static str) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        Self::new(ErrorCode::Unavailable, message)
     }
 
     pub(crate) fn with_cleared_cookie(mut self, set_cookie: HeaderValue) -> Self {

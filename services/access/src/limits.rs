@@ -197,7 +197,7 @@ mod tests {
         let _second = in_flight.enter(a, &limits).unwrap();
         assert_eq!(
             in_flight.enter(a, &limits).unwrap_err().code(),
-            "too_many_requests"
+            "rate_limited"
         );
         assert!(
             in_flight.enter(b, &limits).is_ok(),

@@ -15,9 +15,9 @@ use tonic::metadata::MetadataMap;
 use crate::accounts::secrets;
 use crate::{context, status};
 
-pub const SESSION_HEADER: &str = "x-einsora-session";
-pub const CSRF_HEADER: &str = "x-einsora-csrf";
-pub const CLIENT_ADDR_HEADER: &str = "x-einsora-client-addr";
+pub use einsora_proto::metadata::CLIENT_ADDR as CLIENT_ADDR_HEADER;
+pub use einsora_proto::metadata::CSRF as CSRF_HEADER;
+pub use einsora_proto::metadata::SESSION as SESSION_HEADER;
 
 /// Every credential that doesn't work (missing, malformed, unknown, expired, revoked) gets this
 /// one answer, so none can be told from another.

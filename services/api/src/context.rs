@@ -19,8 +19,8 @@ use tracing::Instrument;
 use tracing::field::{Empty, display};
 
 pub const REQUEST_ID: &str = "x-request-id";
-pub const TENANT: &str = "x-einsora-tenant";
-pub const SUBJECT: &str = "x-einsora-subject";
+pub use einsora_proto::metadata::SUBJECT;
+pub use einsora_proto::metadata::TENANT;
 
 tokio::task_local! {
     /// The context of the request this task is serving.

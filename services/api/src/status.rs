@@ -10,7 +10,7 @@ use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 
 /// The metadata key that names a 409 code.
-pub const ERROR_KEY: &str = "x-einsora-error";
+pub use einsora_proto::metadata::ERROR as ERROR_KEY;
 
 /// Another tenant's object gets exactly this answer too, so it can't be told from an unknown ID.
 const NOT_FOUND: &str = "not found";

@@ -20,7 +20,7 @@ use tonic::metadata::MetadataMap;
 use super::secrets;
 
 /// The metadata that carries proofs: the gateway's on Login, the api's on its answer.
-pub const METADATA: &str = "x-einsora-known-client";
+pub use einsora_proto::metadata::KNOWN_CLIENT as METADATA;
 /// Ninety days; the gateway's cookie lasts as long.
 pub const LIFETIME: Duration = Duration::from_secs(90 * 24 * 3600);
 

@@ -1,0 +1,17 @@
+//! The `x-einsora-*` gRPC metadata keys the gateway and the services exchange, defined once
+//! (docs/api.md, "The edge"). Secrets travel in some of them: never log their values.
+
+/// Names which 409 a FAILED_PRECONDITION is (`conflict`, `quota_exceeded`,
+/// `invalid_transition`).
+pub const ERROR: &str = "x-einsora-error";
+/// The caller's IP as the gateway saw it.
+pub const CLIENT_ADDR: &str = "x-einsora-client-addr";
+/// The `einsora_session` cookie's value (secret).
+pub const SESSION: &str = "x-einsora-session";
+/// The `X-CSRF-Token` header (secret).
+pub const CSRF: &str = "x-einsora-csrf";
+/// Login only: each proof of an earlier sign-in (secret).
+pub const KNOWN_CLIENT: &str = "x-einsora-known-client";
+/// Set by the api on internal calls: the authenticated tenant and subject.
+pub const TENANT: &str = "x-einsora-tenant";
+pub const SUBJECT: &str = "x-einsora-subject";
