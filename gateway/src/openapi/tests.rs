@@ -245,3 +245,22 @@ fn login_answers_the_session_and_sets_the_cookie() {
             .is_some()
     );
 }
+
+/// The public contract is committed as docs/openapi.json and can't drift from the document
+/// the gateway serves. After a change to the API, regenerate it with
+/// `EINSORA_UPDATE_OPENAPI=1 cargo test -p einsora-gateway the_committed_document` and commit it.
+#[test]
+#[allow(clippy::disallowed_methods)] // the test's own switch
+fn the_committed_document_is_the_one_served() {
+    let served = serde_json::to_string_pretty(&document()).unwrap() + "\n";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json");
+    if std::env::var_os("EINSORA_UPDATE_OPENAPI").is_some() {
+        std::fs::write(path, &served).unwrap();
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == served,
+        "docs/openapi.json isn't the document the gateway serves: run \
+         EINSORA_UPDATE_OPENAPI=1 cargo test -p einsora-gateway the_committed_document, and commit it"
+    );
+}
