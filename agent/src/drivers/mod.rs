@@ -9,7 +9,7 @@ pub mod sim;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::driver::Isolation;
 use einsora_proto::agent::v1 as pb;
-use einsora_proto::convert::ProtoEnum;
+use einsora_proto::convert::{DesiredWorkload, PlacedSpec, ProtoEnum};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -70,32 +70,41 @@ impl Drivers {
 
     /// Applies a complete desired state: each listed workload to its driver; a workload it
     /// wasn't told about is stopped and kept, never removed.
+    /// Each is converted here, once (`einsora_proto::convert::DesiredWorkload`): one that
+    /// doesn't read is refused (`start_failed`, logged), never run on a default.
     pub fn apply(&mut self, desired: &[pb::DesiredWorkload]) {
         self.refused.clear();
         let listed: Vec<&str> = desired.iter().map(|d| d.workload_id.as_str()).collect();
         let mut on_docker = Vec::new();
-        for d in desired {
-            let Ok(mode) = Mode::from_field("mode", d.mode) else {
-                continue;
+        for raw in desired {
+            let d = match DesiredWorkload::try_from(raw.clone()) {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(workload = %raw.workload_id, error = %e, "refused a desired workload that doesn't read");
+                    if let Ok(mode) = Mode::from_field("mode", raw.mode) {
+                        let code = StatusCode::StartFailed;
+                        self.refused
+                            .push((raw.workload_id.clone(), raw.attempt, mode, code));
+                    }
+                    continue;
+                }
             };
-            let driver = d.spec.as_ref().map_or("", |s| s.driver.as_str());
-            if let Some(code) = refusal(d, mode) {
-                self.refused
-                    .push((d.workload_id.clone(), d.attempt, mode, code));
+            let id = d.workload_id.to_string();
+            if let Some(code) = refusal(&d.spec, d.mode) {
+                self.refused.push((id, d.attempt, d.mode, code));
                 continue;
             }
-            match (&mut self.sim, &self.docker, driver) {
-                (Some(sim), _, sim::NAME) => sim.apply(&d.workload_id, d.attempt, mode),
+            match (&mut self.sim, &self.docker, d.spec.driver.as_str()) {
+                (Some(sim), _, sim::NAME) => sim.apply(&id, d.attempt, d.mode),
                 (_, Some(_), docker::NAME) => on_docker.push(docker::Wanted {
-                    workload: d.workload_id.clone(),
+                    workload: id,
                     attempt: d.attempt,
-                    mode,
-                    spec: d.spec.clone().unwrap_or_default(),
+                    mode: d.mode,
+                    spec: d.spec,
                 }),
                 _ => {
                     let code = StatusCode::DriverMissing;
-                    self.refused
-                        .push((d.workload_id.clone(), d.attempt, mode, code));
+                    self.refused.push((id, d.attempt, d.mode, code));
                 }
             }
         }
@@ -148,8 +157,7 @@ impl Drivers {
 
 /// A weak-isolation driver refuses a workload that needs strong isolation: it never runs, so
 /// stopping it is done and removing it leaves nothing.
-fn refusal(d: &pb::DesiredWorkload, mode: Mode) -> Option<StatusCode> {
-    let spec = d.spec.as_ref()?;
+fn refusal(spec: &PlacedSpec, mode: Mode) -> Option<StatusCode> {
     let weak =
         einsora_core::driver::lookup(&spec.driver).is_some_and(|i| i.isolation == Isolation::Weak);
     if !(spec.requires_strong_isolation && weak) {
@@ -160,4 +168,42 @@ fn refusal(d: &pb::DesiredWorkload, mode: Mode) -> Option<StatusCode> {
         Mode::Park => StatusCode::Stopped,
         Mode::Remove => StatusCode::Removed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use einsora_proto::convert::ProtoEnum;
+
+    fn desired(id: &str, spec: Option<pb::WorkloadSpec>) -> pb::DesiredWorkload {
+        pb::DesiredWorkload {
+            workload_id: id.into(),
+            attempt: 1,
+            mode: Mode::Run.to_field(),
+            spec,
+        }
+    }
+
+    /// A desired workload that doesn't read is refused with a status, never run on a default;
+    /// a good one beside it runs.
+    #[tokio::test]
+    async fn a_desired_workload_that_doesnt_read_is_refused_and_the_rest_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut drivers = Drivers::start(dir.path(), None, true).await;
+        let good = einsora_core::ids::WorkloadId::new().to_string();
+        let bad = einsora_core::ids::WorkloadId::new().to_string();
+        let spec = pb::WorkloadSpec {
+            kind: einsora_core::kind::WorkloadKind::Notebook.to_field(),
+            driver: sim::NAME.into(),
+            ..pb::WorkloadSpec::default()
+        };
+        drivers.apply(&[desired(&good, Some(spec)), desired(&bad, None)]);
+        let statuses = drivers.statuses().workloads;
+        let code = |id: &str| {
+            let s = statuses.iter().find(|s| s.workload_id == id).unwrap();
+            StatusCode::from_field("code", s.code).unwrap()
+        };
+        assert_eq!(code(&bad), StatusCode::StartFailed, "no spec: refused");
+        assert_eq!(code(&good), StatusCode::Starting);
+    }
 }

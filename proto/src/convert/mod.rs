@@ -8,6 +8,7 @@
 mod catalog;
 mod checks;
 mod create_workload;
+mod desired;
 mod enums;
 mod params_json;
 mod times;
@@ -17,6 +18,7 @@ pub use create_workload::{
     CreateWorkload, MAX_DISK_GIB, MAX_FALLBACK, MAX_FALLBACK_AFTER_S, MAX_SSH_KEYS, RawParams,
     WorkloadParams,
 };
+pub use desired::{DesiredWorkload, PlacedSpec, Resources};
 pub use enums::{ProtoEnum, enum_list};
 pub use times::{optional_time, required_time, timestamp};
 

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::machine::ModelFile;
-use einsora_proto::agent::v1 as pb;
+use einsora_proto::convert::PlacedSpec;
 use tokio::sync::{Notify, watch};
 
 use crate::models::Limits;
@@ -65,7 +65,7 @@ pub struct Wanted {
     pub workload: String,
     pub attempt: u32,
     pub mode: Mode,
-    pub spec: pb::WorkloadSpec,
+    pub spec: PlacedSpec,
 }
 
 /// One workload's status, as last seen.

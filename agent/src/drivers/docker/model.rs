@@ -5,7 +5,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use einsora_core::agent::StatusCode;
-use einsora_proto::agent::v1 as pb;
+use einsora_proto::convert::{PlacedSpec, WorkloadParams};
 
 use super::dirs;
 use crate::models::{Limits, ModelSource, prepare as fetch};
@@ -13,19 +13,19 @@ use crate::models::{Limits, ModelSource, prepare as fetch};
 /// Prepares the model the endpoint names into `dir`, readable by `user`; the timeline's code
 /// when it can't (the reason goes to the agent's log).
 pub async fn prepare(
-    spec: &pb::WorkloadSpec,
+    spec: &PlacedSpec,
     models_dir: Option<&Path>,
     dir: &Path,
     user: (u32, u32),
 ) -> Result<(), StatusCode> {
-    let Some(pb::workload_spec::Params::Endpoint(params)) = &spec.params else {
+    let Some(WorkloadParams::Endpoint { model }) = &spec.params else {
         return Err(StatusCode::ModelRefused);
     };
     let refused = |problem: crate::models::ModelProblem| {
-        tracing::warn!(model = %params.model, %problem, "its model can't be served");
+        tracing::warn!(%model, %problem, "its model can't be served");
         problem.status()
     };
-    let source = ModelSource::parse(&params.model, None).map_err(refused)?;
+    let source = ModelSource::parse(model, None).map_err(refused)?;
     let prepared = fetch(&source, models_dir, dir, &Limits::default())
         .await
         .map_err(refused)?;

@@ -8,8 +8,9 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
+use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
-use einsora_proto::common::v1 as common_pb;
+use einsora_proto::convert::{PlacedSpec, WorkloadParams};
 use einsora_runtime::workload_socket;
 use http_body_util::Full;
 use tokio::sync::{Notify, watch};
@@ -153,7 +154,7 @@ impl Worker {
         busy_gpus: &HashMap<String, String>,
     ) -> Result<Outcome, EngineError> {
         let refused = |code| Ok((code, None));
-        let nvidia = w.spec.accelerator == common_pb::AcceleratorKind::Nvidia as i32;
+        let nvidia = w.spec.accelerator == Some(AcceleratorKind::Nvidia);
         if nvidia && !self.nvidia {
             // A GPU request never silently becomes CPU.
             return refused(StatusCode::StartFailed);
@@ -361,14 +362,11 @@ impl Worker {
     ) -> Sandbox {
         let resources = w.spec.resources.clone().unwrap_or_default();
         let serves = match &w.spec.params {
-            Some(einsora_proto::agent::v1::workload_spec::Params::Endpoint(p)) => {
-                Serves::Endpoint {
-                    model: places.model.join("model.gguf"),
-                    alias: p.model.clone(),
-                    server: ModelServer::for_runtime(&w.spec.runtime)
-                        .unwrap_or(ModelServer::LlamaCpp),
-                }
-            }
+            Some(WorkloadParams::Endpoint { model }) => Serves::Endpoint {
+                model: places.model.join("model.gguf"),
+                alias: model.clone(),
+                server: ModelServer::for_runtime(&w.spec.runtime).unwrap_or(ModelServer::LlamaCpp),
+            },
             _ => Serves::Notebook {
                 data: places.data.clone(),
             },
@@ -456,7 +454,7 @@ impl Worker {
 
 /// The size limit of a notebook's files: its class's, or the catalog's default from a
 /// controller that doesn't say.
-fn disk_bytes(spec: &einsora_proto::agent::v1::WorkloadSpec) -> u64 {
+fn disk_bytes(spec: &PlacedSpec) -> u64 {
     let said = spec.resources.as_ref().map_or(0, |r| r.disk_bytes);
     if said > 0 {
         return said;
