@@ -1,4 +1,4 @@
-//! Regions: every workload, machine and usage record has exactly one (ADR-0009).
+//! Regions: every workload, machine and usage record has exactly one (the seeds' regions decision).
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,4 +1,4 @@
-//! Who besides its owner may run workloads on a machine (ADR-0014).
+//! Who besides its owner may run workloads on a machine (the seeds' sharing levels, planned).
 
 use crate::words::word_enum;
 

@@ -26,7 +26,7 @@ pub struct Workload {
     pub machine_id: Option<MachineId>,
     pub driver: Option<String>,
     pub attempt: Attempt,
-    /// Classes to try, in order, after `fallback_after_s` (ADR-0010).
+    /// Classes to try, in order, after `fallback_after_s` (the seeds' fallbacks, planned).
     pub fallback: Vec<String>,
     pub fallback_after_s: Option<u32>,
     /// The kind's own parameters, as a JSON object.

@@ -6,7 +6,7 @@ use einsora_core::ids::{TenantId, WorkloadId};
 use einsora_proto::convert::{ConvertError, CreateWorkload};
 use einsora_store::NewWorkload;
 
-/// What a fallback list may name besides catalog classes: any CPU class (ADR-0010).
+/// What a fallback list may name besides catalog classes: any CPU class (the seeds' fallbacks).
 const CPU_FALLBACK: &str = "cpu";
 
 pub fn check(
