@@ -33,12 +33,14 @@ const STEADY: Duration = Duration::from_secs(60);
 pub enum SyncError {
     #[error("this machine was revoked: its controller refuses it")]
     Revoked,
+    /// The controller ended the stream itself: it is stopping or restarting (an upgrade, a
+    /// standby taking over), which is no fault.
+    #[error("the controller ended the stream")]
+    Ended,
     #[error("{0}")]
     Lost(String),
 }
 
-/// Syncs until `shutdown`; `Err` only when the machine was revoked. Each connection uses the
-/// identity as the state directory has it then, so a renewed certificate takes over.
 /// How often a session talks unasked.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
@@ -49,6 +51,8 @@ pub struct Timing {
     pub inventory_every: Duration,
 }
 
+/// Syncs until `shutdown`; `Err` only when the machine was revoked. Each connection uses the
+/// identity as the state directory has it then, so a renewed certificate takes over.
 pub async fn run(
     state_dir: &Path,
     controller: &str,
@@ -71,12 +75,23 @@ pub async fn run(
         match session(&link, drivers, &mut renewal, shutdown).await {
             Ok(()) => return Ok(()),
             Err(SyncError::Revoked) => return Err(SyncError::Revoked),
-            Err(SyncError::Lost(why)) => {
+            Err(lost) => {
                 if started.elapsed() >= STEADY {
                     backoff = FIRST_BACKOFF;
                 }
                 let wait = jitter(backoff);
-                tracing::warn!(controller, why, ?wait, "lost the controller; reconnecting");
+                match lost {
+                    SyncError::Ended => {
+                        tracing::info!(
+                            controller,
+                            ?wait,
+                            "the controller ended the stream; reconnecting"
+                        );
+                    }
+                    why => {
+                        tracing::warn!(controller, why = %why, ?wait, "lost the controller; reconnecting")
+                    }
+                }
                 tokio::select! {
                     () = shutdown.cancelled() => return Ok(()),
                     () = tokio::time::sleep(wait) => {}
@@ -132,7 +147,7 @@ async fn session(
                     drivers.apply(&state.workloads);
                     true
                 }
-                Ok(None) => return Err(SyncError::Lost("the controller ended the stream".into())),
+                Ok(None) => return Err(SyncError::Ended),
                 Err(status) => return Err(refused(status)),
             },
             _ = heartbeat.tick() => true,

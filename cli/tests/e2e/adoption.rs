@@ -64,6 +64,7 @@ impl Drop for ChangedImage {
 #[test]
 fn an_agent_restart_adopts_containers_and_a_changed_sandbox_is_stopped() {
     let (mut solo, _leftovers) = solo();
+    solo.expect_log("its sandbox changed; stopping it");
     let mut acme = tenant(&solo, "dev@acme");
     let id = running_notebook(&solo, &acme);
     let (host, cookie) = open(&solo, &acme.session, &id);
@@ -207,6 +208,7 @@ fn without_an_engine_a_notebook_waits_for_a_driver() {
 fn an_image_that_cannot_be_had_fails_with_its_reason() {
     let images = "jupyterlab-cpu=einsora/absent:never-built";
     let (solo, _leftovers) = solo_with(&[("EINSORA_DOCKER_IMAGES", images)]);
+    solo.expect_log("pull failed");
     let acme = tenant(&solo, "dev@acme");
     let body = json!({ "kind": "notebook", "name": "nb", "gpu_class": "cpu-1c-2g",
                        "image": "jupyterlab" });

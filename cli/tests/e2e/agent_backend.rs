@@ -503,6 +503,8 @@ fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
     const LEASE: Duration = Duration::from_secs(2);
     let lease = setting(LEASE);
     let (solo, lan, agents) = solo(&[("EINSORA_CONTROLLER_LEASE", lease.as_str())]);
+    solo.expect_log("stopped unexpectedly; restarting child=\"controller\"");
+    solo.expect_log("did not stop in time; killing it child=\"controller\"");
     let owner = Owner::of(&solo);
     let who = &owner.session;
     let mut machines = Vec::new();
@@ -576,6 +578,8 @@ fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
 #[test]
 fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
     let (solo, lan, agents) = solo(&[]);
+    solo.expect_log("dropped a report; the machine is flagged");
+    solo.expect_log("opens streams faster than allowed");
     let owner = Owner::of(&solo);
     let who = &owner.session;
     let machine = join(&solo, &owner, &lan, &agents, "box");
@@ -658,6 +662,7 @@ fn a_machine_certificate_is_renewed_over_the_stream() {
     const LIFETIME: Duration = Duration::from_secs(10);
     let lifetime = setting(LIFETIME);
     let (solo, lan, agents) = solo(&[("EINSORA_AGENT_CERT_LIFETIME", lifetime.as_str())]);
+    solo.expect_log("dropped a report; the machine is flagged");
     let owner = Owner::of(&solo);
     let who = &owner.session;
     let machine = join(&solo, &owner, &lan, &agents, "box");

@@ -108,6 +108,7 @@ fn a_full_workload_gets_enospc_while_the_store_and_the_agent_carry_on() {
         ("EINSORA_AGENT_HEARTBEAT", "1s"),
     ];
     let solo = Solo::launch(e, Engine::Sqlite, &env);
+    solo.expect_log("free disk space is below the floor");
     let _leftovers = Leftovers::of(&solo);
     let acme = tenant(&solo, "dev@acme");
 

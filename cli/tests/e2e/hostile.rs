@@ -100,6 +100,8 @@ fn assert_sibling_unharmed(solo: &Solo, who: &Credential, sibling: &str) {
 #[test]
 fn a_notebook_that_links_its_socket_to_a_siblings_is_failed_and_reaches_nothing() {
     let (solo, _leftovers) = solo();
+    solo.expect_log("its socket was tampered with; failing it");
+    solo.expect_log("not the workload's own socket");
     let acme = tenant(&solo, "dev@acme");
     let attacker = launch(&solo, &acme.token, "attacker");
     let sibling = launch(&solo, &acme.token, "sibling");
@@ -141,6 +143,8 @@ print(' '.join(out))"#
 #[test]
 fn a_notebook_that_flips_its_socket_to_the_engine_never_reaches_it() {
     let (solo, _leftovers) = solo();
+    solo.expect_log("its socket was tampered with; failing it");
+    solo.expect_log("not the workload's own socket");
     let acme = tenant(&solo, "dev@acme");
     let canary = Canary::listen();
     let attacker = launch(&solo, &acme.token, "attacker");
@@ -190,6 +194,8 @@ print('flipping')"#,
 #[test]
 fn whatever_replaces_the_socket_the_workload_is_failed() {
     let (solo, _leftovers) = solo();
+    solo.expect_log("its socket was tampered with; failing it");
+    solo.expect_log("not the workload's own socket");
     let acme = tenant(&solo, "dev@acme");
     let variants: [(&str, &str); 4] = [
         ("fifo", "os.mkfifo('/run/einsora/t')"),

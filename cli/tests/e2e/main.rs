@@ -21,6 +21,7 @@ mod images;
 mod isolation;
 mod lan;
 mod lifecycle;
+mod log_gate;
 mod models;
 mod mounts;
 mod outage;

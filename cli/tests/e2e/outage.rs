@@ -48,6 +48,14 @@ fn outage(down: Duration) {
         ("EINSORA_FAKE_READY_DELAY", "0s"),
     ];
     let mut solo = Solo::launch(Einsora::new(), Engine::Postgres, &env);
+    solo.expect_log("lost the Postgres change listener");
+    solo.expect_log("usage accounting failed");
+    solo.expect_log("stopped unexpectedly; restarting");
+    solo.expect_log("error occurred while testing the connection");
+    solo.expect_log("lost the lease");
+    solo.expect_log("the database is unavailable");
+    solo.expect_log("the store is unavailable");
+    solo.expect_log("couldn't");
     solo.database = url.clone();
     let owner = tenant(&solo, "dev@acme");
     let who = &owner.token;

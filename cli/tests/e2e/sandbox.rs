@@ -296,6 +296,7 @@ fn the_sandbox_holds() {
 #[test]
 fn a_bad_model_is_refused_with_a_clear_reason() {
     let (solo, leftovers) = solo();
+    solo.expect_log("its model can't be served");
     let acme = tenant(&solo, "dev@acme");
     let models = leftovers.models();
     let good = std::fs::read(models.join("tiny.gguf")).unwrap();
@@ -471,6 +472,8 @@ fn einsora_as_a_non_root_user() {
     let dir = e.dir().to_owned();
 
     let mut solo = Solo::launch(e, Engine::Sqlite, &[("EINSORA_CLUSTER_BACKEND", "agent")]);
+    solo.expect_log("the egress fence can't be put up");
+    solo.expect_log("can't limit workloads' disks here");
     let leftovers = Leftovers::of(&solo);
     let running = processes_on(&dir);
     assert!(

@@ -40,6 +40,9 @@ pub struct Solo {
     stdout: Arc<Mutex<String>>,
     /// The ports its settings name, held for as long as it lives (across restarts too).
     ports: Vec<Port>,
+    /// WARN and ERROR lines the test expects (each a fragment of such a line): any other fails
+    /// the test when the stack is dropped ([`Solo::expect_log`]).
+    expected: Mutex<Vec<String>>,
 }
 
 /// A raw HTTP answer.
@@ -147,6 +150,7 @@ impl Solo {
             logs: Arc::default(),
             stdout: Arc::default(),
             ports: Vec::new(),
+            expected: Mutex::new(Vec::new()),
         };
         solo.follow(up);
         solo
@@ -257,11 +261,28 @@ impl Solo {
     }
 }
 
+impl Solo {
+    /// A WARN or ERROR line containing `fragment` is one this test brings about.
+    pub fn expect_log(&self, fragment: &str) {
+        self.expected.lock().unwrap().push(fragment.to_owned());
+    }
+
+    /// The WARN and ERROR lines logged that no expectation covers.
+    fn unexpected_logs(&self) -> Vec<String> {
+        let expected = self.expected.lock().unwrap();
+        crate::log_gate::unexpected(&self.logs(), &expected)
+    }
+}
+
 impl Drop for Solo {
     fn drop(&mut self) {
         if let Some(up) = self.up.take() {
             terminate(up);
         }
+        if std::thread::panicking() {
+            return;
+        }
+        crate::log_gate::check(&self.unexpected_logs());
     }
 }
 

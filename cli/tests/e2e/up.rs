@@ -155,6 +155,7 @@ fn a_machine_owner_that_does_not_exist_stops_up_naming_the_setting() {
 #[test]
 fn a_killed_role_is_restarted_and_the_api_keeps_answering() {
     let solo = Solo::start(&[("EINSORA_AUTH_MODE", "dev")]);
+    solo.expect_log("stopped unexpectedly; restarting");
     let password = dev_password(&solo, "dev@acme");
     for role in ["controller", "api"] {
         let killed = solo.child(role).expect("the role runs");
