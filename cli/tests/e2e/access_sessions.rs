@@ -12,16 +12,13 @@ use crate::docker::{kernel_channels, open, solo};
 use crate::lifecycle::wait_for;
 use crate::solo::Solo;
 use crate::wire::{exchange, request};
-use crate::world::{Credential, call, login, tenant};
+use crate::world::{Credential, a_notebook, call, launch, login, tenant};
 
 const WITHIN: Duration = Duration::from_secs(5);
 
-fn launch(solo: &Solo, who: &Credential) -> String {
-    let body = json!({ "kind": "notebook", "name": "nb", "gpu_class": "cpu-1c-2g",
-                       "image": "jupyterlab" });
-    let made = call(solo, who, "POST", "/v1/workloads", Some(body));
-    assert_eq!(made.status, 202, "{}", made.body);
-    let id = made.json()["id"].as_str().unwrap().to_owned();
+/// A running notebook of `who`'s.
+fn running(solo: &Solo, who: &Credential) -> String {
+    let id = launch(solo, who, a_notebook("nb"));
     wait_for(solo, who, &id, "running");
     id
 }
@@ -59,7 +56,7 @@ fn logging_out_or_revoking_a_token_ends_what_it_opened_websockets_included() {
     let (solo, _leftovers) = solo();
     let acme = tenant(&solo, "dev@acme");
     let browser = login(&solo, "dev@acme", &dev_password(&solo, "dev@acme"));
-    let id = launch(&solo, &acme.session);
+    let id = running(&solo, &acme.session);
     let (host, by_browser) = open(&solo, &browser, &id);
     let (_, by_token) = open(&solo, &acme.token, &id);
     assert_eq!(status(&solo, &host, &by_browser), 200);
@@ -106,7 +103,7 @@ fn a_password_change_ends_what_the_other_sessions_opened() {
     let password = dev_password(&solo, "dev@acme");
     let changer = login(&solo, "dev@acme", &password);
     let other = login(&solo, "dev@acme", &password);
-    let id = launch(&solo, &changer);
+    let id = running(&solo, &changer);
     let (host, by_other) = open(&solo, &other, &id);
     let (_, by_changer) = open(&solo, &changer, &id);
     let mut ws = kernel_channels(&solo, &host, &by_other);

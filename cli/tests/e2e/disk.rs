@@ -14,11 +14,11 @@ use serde_json::Value;
 use crate::docker::{
     Leftovers, catalog_with_small_disks, containers, data_dir, notebook, open, run_cell,
 };
-use crate::lifecycle::{act, create, state, timeline, wait_for};
+use crate::lifecycle::{act, state, timeline, wait_for};
 use crate::mounts::mounted_on;
 use crate::solo::{Engine, Solo};
 use crate::support::Einsora;
-use crate::world::{Tenant, tenant};
+use crate::world::{a_notebook, launch, tenant};
 use throwaway::Throwaway;
 
 const MIB: u64 = 1 << 20;
@@ -66,12 +66,6 @@ pub fn lose_its_disk(solo: &Solo, id: &str) {
     std::fs::remove_dir_all(&data).unwrap();
 }
 
-fn launch(solo: &Solo, acme: &Tenant, name: &str) -> String {
-    let (status, made) = create(solo, &acme.token, name, "cpu-1c-2g");
-    assert_eq!(status, 202, "{made}");
-    made["id"].as_str().unwrap().to_owned()
-}
-
 fn inspect(container: &str) -> Value {
     let out = Command::new("docker")
         .args(["inspect", container])
@@ -112,7 +106,7 @@ fn a_full_workload_gets_enospc_while_the_store_and_the_agent_carry_on() {
     let _leftovers = Leftovers::of(&solo);
     let acme = tenant(&solo, "dev@acme");
 
-    let full = launch(&solo, &acme, "full");
+    let full = launch(&solo, &acme.token, a_notebook("full"));
     wait_for(&solo, &acme.session, &full, "running");
     let data = data_dir(&solo, &full);
     let (kind, source) = mounted_on(&data).expect("its data directory is a mount point");
@@ -159,7 +153,7 @@ fn a_full_workload_gets_enospc_while_the_store_and_the_agent_carry_on() {
         disk.available()
     );
     // The store still writes, and the machine still starts work.
-    let second = launch(&solo, &acme, "second");
+    let second = launch(&solo, &acme.token, a_notebook("second"));
     wait_for(&solo, &acme.session, &second, "running");
     // The full one is still served; its owner frees its space as a user would.
     notebook(
@@ -195,7 +189,7 @@ fn a_full_workload_gets_enospc_while_the_store_and_the_agent_carry_on() {
         .status()
         .unwrap();
     assert!(took.success());
-    let refused = launch(&solo, &acme, "refused");
+    let refused = launch(&solo, &acme.token, a_notebook("refused"));
     wait_for(&solo, &acme.session, &refused, "failed");
     assert_eq!(
         timeline(&solo, &acme.session, &refused).last().unwrap(),

@@ -9,24 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
 use crate::docker::{open, run_cell, solo};
 use crate::lifecycle::{state, timeline, wait_for};
 use crate::solo::Solo;
 use crate::wire::{exchange, request};
-use crate::world::{Credential, call, tenant};
+use crate::world::{Credential, a_notebook, call, launch, tenant};
 
 /// The attacker's fixed reason in its timeline.
 const TAMPERED: &str = "its server's socket was replaced from inside the workload";
-
-fn launch(solo: &Solo, who: &Credential, name: &str) -> String {
-    let body = json!({ "kind": "notebook", "name": name, "gpu_class": "cpu-1c-2g",
-                       "image": "jupyterlab" });
-    let made = call(solo, who, "POST", "/v1/workloads", Some(body));
-    assert_eq!(made.status, 202, "{}", made.body);
-    made.json()["id"].as_str().unwrap().to_owned()
-}
 
 /// A Unix socket the test listens on, counting every connection it is handed.
 struct Canary {
@@ -103,8 +93,8 @@ fn a_notebook_that_links_its_socket_to_a_siblings_is_failed_and_reaches_nothing(
     solo.expect_log("its socket was tampered with; failing it");
     solo.expect_log("not the workload's own socket");
     let acme = tenant(&solo, "dev@acme");
-    let attacker = launch(&solo, &acme.token, "attacker");
-    let sibling = launch(&solo, &acme.token, "sibling");
+    let attacker = launch(&solo, &acme.token, a_notebook("attacker"));
+    let sibling = launch(&solo, &acme.token, a_notebook("sibling"));
     wait_for(&solo, &acme.session, &attacker, "running");
     wait_for(&solo, &acme.session, &sibling, "running");
     let marker = "sibling-secret-3f9c.txt";
@@ -147,8 +137,8 @@ fn a_notebook_that_flips_its_socket_to_the_engine_never_reaches_it() {
     solo.expect_log("not the workload's own socket");
     let acme = tenant(&solo, "dev@acme");
     let canary = Canary::listen();
-    let attacker = launch(&solo, &acme.token, "attacker");
-    let sibling = launch(&solo, &acme.token, "sibling");
+    let attacker = launch(&solo, &acme.token, a_notebook("attacker"));
+    let sibling = launch(&solo, &acme.token, a_notebook("sibling"));
     wait_for(&solo, &acme.session, &attacker, "running");
     let (host, cookie) = open(&solo, &acme.session, &attacker);
     let cell = format!(
@@ -208,7 +198,7 @@ fn whatever_replaces_the_socket_the_workload_is_failed() {
     ];
     let ids: Vec<String> = variants
         .iter()
-        .map(|(name, _)| launch(&solo, &acme.token, name))
+        .map(|(name, _)| launch(&solo, &acme.token, a_notebook(name)))
         .collect();
     for ((name, make), id) in variants.iter().zip(&ids) {
         wait_for(&solo, &acme.session, id, "running");
@@ -229,7 +219,7 @@ fn whatever_replaces_the_socket_the_workload_is_failed() {
     for id in &ids {
         assert_failed_for_tampering(&solo, &acme.session, id);
     }
-    let sibling = launch(&solo, &acme.token, "sibling");
+    let sibling = launch(&solo, &acme.token, a_notebook("sibling"));
     wait_for(&solo, &acme.session, &sibling, "running");
     assert_sibling_unharmed(&solo, &acme.session, &sibling);
 }
@@ -240,7 +230,7 @@ fn whatever_replaces_the_socket_the_workload_is_failed() {
 fn a_bad_token_file_freezes_nothing() {
     let (solo, _leftovers) = solo();
     let acme = tenant(&solo, "dev@acme");
-    let attacker = launch(&solo, &acme.token, "attacker");
+    let attacker = launch(&solo, &acme.token, a_notebook("attacker"));
     wait_for(&solo, &acme.session, &attacker, "running");
     let (host, cookie) = open(&solo, &acme.session, &attacker);
     let cell = "import os\n\
@@ -249,7 +239,7 @@ fn a_bad_token_file_freezes_nothing() {
                 open('/run/einsora/huge', 'wb').write(b'\\xff' * (4 << 20))\n\
                 print('written')";
     assert_eq!(run_cell(&solo, &host, &cookie, cell), "written\n");
-    let sibling = launch(&solo, &acme.token, "sibling");
+    let sibling = launch(&solo, &acme.token, a_notebook("sibling"));
     wait_for(&solo, &acme.session, &sibling, "running");
     assert_sibling_unharmed(&solo, &acme.session, &sibling);
     assert_eq!(state(&solo, &acme.session, &attacker), "running");

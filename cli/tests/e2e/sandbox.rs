@@ -23,7 +23,7 @@ use crate::docker::{Leftovers, containers, open, port, run_cell, solo, solo_with
 use crate::lifecycle::{Owner, create, state, timeline, wait_for};
 use crate::solo::{Engine, Solo};
 use crate::support::{Einsora, processes_on};
-use crate::world::{Credential, call, tenant};
+use crate::world::{a_notebook, call, launch, tenant};
 use host::{
     container_of, host_addresses, inspect, interfaces, is_loopback, listening, oom_kills, pid_of,
     sharing_namespaces_with, socket_inodes, status_field, uid_of,
@@ -32,17 +32,6 @@ use kernel::{FORK_BOMB, Kernel, MEMORY_HOG, PROBE, Ran};
 use system_user::SystemUser;
 
 const GIB: i64 = 1 << 30;
-
-/// Launches a workload with `body` as `who`; its ID.
-fn launch(solo: &Solo, who: &Credential, body: Value) -> String {
-    let made = call(solo, who, "POST", "/v1/workloads", Some(body));
-    assert_eq!(made.status, 202, "{}", made.body);
-    made.json()["id"].as_str().unwrap().to_owned()
-}
-
-fn a_notebook(name: &str) -> Value {
-    json!({ "kind": "notebook", "name": name, "gpu_class": "cpu-1c-2g", "image": "jupyterlab" })
-}
 
 fn an_endpoint(name: &str, model: &str) -> Value {
     json!({ "kind": "endpoint", "name": name, "gpu_class": "cpu-1c-2g",

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::Duration;
 
-use einsora_testkit::Port;
+use einsora_testkit::{Port, eventually};
 use serde_json::json;
 
 use crate::cli_flow::dev_password;
@@ -16,12 +16,6 @@ use crate::support::{Einsora, finish, processes_on, signal, stderr};
 
 const ROLES: [&str; 5] = ["api", "controller", "metering", "access", "gateway"];
 const WITHIN: Duration = Duration::from_secs(60);
-
-/// Polls `done` until it holds, failing with `what` after [`WITHIN`].
-#[track_caller]
-fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    einsora_testkit::eventually(what, WITHIN, || done().then_some(()));
-}
 
 fn log_in(solo: &Solo, email: &str, password: &str) -> u16 {
     let body = json!({ "email": email, "password": password }).to_string();
@@ -160,21 +154,18 @@ fn a_killed_role_is_restarted_and_the_api_keeps_answering() {
     for role in ["controller", "api"] {
         let killed = solo.child(role).expect("the role runs");
         signal(killed, "KILL");
-        eventually(&format!("{role} runs again"), || {
-            solo.child(role).is_some_and(|pid| pid != killed)
+        eventually(format!("{role} runs again"), WITHIN, || {
+            solo.child(role).filter(|&pid| pid != killed)
         });
         // dev mode's passwords are new at every start of the api.
         let password = match role {
-            "api" => {
-                eventually("the api seeds again", || {
-                    dev_password(&solo, "dev@acme") != password
-                });
-                dev_password(&solo, "dev@acme")
-            }
+            "api" => eventually("the api seeds again", WITHIN, || {
+                Some(dev_password(&solo, "dev@acme")).filter(|p| *p != password)
+            }),
             _ => password.clone(),
         };
-        eventually("the API answers", || {
-            log_in(&solo, "dev@acme", &password) == 200
+        eventually("the API answers", WITHIN, || {
+            (log_in(&solo, "dev@acme", &password) == 200).then_some(())
         });
     }
     let logs = solo.logs();

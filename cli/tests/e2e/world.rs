@@ -45,6 +45,19 @@ pub struct Tenant {
     pub secrets: Vec<String>,
 }
 
+/// Launches a workload with `body` as `who`; its ID.
+pub fn launch(solo: &Solo, who: &Credential, body: Value) -> String {
+    let made = call(solo, who, "POST", "/v1/workloads", Some(body));
+    assert_eq!(made.status, 202, "{}", made.body);
+    made.json()["id"].as_str().unwrap().to_owned()
+}
+
+/// A JupyterLab notebook of the tests' class, `cpu-1c-2g`.
+pub fn a_notebook(name: &str) -> Value {
+    serde_json::json!({ "kind": "notebook", "name": name, "gpu_class": "cpu-1c-2g",
+                        "image": "jupyterlab" })
+}
+
 /// Calls the API as `who`, with a JSON body when one is given.
 pub fn call(
     solo: &Solo,

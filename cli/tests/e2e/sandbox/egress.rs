@@ -14,11 +14,10 @@ use serde_json::json;
 
 use super::host::{container_of, host_addresses, inspect, interfaces, pid_of};
 use super::kernel::Kernel;
-use super::{a_notebook, launch};
 use crate::docker::{open, solo};
 use crate::lan::{Host, Lan};
 use crate::lifecycle::wait_for;
-use crate::world::tenant;
+use crate::world::{a_notebook, launch, tenant};
 
 /// Where the notebook listens, inside its container, on every address it has.
 const INSIDE_PORT: u16 = 8765;
