@@ -26,6 +26,9 @@ use crate::renew::Renewal;
 const STATUS_CHECK: Duration = Duration::from_secs(2);
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// After the agent starts, or the controller ended the stream itself, how long failing to reach
+/// it is taken for a start or restart (logged at INFO) rather than a loss (WARN).
+const RESTART_GRACE: Duration = Duration::from_secs(30);
 /// A session that lasted this long resets the backoff.
 const STEADY: Duration = Duration::from_secs(60);
 
@@ -61,6 +64,10 @@ pub async fn run(
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
     let mut backoff = FIRST_BACKOFF;
+    // Since the agent started, or the controller last ended the stream itself: failing to
+    // reach it for a while after is the two starting in some order, or the controller
+    // restarting, not a fault.
+    let mut ended_at = tokio::time::Instant::now();
     while !shutdown.is_triggered() {
         let started = tokio::time::Instant::now();
         let identity = Identity::load(state_dir).map_err(|e| SyncError::Lost(e.to_string()))?;
@@ -80,13 +87,18 @@ pub async fn run(
                     backoff = FIRST_BACKOFF;
                 }
                 let wait = jitter(backoff);
+                let restarting = ended_at.elapsed() < RESTART_GRACE;
                 match lost {
                     SyncError::Ended => {
+                        ended_at = tokio::time::Instant::now();
                         tracing::info!(
                             controller,
                             ?wait,
                             "the controller ended the stream; reconnecting"
                         );
+                    }
+                    why if restarting => {
+                        tracing::info!(controller, why = %why, ?wait, "the controller isn't back yet; reconnecting");
                     }
                     why => {
                         tracing::warn!(controller, why = %why, ?wait, "lost the controller; reconnecting")
