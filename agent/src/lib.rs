@@ -63,21 +63,9 @@ impl Config {
                 .transpose()?,
             state_dir,
             sim: settings.choice(SIM, &[("true", true), ("false", false)], "false")?,
-            heartbeat: positive(settings, HEARTBEAT, "10s")?,
-            inventory_every: positive(settings, INVENTORY_EVERY, "60s")?,
+            heartbeat: settings.positive_duration(HEARTBEAT, "10s")?,
+            inventory_every: settings.positive_duration(INVENTORY_EVERY, "60s")?,
         })
-    }
-}
-
-/// A duration setting that must be more than zero.
-fn positive(
-    settings: &Settings,
-    name: &str,
-    default: &str,
-) -> Result<std::time::Duration, ConfigError> {
-    match settings.duration(name, default)? {
-        zero if zero.is_zero() => Err(ConfigError::new(name, "must be more than zero")),
-        d => Ok(d),
     }
 }
 

@@ -11,21 +11,11 @@ use einsora_runtime::error_code::ErrorCode;
 
 use crate::edge::RequestId;
 
-/// Every `code` the gateway's envelope can carry (of the one vocabulary, `ErrorCode`), for the
-/// OpenAPI document.
-pub(crate) const CODES: [ErrorCode; 11] = [
-    ErrorCode::InvalidRequest,
-    ErrorCode::Unauthenticated,
-    ErrorCode::Forbidden,
-    ErrorCode::NotFound,
-    ErrorCode::MethodNotAllowed,
-    ErrorCode::Conflict,
-    ErrorCode::QuotaExceeded,
-    ErrorCode::InvalidTransition,
-    ErrorCode::RateLimited,
-    ErrorCode::Unavailable,
-    ErrorCode::Internal,
-];
+/// Every `code` the gateway's envelope can carry, for the OpenAPI document: the one
+/// vocabulary's, less the proxy's own.
+pub(crate) fn codes() -> impl Iterator<Item = ErrorCode> {
+    ErrorCode::ALL.into_iter().filter(|c| !c.proxy_only())
+}
 
 /// Refinements of FAILED_PRECONDITION the api names in `x-einsora-error`.
 const PRECONDITIONS: [ErrorCode; 3] = [
@@ -91,9 +81,10 @@ impl ApiError {
             Code::AlreadyExists => Self::new(ErrorCode::Conflict, message),
             Code::FailedPrecondition => {
                 let refined = metadata(ERROR_KEY)
-                    .and_then(|name| PRECONDITIONS.iter().find(|p| p.as_str() == name));
+                    .and_then(ErrorCode::from_word)
+                    .filter(|code| PRECONDITIONS.contains(code));
                 match refined {
-                    Some(code) => Self::new(*code, message),
+                    Some(code) => Self::new(code, message),
                     None => unexpected(status),
                 }
             }
@@ -204,7 +195,7 @@ mod tests {
                 (http, code),
                 "{status:?}"
             );
-            assert!(CODES.iter().any(|c| c.as_str() == error.code));
+            assert!(codes().any(|c| c.as_str() == error.code));
             if http == 500 || http == 503 {
                 assert!(!error.message.contains("detail"), "details stay in the log");
             } else {

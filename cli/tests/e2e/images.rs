@@ -22,9 +22,17 @@ const IMAGES: [&str; 3] = [
 
 /// The cache `images/build` fills by default (EINSORA_IMAGES_CACHE when set).
 fn images_cache() -> PathBuf {
-    std::env::var_os("EINSORA_IMAGES_CACHE")
+    let cache = std::env::var_os("EINSORA_IMAGES_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/images-cache"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/images-cache")
+        });
+    assert!(
+        cache.join("wheels").is_dir(),
+        "no image build cache at {}: ./scripts/test builds the images into it",
+        cache.display()
+    );
+    cache
 }
 
 /// The label of the inputs `tag` was built from; `None` if there is no such image.
@@ -52,11 +60,6 @@ fn einsora_images_build_as_the_readme_says() {
         "the README runs it with sudo: run this test as root"
     );
     let cache = images_cache();
-    assert!(
-        cache.join("wheels").is_dir(),
-        "no image build cache at {}: ./scripts/test builds the images into it",
-        cache.display()
-    );
     let e = Einsora::new();
     // The build caches under <data dir>/images-cache: this installation's is that cache.
     std::os::unix::fs::symlink(&cache, e.dir().join("images-cache")).unwrap();
@@ -193,11 +196,6 @@ impl Drop for PrivateEngine<'_> {
 #[test]
 fn builds_from_no_engine_wait_for_each_other_never_for_the_engine() {
     let cache = images_cache();
-    assert!(
-        cache.join("wheels").is_dir(),
-        "no image build cache at {}: ./scripts/test builds the images into it",
-        cache.display()
-    );
     let e = Einsora::new();
     // The downloads, shared by hard links; the lock is this installation's own, so the suite's
     // other image build doesn't take part.

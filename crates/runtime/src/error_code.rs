@@ -64,6 +64,14 @@ impl ErrorCode {
         }
     }
 
+    /// Answered by the access proxy only, about the workload behind it; never by the gateway.
+    pub fn proxy_only(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::TooLarge | ErrorCode::BadGateway | ErrorCode::Timeout
+        )
+    }
+
     /// The code's word, if it is one.
     pub fn from_word(word: &str) -> Option<ErrorCode> {
         ErrorCode::ALL.into_iter().find(|c| c.as_str() == word)

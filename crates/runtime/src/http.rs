@@ -41,10 +41,7 @@ impl HttpLimits {
                 Ok(n) if n > 0 => Ok(n),
                 _ => Err("is not a whole number above zero".to_owned()),
             })?;
-        let header_read = settings.duration(HEADER_READ, "10s")?;
-        if header_read.is_zero() {
-            return Err(ConfigError::new(HEADER_READ, "must be more than zero"));
-        }
+        let header_read = settings.positive_duration(HEADER_READ, "10s")?;
         Ok(HttpLimits {
             max_connections,
             header_read,

@@ -152,6 +152,14 @@ impl Settings {
         })
     }
 
+    /// A [`Settings::duration`] that must be more than zero (an interval, a timeout).
+    pub fn positive_duration(&self, name: &str, default: &str) -> Result<Duration, ConfigError> {
+        match self.duration(name, default)? {
+            zero if zero.is_zero() => Err(ConfigError::new(name, "must be more than zero")),
+            d => Ok(d),
+        }
+    }
+
     /// A duration such as `30s`, `500ms`, `2m`, `1h` or `1m30s`.
     pub fn duration(&self, name: &str, default: &str) -> Result<Duration, ConfigError> {
         self.parse_with(name, default, |v| {

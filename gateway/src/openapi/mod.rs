@@ -11,7 +11,7 @@ use serde_json::{Map, Value as Json, json};
 use crate::app::OPENAPI_PATH;
 use einsora_runtime::error_code::ErrorCode;
 
-use crate::errors::CODES;
+use crate::errors::codes;
 use crate::json::Words;
 use crate::routes::{Body, LOGIN, LOGOUT, Route};
 use schema::{Direction, Schemas};
@@ -183,7 +183,7 @@ fn error_schema() -> Json {
             "type": "object",
             "required": ["code", "message", "request_id"],
             "properties": {
-                "code": { "type": "string", "enum": CODES.map(ErrorCode::as_str) },
+                "code": { "type": "string", "enum": codes().map(ErrorCode::as_str).collect::<Vec<_>>() },
                 "message": { "type": "string" },
                 "request_id": { "type": "string" },
             },

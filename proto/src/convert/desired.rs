@@ -103,13 +103,7 @@ impl TryFrom<pb::WorkloadSpec> for PlacedSpec {
             image: s.image,
             runtime: s.runtime,
             driver: s.driver,
-            resources: s.resources.map(|r| Resources {
-                cpus: r.cpus,
-                memory_bytes: r.memory_bytes,
-                device_count: r.device_count,
-                device_uuids: r.device_uuids,
-                disk_bytes: r.disk_bytes,
-            }),
+            resources: s.resources.map(Into::into),
             requires_strong_isolation: s.requires_strong_isolation,
             egress: s.egress,
             retired: s.retired,
@@ -117,6 +111,25 @@ impl TryFrom<pb::WorkloadSpec> for PlacedSpec {
         })
     }
 }
+
+/// The same fields both ways: nothing in them needs checking.
+macro_rules! resources {
+    ($from:ty => $to:ty) => {
+        impl From<$from> for $to {
+            fn from(r: $from) -> Self {
+                Self {
+                    cpus: r.cpus,
+                    memory_bytes: r.memory_bytes,
+                    device_count: r.device_count,
+                    device_uuids: r.device_uuids,
+                    disk_bytes: r.disk_bytes,
+                }
+            }
+        }
+    };
+}
+resources!(pb::Resources => Resources);
+resources!(Resources => pb::Resources);
 
 impl From<DesiredWorkload> for pb::DesiredWorkload {
     fn from(d: DesiredWorkload) -> Self {
@@ -142,13 +155,7 @@ impl From<PlacedSpec> for pb::WorkloadSpec {
             image: s.image,
             runtime: s.runtime,
             driver: s.driver,
-            resources: s.resources.map(|r| pb::Resources {
-                cpus: r.cpus,
-                memory_bytes: r.memory_bytes,
-                device_count: r.device_count,
-                device_uuids: r.device_uuids,
-                disk_bytes: r.disk_bytes,
-            }),
+            resources: s.resources.map(Into::into),
             requires_strong_isolation: s.requires_strong_isolation,
             egress: s.egress,
             retired: s.retired,

@@ -42,10 +42,7 @@ impl Limits {
                 _ => Err("is not a positive whole number".to_owned()),
             })
         };
-        let timeout = settings.duration(TIMEOUT, "10m")?;
-        if timeout.is_zero() {
-            return Err(ConfigError::new(TIMEOUT, "must be more than zero"));
-        }
+        let timeout = settings.positive_duration(TIMEOUT, "10m")?;
         Ok(Limits {
             max_body_bytes: usize::try_from(positive(MAX_BODY, "1048576")?).unwrap_or(usize::MAX),
             max_tokens: positive(MAX_TOKENS, "4096")?,

@@ -115,12 +115,10 @@ impl Config {
             ("kubernetes", BackendKind::Kubernetes),
         ];
         let backend = settings.choice(BACKEND, &backends, "agent")?;
-        let interval = positive(settings.duration(INTERVAL, "5s")?, INTERVAL)?;
+        let interval = settings.positive_duration(INTERVAL, "5s")?;
         let default_lease = (interval * 3).max(MIN_DEFAULT_LEASE);
-        let lease = positive(
-            settings.duration(LEASE, &format!("{}ms", default_lease.as_millis()))?,
-            LEASE,
-        )?;
+        let lease =
+            settings.positive_duration(LEASE, &format!("{}ms", default_lease.as_millis()))?;
         if lease < interval * 3 {
             return Err(ConfigError::new(
                 LEASE,
@@ -133,13 +131,10 @@ impl Config {
         let timers = Timers {
             interval,
             lease,
-            provisioning_timeout: positive(
-                settings.duration(PROVISIONING_TIMEOUT, "10m")?,
-                PROVISIONING_TIMEOUT,
-            )?,
-            offline_after: positive(settings.duration(OFFLINE_AFTER, "45s")?, OFFLINE_AFTER)?,
-            offline_fail: positive(settings.duration(OFFLINE_FAIL, "10m")?, OFFLINE_FAIL)?,
-            cert_lifetime: positive(settings.duration(CERT_LIFETIME, "720h")?, CERT_LIFETIME)?,
+            provisioning_timeout: settings.positive_duration(PROVISIONING_TIMEOUT, "10m")?,
+            offline_after: settings.positive_duration(OFFLINE_AFTER, "45s")?,
+            offline_fail: settings.positive_duration(OFFLINE_FAIL, "10m")?,
+            cert_lifetime: settings.positive_duration(CERT_LIFETIME, "720h")?,
         };
         let limits = AgentLimits {
             enrol_per_minute: count(settings, ENROL_PER_MINUTE, "10")?,
@@ -178,13 +173,6 @@ fn count(settings: &Settings, name: &str, default: &str) -> Result<usize, Config
         Ok(n) if n > 0 => Ok(n),
         _ => Err("is not a whole number above zero".to_owned()),
     })
-}
-
-fn positive(d: Duration, setting: &str) -> Result<Duration, ConfigError> {
-    if d.is_zero() {
-        return Err(ConfigError::new(setting, "must be longer than zero"));
-    }
-    Ok(d)
 }
 
 #[cfg(test)]
