@@ -13,7 +13,8 @@ pub mod http;
 pub mod origin;
 pub mod panics;
 pub mod pki;
-pub mod settings;
+/// Settings live in their own crate so the store can read its one without the runtime.
+pub use einsora_settings as settings;
 pub mod shutdown;
 mod slots;
 pub mod telemetry;

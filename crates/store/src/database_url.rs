@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use einsora_runtime::settings::{ConfigError, Settings};
+use einsora_settings::{ConfigError, Settings};
 
 use crate::StoreError;
 
