@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
-use einsora_proto::common::v1 as common_pb;
+use einsora_proto::convert::{InventoryReport, WorkloadStatuses};
 use einsora_runtime::pki::Role;
 use einsora_runtime::shutdown::Shutdown;
 use einsora_runtime::tls::ClientTls;
@@ -147,7 +147,7 @@ async fn session(
     let every = timing.inventory_every;
     let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     let changed = drivers.changed();
-    let mut reported: Option<pb::WorkloadStatuses> = None;
+    let mut reported: Option<WorkloadStatuses> = None;
     loop {
         let force = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
@@ -184,7 +184,7 @@ async fn session(
         let statuses = drivers.statuses();
         if force || reported.as_ref() != Some(&statuses) {
             let report = pb::AgentReport {
-                report: Some(pb::agent_report::Report::Statuses(statuses.clone())),
+                report: Some(pb::agent_report::Report::Statuses(statuses.clone().into())),
             };
             tx.send(report).await.map_err(|e| lost(&e))?;
             reported = Some(statuses);
@@ -199,30 +199,17 @@ fn refused(status: tonic::Status) -> SyncError {
     }
 }
 
-/// What this machine has, as a report; an inventory that can't be read reports what it can.
+/// What this machine has, as a report; an inventory that can't be read reports an empty one,
+/// which the controller refuses: the machine isn't offered until it reads again.
 async fn inventory(drivers: &Drivers) -> pb::AgentReport {
-    let models = drivers.model_files().await;
     let inventory = match crate::inventory::collect().await {
-        Ok(inventory) => pb::Inventory {
-            hostname: inventory.hostname,
-            os: inventory.os,
-            arch: inventory.arch,
-            cpus: inventory.cpus,
-            memory_bytes: inventory.memory_bytes,
-            devices: inventory
-                .devices
-                .into_iter()
-                .map(|d| pb::Device {
-                    vendor: common_pb::AcceleratorKind::from(d.vendor).into(),
-                    model: d.model,
-                    uuid: d.uuid,
-                    memory_bytes: d.memory_bytes,
-                })
-                .collect(),
+        Ok(machine) => InventoryReport {
+            machine,
             drivers: drivers.names(),
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
-            models: models.iter().map(Into::into).collect(),
-        },
+            models: drivers.model_files().await,
+        }
+        .into(),
         Err(e) => {
             tracing::warn!(error = %e, "couldn't read this machine's inventory");
             pb::Inventory::default()

@@ -9,7 +9,9 @@ pub mod sim;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::driver::Isolation;
 use einsora_proto::agent::v1 as pb;
-use einsora_proto::convert::{DesiredWorkload, PlacedSpec, ProtoEnum};
+use einsora_proto::convert::{
+    AccessTarget, DesiredWorkload, PlacedSpec, ProtoEnum, WorkloadStatus, WorkloadStatuses,
+};
 use std::sync::Arc;
 use tokio::sync::Notify;
 
@@ -117,38 +119,42 @@ impl Drivers {
         }
     }
 
-    /// Every workload's status, for the controller.
-    pub fn statuses(&mut self) -> pb::WorkloadStatuses {
-        let status = |workload: String, attempt, mode: Mode, code: StatusCode, driver: &str| {
-            pb::WorkloadStatus {
-                workload_id: workload,
+    /// Every workload's status, for the controller. Workloads are named by the IDs this agent
+    /// was given, so each parses; one that doesn't (a desired workload refused for its ID) has
+    /// nothing to report under.
+    pub fn statuses(&mut self) -> WorkloadStatuses {
+        let status = |workload: &str, attempt, mode, code, driver: &str| {
+            Some(WorkloadStatus {
+                workload_id: workload.parse().ok()?,
                 attempt,
-                mode: pb::Mode::from(mode).into(),
-                code: pb::StatusCode::from(code).into(),
+                mode,
+                code,
                 driver: driver.to_owned(),
                 access_target: None,
-            }
+            })
         };
-        let mut workloads: Vec<pb::WorkloadStatus> = self
+        let mut workloads: Vec<WorkloadStatus> = self
             .sim
             .iter_mut()
             .flat_map(|sim| sim.statuses())
-            .map(|s| status(s.workload, s.attempt, s.mode, s.code, sim::NAME))
+            .filter_map(|s| status(&s.workload, s.attempt, s.mode, s.code, sim::NAME))
             .collect();
         for (id, seen) in self.docker.iter().flat_map(docker::Docker::statuses) {
-            let mut s = status(id, seen.attempt, seen.mode, seen.code, docker::NAME);
+            let Some(mut s) = status(&id, seen.attempt, seen.mode, seen.code, docker::NAME) else {
+                continue;
+            };
             s.access_target = seen
                 .target
-                .map(|(socket_path, token)| pb::AccessTarget { socket_path, token });
+                .map(|(socket_path, token)| AccessTarget { socket_path, token });
             workloads.push(s);
         }
         workloads.extend(
             self.refused
                 .iter()
-                .map(|(id, attempt, mode, code)| status(id.clone(), *attempt, *mode, *code, "")),
+                .filter_map(|(id, attempt, mode, code)| status(id, *attempt, *mode, *code, "")),
         );
         let driver_restarts = self.docker.iter().map(docker::Docker::restarts).sum();
-        pb::WorkloadStatuses {
+        WorkloadStatuses {
             workloads,
             driver_restarts,
         }
@@ -200,8 +206,8 @@ mod tests {
         drivers.apply(&[desired(&good, Some(spec)), desired(&bad, None)]);
         let statuses = drivers.statuses().workloads;
         let code = |id: &str| {
-            let s = statuses.iter().find(|s| s.workload_id == id).unwrap();
-            StatusCode::from_field("code", s.code).unwrap()
+            let s = statuses.iter().find(|s| s.workload_id.to_string() == id);
+            s.unwrap().code
         };
         assert_eq!(code(&bad), StatusCode::StartFailed, "no spec: refused");
         assert_eq!(code(&good), StatusCode::Starting);

@@ -1,8 +1,7 @@
 //! The agent protocol's desired state as validated types: what a controller sends is converted
 //! once, as the agent receives it, so drivers take domain types only. A missing spec, an
 //! unknown or unspecified enum and a malformed ID are errors naming the field, never defaults.
-//! Statuses and inventories going the other way are checked where the controller receives
-//! them (`agents::statuses`, `agents::inventory`).
+//! Statuses and inventories going the other way are `report`'s.
 
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::Mode;

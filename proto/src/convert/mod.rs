@@ -11,6 +11,7 @@ mod create_workload;
 mod desired;
 mod enums;
 mod params_json;
+mod report;
 mod times;
 mod workload;
 
@@ -20,6 +21,7 @@ pub use create_workload::{
 };
 pub use desired::{DesiredWorkload, PlacedSpec, Resources};
 pub use enums::{ProtoEnum, enum_list};
+pub use report::{AccessTarget, InventoryReport, WorkloadStatus, WorkloadStatuses, bounds};
 pub use times::{optional_time, required_time, timestamp};
 
 use std::str::FromStr;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::ids::{MachineId, WorkloadId};
+pub use einsora_proto::convert::AccessTarget;
 use tokio::sync::Notify;
 
 /// A workload's status as its machine reported it.
@@ -16,25 +17,8 @@ pub struct Reported {
     pub attempt: u32,
     pub mode: Mode,
     pub code: StatusCode,
-    /// Where a ready notebook or endpoint listens, as its agent said.
+    /// Where a ready notebook or endpoint listens, as its agent said (SECRET: its token).
     pub target: Option<AccessTarget>,
-}
-
-/// A ready workload's Unix socket and its own token. Kept in memory only: never stored,
-/// logged, exported or put in a URL.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AccessTarget {
-    pub socket_path: String,
-    /// SECRET.
-    pub token: String,
-}
-
-impl std::fmt::Debug for AccessTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AccessTarget")
-            .field("socket_path", &self.socket_path)
-            .finish_non_exhaustive()
-    }
 }
 
 #[derive(Debug)]

@@ -10,28 +10,12 @@ use std::time::{Duration, Instant};
 
 use einsora_core::ids::MachineId;
 use einsora_proto::agent::v1 as pb;
+use einsora_proto::convert::bounds::*;
 
 use crate::enrol::MAX_CSR;
 
 /// The largest message the agents' Sync decodes; larger ones end the stream.
 pub const MAX_MESSAGE: usize = 1 << 20;
-/// Workloads in one statuses report: far more than a machine runs.
-pub const MAX_WORKLOADS: usize = 512;
-/// A workload ID (a UUID) or a driver's name.
-const MAX_NAME: usize = 64;
-/// A Unix socket's path (the kernel's own limit is 108 bytes).
-const MAX_SOCKET_PATH: usize = 256;
-/// A workload's own token.
-const MAX_SECRET: usize = 512;
-/// Devices and drivers in one inventory.
-pub const MAX_DEVICES: usize = 64;
-pub const MAX_DRIVERS: usize = 32;
-/// Model files in one inventory (what the agent lists at most).
-pub const MAX_MODELS: usize = 256;
-/// A text an inventory reports (hostname, OS, architecture, a device's model or UUID, the
-/// agent's version).
-pub const MAX_TEXT: usize = 128;
-
 /// Why a report was dropped; a machine is flagged with its word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum Excess {

@@ -20,4 +20,4 @@ pub use renew::Renewals;
 pub use sync::SyncApi;
 
 #[cfg(test)]
-pub(crate) use limits::{MAX_MESSAGE, MAX_WORKLOADS};
+pub(crate) use limits::MAX_MESSAGE;

@@ -1,43 +1,25 @@
-//! A statuses report as the hub keeps it: only entries that name a workload, an attempt, a mode
-//! and a code count.
+//! A statuses report as the hub keeps it, by workload.
 
 use std::collections::HashMap;
 
-use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::ids::WorkloadId;
-use einsora_proto::agent::v1 as pb;
-use einsora_proto::convert::ProtoEnum;
+use einsora_proto::convert::WorkloadStatuses;
 
-use super::hub::{AccessTarget, Reported};
+use super::hub::Reported;
 
-/// The statuses of a report that name a workload, an attempt, a mode and a code; others are
-/// dropped (an agent never sends free text, and a malformed entry decides nothing).
-pub fn reported(statuses: &pb::WorkloadStatuses) -> HashMap<WorkloadId, Reported> {
+/// Each workload's reported status; the entries that didn't convert were dropped already.
+pub fn reported(statuses: WorkloadStatuses) -> HashMap<WorkloadId, Reported> {
     statuses
         .workloads
-        .iter()
-        .filter_map(|s| {
-            let workload = s.workload_id.parse::<WorkloadId>().ok()?;
-            let mode = Mode::from_field("mode", s.mode).ok()?;
-            let code = StatusCode::from_field("code", s.code).ok()?;
-            Some((
-                workload,
-                Reported {
-                    attempt: s.attempt,
-                    mode,
-                    code,
-                    target: s.access_target.as_ref().and_then(target),
-                },
-            ))
+        .into_iter()
+        .map(|s| {
+            let reported = Reported {
+                attempt: s.attempt,
+                mode: s.mode,
+                code: s.code,
+                target: s.access_target,
+            };
+            (s.workload_id, reported)
         })
         .collect()
-}
-
-/// An absolute socket path and a token, or nothing.
-fn target(t: &pb::AccessTarget) -> Option<AccessTarget> {
-    let absolute = std::path::Path::new(&t.socket_path).is_absolute();
-    (absolute && !t.token.is_empty()).then(|| AccessTarget {
-        socket_path: t.socket_path.clone(),
-        token: t.token.clone(),
-    })
 }

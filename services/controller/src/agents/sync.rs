@@ -18,7 +18,7 @@ use einsora_core::ids::WorkloadId;
 use einsora_core::lifecycle::State;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::sync_service_server::{SyncService, SyncServiceServer};
-use einsora_proto::convert::timestamp;
+use einsora_proto::convert::{InventoryReport, WorkloadStatuses, timestamp};
 use einsora_runtime::shutdown::Shutdown;
 use einsora_store::{MachineRecord, Store};
 use time::OffsetDateTime;
@@ -273,18 +273,21 @@ impl Session {
         let now = OffsetDateTime::now_utc();
         match report {
             pb::agent_report::Report::Inventory(inventory) => {
-                match inventory::registration(&self.machine, &inventory, now) {
-                    Ok(registration) => match self.store.record_inventory(&registration).await {
-                        Ok(_) => {
-                            self.machine.machine = registration.machine;
-                            self.seen_at = Some(Instant::now());
-                            self.hub.inventory(id, true);
+                match InventoryReport::try_from(inventory) {
+                    Ok(inventory) => {
+                        let registration = inventory::registration(&self.machine, inventory, now);
+                        match self.store.record_inventory(&registration).await {
+                            Ok(_) => {
+                                self.machine.machine = registration.machine;
+                                self.seen_at = Some(Instant::now());
+                                self.hub.inventory(id, true);
+                            }
+                            Err(e) => tracing::warn!(error = %e, "couldn't record its inventory"),
                         }
-                        Err(e) => tracing::warn!(error = %e, "couldn't record its inventory"),
-                    },
+                    }
                     Err(why) => {
                         tracing::warn!(
-                            machine = %id, why,
+                            machine = %id, %why,
                             "refused an inventory that doesn't fit the machine; it isn't offered for placement until one does"
                         );
                         self.hub.inventory(id, false);
@@ -302,7 +305,14 @@ impl Session {
                         tracing::warn!(machine = %id, error = %e, "couldn't record the machine's flag");
                     }
                 }
-                let reported = statuses::reported(&statuses);
+                let (statuses, malformed) = WorkloadStatuses::received(statuses);
+                if let Some(first) = malformed.first() {
+                    tracing::warn!(
+                        machine = %id, dropped = malformed.len(), %first,
+                        "dropped malformed entries of a statuses report"
+                    );
+                }
+                let reported = statuses::reported(statuses);
                 self.confirm_removals(&reported).await;
                 self.hub.report(self.machine.machine.id, reported);
             }

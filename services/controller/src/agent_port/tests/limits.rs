@@ -8,7 +8,8 @@ use einsora_proto::agent::v1 as pb;
 use pb::agent_report::Report;
 
 use super::harness::{PATIENCE, Port, Stream};
-use crate::agents::{MAX_MESSAGE, MAX_WORKLOADS};
+use crate::agents::MAX_MESSAGE;
+use einsora_proto::convert::bounds::MAX_WORKLOADS;
 
 const TOKEN: &str = "enr_0123456789abcdefghijklmnopqrstuv";
 const QUIET: Duration = Duration::from_millis(300);

@@ -1,0 +1,314 @@
+//! The agent protocol's reports as validated types: what an agent sends is converted once, as
+//! the controller receives it, so the hub, the store and placement take domain types only. An
+//! agent is attacker input: a value that breaks a rule is an error naming the field, never
+//! echoing the value.
+
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::agent::{Mode, StatusCode};
+use einsora_core::ids::WorkloadId;
+use einsora_core::machine::{Device, Inventory, ModelFile, is_model_path};
+
+use super::{ConvertError, Problem, ProtoEnum, parse_id};
+use crate::agent::v1 as pb;
+use crate::common::v1 as common_pb;
+
+/// What one report may hold. Every message is also bounded by the decoding limit of the port
+/// that receives it.
+pub mod bounds {
+    /// Workloads in one statuses report: far more than a machine runs.
+    pub const MAX_WORKLOADS: usize = 512;
+    /// A workload ID (a UUID) or a driver's name.
+    pub const MAX_NAME: usize = 64;
+    /// A Unix socket's path (the kernel's own limit is 108 bytes).
+    pub const MAX_SOCKET_PATH: usize = 256;
+    /// A workload's own token.
+    pub const MAX_SECRET: usize = 512;
+    /// Devices and drivers in one inventory.
+    pub const MAX_DEVICES: usize = 64;
+    pub const MAX_DRIVERS: usize = 32;
+    /// Model files in one inventory (what the agent lists at most).
+    pub const MAX_MODELS: usize = 256;
+    /// A text an inventory reports (hostname, OS, architecture, a device's model or UUID, the
+    /// agent's version).
+    pub const MAX_TEXT: usize = 128;
+    /// CPUs a machine may say it has.
+    pub const MAX_CPUS: u32 = 4096;
+    /// The least memory a machine may say it has.
+    pub const MIN_MEMORY: u64 = 64 << 20;
+}
+use bounds::*;
+
+/// What a machine has, as its agent measured it, and what it can run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InventoryReport {
+    /// Each device's UUID once; the hostname empty when the agent doesn't know it.
+    pub machine: Inventory,
+    /// Names from Einsora's driver table (their isolation comes from that table).
+    pub drivers: Vec<String>,
+    pub agent_version: String,
+    /// Paths an endpoint can name, each once.
+    pub models: Vec<ModelFile>,
+}
+
+/// One workload's status as its machine reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadStatus {
+    pub workload_id: WorkloadId,
+    pub attempt: u32,
+    pub mode: Mode,
+    pub code: StatusCode,
+    /// The driver that runs it; empty when none took it.
+    pub driver: String,
+    /// Where a ready notebook or endpoint listens.
+    pub access_target: Option<AccessTarget>,
+}
+
+/// A ready workload's Unix socket (an absolute path) and its own token. Kept in memory only:
+/// never stored, logged, exported or put in a URL.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccessTarget {
+    pub socket_path: String,
+    /// SECRET.
+    pub token: String,
+}
+
+impl std::fmt::Debug for AccessTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessTarget")
+            .field("socket_path", &self.socket_path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A statuses report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkloadStatuses {
+    pub workloads: Vec<WorkloadStatus>,
+    /// How often a driver crashed and was restarted since the agent started.
+    pub driver_restarts: u32,
+}
+
+impl WorkloadStatuses {
+    /// The report's well-formed entries, and what was wrong with each of the others: a
+    /// malformed entry decides nothing, and doesn't cost the report its good ones.
+    pub fn received(raw: pb::WorkloadStatuses) -> (WorkloadStatuses, Vec<ConvertError>) {
+        let mut problems = Vec::new();
+        let workloads = raw
+            .workloads
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                WorkloadStatus::try_from(s)
+                    .map_err(|e| problems.push(e.within(&format!("workloads[{i}]"))))
+                    .ok()
+            })
+            .collect();
+        let statuses = WorkloadStatuses {
+            workloads,
+            driver_restarts: raw.driver_restarts,
+        };
+        (statuses, problems)
+    }
+}
+
+impl ConvertError {
+    /// The same error, its field named within `parent`.
+    fn within(self, parent: &str) -> ConvertError {
+        ConvertError::new(format!("{parent}.{}", self.field), self.problem)
+    }
+}
+
+/// A text that is short, has no control characters and (unless `empty_ok`) isn't empty.
+fn text(field: &str, v: String, empty_ok: bool, max: usize) -> Result<String, ConvertError> {
+    if v.is_empty() && !empty_ok {
+        return Err(ConvertError::new(field, Problem::Missing));
+    }
+    if v.len() > max || v.chars().any(char::is_control) {
+        return Err(ConvertError::invalid(
+            field,
+            format!("at most {max} bytes, no control characters"),
+        ));
+    }
+    Ok(v)
+}
+
+/// `Err` when a list is longer than `max`.
+fn at_most<T>(field: &str, list: &[T], max: usize) -> Result<(), ConvertError> {
+    if list.len() > max {
+        return Err(ConvertError::invalid(
+            field,
+            format!("at most {max} entries"),
+        ));
+    }
+    Ok(())
+}
+
+impl TryFrom<pb::Inventory> for InventoryReport {
+    type Error = ConvertError;
+
+    fn try_from(i: pb::Inventory) -> Result<Self, ConvertError> {
+        if i.cpus == 0 || i.cpus > MAX_CPUS {
+            return Err(ConvertError::invalid("cpus", format!("1 to {MAX_CPUS}")));
+        }
+        if i.memory_bytes < MIN_MEMORY {
+            return Err(ConvertError::invalid(
+                "memory_bytes",
+                format!("at least {MIN_MEMORY}"),
+            ));
+        }
+        at_most("devices", &i.devices, MAX_DEVICES)?;
+        at_most("drivers", &i.drivers, MAX_DRIVERS)?;
+        at_most("models", &i.models, MAX_MODELS)?;
+        let mut devices: Vec<Device> = Vec::with_capacity(i.devices.len());
+        for (n, d) in i.devices.into_iter().enumerate() {
+            let field = |name: &str| format!("devices[{n}].{name}");
+            let uuid = text(&field("uuid"), d.uuid, false, MAX_TEXT)?;
+            if devices.iter().any(|x| x.uuid == uuid) {
+                return Err(ConvertError::invalid(field("uuid"), "each device once"));
+            }
+            devices.push(Device {
+                vendor: AcceleratorKind::from_field(&field("vendor"), d.vendor)?,
+                model: text(&field("model"), d.model, false, MAX_TEXT)?,
+                uuid,
+                memory_bytes: d.memory_bytes,
+            });
+        }
+        let mut models: Vec<ModelFile> = Vec::with_capacity(i.models.len());
+        for (n, m) in i.models.into_iter().enumerate() {
+            let field = format!("models[{n}].path");
+            if !is_model_path(&m.path) {
+                return Err(ConvertError::invalid(field, "a path an endpoint can name"));
+            }
+            if models.iter().any(|x| x.path == m.path) {
+                return Err(ConvertError::invalid(field, "each model once"));
+            }
+            models.push(ModelFile {
+                path: m.path,
+                size_bytes: m.size_bytes,
+            });
+        }
+        for (n, driver) in i.drivers.iter().enumerate() {
+            if einsora_core::driver::lookup(driver).is_none() {
+                return Err(ConvertError::invalid(
+                    format!("drivers[{n}]"),
+                    "a driver in Einsora's driver table",
+                ));
+            }
+        }
+        Ok(InventoryReport {
+            machine: Inventory {
+                hostname: text("hostname", i.hostname, true, MAX_TEXT)?,
+                os: text("os", i.os, false, MAX_TEXT)?,
+                arch: text("arch", i.arch, false, MAX_TEXT)?,
+                cpus: i.cpus,
+                memory_bytes: i.memory_bytes,
+                devices,
+            },
+            drivers: i.drivers,
+            agent_version: text("agent_version", i.agent_version, true, MAX_TEXT)?,
+            models,
+        })
+    }
+}
+
+impl From<InventoryReport> for pb::Inventory {
+    fn from(i: InventoryReport) -> Self {
+        pb::Inventory {
+            hostname: i.machine.hostname,
+            os: i.machine.os,
+            arch: i.machine.arch,
+            cpus: i.machine.cpus,
+            memory_bytes: i.machine.memory_bytes,
+            devices: i
+                .machine
+                .devices
+                .into_iter()
+                .map(|d| pb::Device {
+                    vendor: d.vendor.to_field(),
+                    model: d.model,
+                    uuid: d.uuid,
+                    memory_bytes: d.memory_bytes,
+                })
+                .collect(),
+            drivers: i.drivers,
+            agent_version: i.agent_version,
+            models: i
+                .models
+                .into_iter()
+                .map(|m| common_pb::ModelFile {
+                    path: m.path,
+                    size_bytes: m.size_bytes,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl TryFrom<pb::WorkloadStatus> for WorkloadStatus {
+    type Error = ConvertError;
+
+    fn try_from(s: pb::WorkloadStatus) -> Result<Self, ConvertError> {
+        let access_target = s
+            .access_target
+            .map(|t| {
+                let absolute = t.socket_path.starts_with('/');
+                if !absolute || t.socket_path.len() > MAX_SOCKET_PATH {
+                    return Err(ConvertError::invalid(
+                        "access_target.socket_path",
+                        format!("an absolute path of at most {MAX_SOCKET_PATH} bytes"),
+                    ));
+                }
+                if t.token.is_empty() {
+                    return Err(ConvertError::new("access_target.token", Problem::Missing));
+                }
+                if t.token.len() > MAX_SECRET {
+                    return Err(ConvertError::invalid(
+                        "access_target.token",
+                        format!("at most {MAX_SECRET} bytes"),
+                    ));
+                }
+                Ok(AccessTarget {
+                    socket_path: t.socket_path,
+                    token: t.token,
+                })
+            })
+            .transpose()?;
+        Ok(WorkloadStatus {
+            workload_id: parse_id("workload_id", &s.workload_id)?,
+            attempt: s.attempt,
+            mode: Mode::from_field("mode", s.mode)?,
+            code: StatusCode::from_field("code", s.code)?,
+            driver: text("driver", s.driver, true, MAX_NAME)?,
+            access_target,
+        })
+    }
+}
+
+impl From<WorkloadStatus> for pb::WorkloadStatus {
+    fn from(s: WorkloadStatus) -> Self {
+        pb::WorkloadStatus {
+            workload_id: s.workload_id.to_string(),
+            attempt: s.attempt,
+            mode: s.mode.to_field(),
+            code: s.code.to_field(),
+            driver: s.driver,
+            access_target: s.access_target.map(|t| pb::AccessTarget {
+                socket_path: t.socket_path,
+                token: t.token,
+            }),
+        }
+    }
+}
+
+impl From<WorkloadStatuses> for pb::WorkloadStatuses {
+    fn from(s: WorkloadStatuses) -> Self {
+        pb::WorkloadStatuses {
+            workloads: s.workloads.into_iter().map(Into::into).collect(),
+            driver_restarts: s.driver_restarts,
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "report_tests.rs"]
+mod tests;

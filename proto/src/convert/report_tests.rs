@@ -1,0 +1,173 @@
+use super::*;
+
+fn inventory() -> InventoryReport {
+    InventoryReport {
+        machine: Inventory {
+            hostname: "box".into(),
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            cpus: 8,
+            memory_bytes: 16 << 30,
+            devices: vec![Device {
+                vendor: AcceleratorKind::Nvidia,
+                model: "NVIDIA L40S".into(),
+                uuid: "GPU-0b1e".into(),
+                memory_bytes: 48 << 30,
+            }],
+        },
+        drivers: vec!["docker".into()],
+        agent_version: "0.1.0".into(),
+        models: vec![ModelFile {
+            path: "team/tiny.gguf".into(),
+            size_bytes: 10,
+        }],
+    }
+}
+
+fn status() -> WorkloadStatus {
+    WorkloadStatus {
+        workload_id: WorkloadId::new(),
+        attempt: 2,
+        mode: Mode::Run,
+        code: StatusCode::Ready,
+        driver: "docker".into(),
+        access_target: Some(AccessTarget {
+            socket_path: "/var/lib/einsora/run/w/jupyter.sock".into(),
+            token: "tok".into(),
+        }),
+    }
+}
+
+#[test]
+fn reports_round_trip() {
+    let ours = inventory();
+    let sent = pb::Inventory::from(ours.clone());
+    assert_eq!(InventoryReport::try_from(sent), Ok(ours));
+    let mut nameless = inventory();
+    nameless.machine.hostname.clear();
+    nameless.machine.devices.clear();
+    nameless.models.clear();
+    let sent = pb::Inventory::from(nameless.clone());
+    assert_eq!(InventoryReport::try_from(sent), Ok(nameless));
+
+    let ours = WorkloadStatuses {
+        workloads: vec![
+            status(),
+            WorkloadStatus {
+                access_target: None,
+                driver: String::new(),
+                code: StatusCode::DriverMissing,
+                ..status()
+            },
+        ],
+        driver_restarts: 1,
+    };
+    let (read, problems) = WorkloadStatuses::received(ours.clone().into());
+    assert_eq!((read, problems), (ours, vec![]));
+}
+
+#[test]
+fn what_isnt_an_inventory_is_refused_naming_the_field() {
+    let good = || pb::Inventory::from(inventory());
+    let field = |i: pb::Inventory| InventoryReport::try_from(i).unwrap_err().field;
+    type Spoil = Box<dyn Fn(&mut pb::Inventory)>;
+    let cases: Vec<(&str, Spoil)> = vec![
+        ("cpus", Box::new(|i| i.cpus = 0)),
+        ("cpus", Box::new(|i| i.cpus = MAX_CPUS + 1)),
+        ("memory_bytes", Box::new(|i| i.memory_bytes = 1)),
+        ("os", Box::new(|i| i.os.clear())),
+        ("arch", Box::new(|i| i.arch = "x86\n64".into())),
+        (
+            "hostname",
+            Box::new(|i| i.hostname = "h".repeat(MAX_TEXT + 1)),
+        ),
+        ("devices[0].vendor", Box::new(|i| i.devices[0].vendor = 0)),
+        ("devices[0].vendor", Box::new(|i| i.devices[0].vendor = 77)),
+        ("devices[0].uuid", Box::new(|i| i.devices[0].uuid.clear())),
+        (
+            "devices[1].uuid",
+            Box::new(|i| i.devices.push(i.devices[0].clone())),
+        ),
+        (
+            "devices",
+            Box::new(|i| i.devices = vec![i.devices[0].clone(); MAX_DEVICES + 1]),
+        ),
+        ("drivers[0]", Box::new(|i| i.drivers[0] = "chroot".into())),
+        (
+            "models[0].path",
+            Box::new(|i| i.models[0].path = "/etc/passwd".into()),
+        ),
+        (
+            "models[0].path",
+            Box::new(|i| i.models[0].path = "../outside.gguf".into()),
+        ),
+        (
+            "models[1].path",
+            Box::new(|i| i.models.push(i.models[0].clone())),
+        ),
+    ];
+    for (want, spoil) in cases {
+        let mut i = good();
+        spoil(&mut i);
+        assert_eq!(field(i), want);
+    }
+}
+
+/// An error names the field and never echoes what the agent sent: it may be anything.
+#[test]
+fn errors_never_echo_the_value() {
+    let mut i = pb::Inventory::from(inventory());
+    i.models[0].path = "/tsk_secret.gguf".into();
+    let err = InventoryReport::try_from(i).unwrap_err().to_string();
+    assert!(err.starts_with("models[0].path "), "{err}");
+    assert!(!err.contains("tsk_secret"), "{err}");
+}
+
+#[test]
+fn malformed_statuses_are_dropped_and_the_others_kept() {
+    let good = pb::WorkloadStatus::from(status());
+    let spoiled = |spoil: &dyn Fn(&mut pb::WorkloadStatus)| {
+        let mut s = good.clone();
+        spoil(&mut s);
+        s
+    };
+    let raw = pb::WorkloadStatuses {
+        workloads: vec![
+            spoiled(&|s| s.workload_id = "../etc".into()),
+            good.clone(),
+            spoiled(&|s| s.mode = 0),
+            spoiled(&|s| s.code = 999),
+            spoiled(&|s| s.access_target.as_mut().unwrap().socket_path = "run/x.sock".into()),
+            spoiled(&|s| s.access_target.as_mut().unwrap().token.clear()),
+            spoiled(&|s| s.driver = "d\u{7}".into()),
+        ],
+        driver_restarts: 0,
+    };
+    let (read, problems) = WorkloadStatuses::received(raw);
+    assert_eq!(read.workloads, vec![status_from(&good)]);
+    let fields: Vec<_> = problems.iter().map(|p| p.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "workloads[0].workload_id",
+            "workloads[2].mode",
+            "workloads[3].code",
+            "workloads[4].access_target.socket_path",
+            "workloads[5].access_target.token",
+            "workloads[6].driver",
+        ]
+    );
+}
+
+fn status_from(raw: &pb::WorkloadStatus) -> WorkloadStatus {
+    WorkloadStatus::try_from(raw.clone()).unwrap()
+}
+
+#[test]
+fn an_access_targets_token_stays_out_of_debug() {
+    let shown = format!("{:?}", status());
+    assert!(
+        shown.contains("jupyter.sock") && !shown.contains("tok\""),
+        "{shown}"
+    );
+}
