@@ -103,32 +103,87 @@ export async function request(method, path, body) {
   throw error;
 }
 
+/** @typedef {import('./api-types').Get} Get */
+/** @typedef {import('./api-types').Post} Post */
+/** @typedef {import('./api-types').Delete} Delete */
+
+/**
+ * How a call names what it is about: the route's `{name}` parameters, and a query.
+ * @typedef {{ params?: Record<string, string>, query?: Record<string, string> }} Where
+ */
+
+/**
+ * A route as the API documents it (`/v1/workloads/{id}`), its parameters filled in and each
+ * encoded, then its query. A parameter the route names and the call doesn't give is a bug.
+ * @param {string} route
+ * @param {Where} [where]
+ * @returns {string}
+ */
+export function url(route, { params = {}, query = {} } = {}) {
+  const path = route.replace(/\{(\w+)\}/g, (_, name) => {
+    const value = params[name];
+    if (value === undefined) throw new TypeError(`${route} needs its ${name}`);
+    return encodeURIComponent(value);
+  });
+  const search = new URLSearchParams(query).toString();
+  return search ? `${path}?${search}` : path;
+}
+
+/**
+ * The API's routes, typed from its OpenAPI document (api-types.d.ts, generated): what a page
+ * reads from an answer, and what it sends, tsc checks against the API.
+ */
 export const api = {
-  /** @param {string} path */
-  get: (path) => request('GET', path),
   /**
-   * @param {string} path
-   * @param {unknown} [body]
+   * @template {keyof Get} R
+   * @param {R} route
+   * @param {Where} [where]
+   * @returns {Promise<Get[R]>}
    */
-  post: (path, body = {}) => request('POST', path, body),
-  /** @param {string} path */
-  delete: (path) => request('DELETE', path),
+  get: (route, where) => request('GET', url(route, where)),
+  /**
+   * @template {keyof Post} R
+   * @param {R} route
+   * @param {Post[R]['body']} body
+   * @param {Where} [where]
+   * @returns {Promise<Post[R]['answer']>}
+   */
+  post: (route, body, where) => request('POST', url(route, where), body),
+  /**
+   * @template {keyof Delete} R
+   * @param {R} route
+   * @param {Where} [where]
+   * @returns {Promise<Delete[R]>}
+   */
+  delete: (route, where) => request('DELETE', url(route, where)),
 };
 
 /**
- * Every item of a paged list (`next_page_token`).
- * @param {string} path  with its query, if any
- * @param {string} field  the list's field in each page
- * @param {(itemsSoFar: any[]) => void} [onPage]  called after each page but the last
- * @returns {Promise<any[]>}
+ * The routes that answer in pages (`next_page_token`), and the list each page holds.
+ * @typedef {{
+ *   '/v1/workloads': import('./api-types').Workload,
+ *   '/v1/usage': import('./api-types').UsageRecord,
+ * }} Paged
  */
-export async function listAll(path, field, onPage) {
+/** @type {{ [R in keyof Paged]: keyof Get[R] }} */
+const PAGED_FIELD = { '/v1/workloads': 'workloads', '/v1/usage': 'records' };
+
+/**
+ * Every item of a paged list.
+ * @template {keyof Paged} R
+ * @param {R} route
+ * @param {Record<string, string>} [query]
+ * @param {(itemsSoFar: Paged[R][]) => void} [onPage]  called after each page but the last
+ * @returns {Promise<Paged[R][]>}
+ */
+export async function listAll(route, query = {}, onPage) {
+  /** @type {Paged[R][]} */
   const items = [];
   let token = '';
-  const join = path.includes('?') ? '&' : '?';
   for (let pages = 0; pages < 1000; pages++) {
-    const page = await api.get(token ? `${path}${join}page_token=${encodeURIComponent(token)}` : path);
-    items.push(...(page[field] ?? []));
+    /** @type {Record<string, any>} */
+    const page = await api.get(route, { query: token ? { ...query, page_token: token } : query });
+    items.push(...(page[PAGED_FIELD[route]] ?? []));
     token = page.next_page_token ?? '';
     if (!token) break;
     onPage?.(items);

@@ -150,9 +150,9 @@ function form(catalog, models, context) {
   element.addEventListener('submit', async (event) => {
     event.preventDefault();
     problem.replaceChildren();
-    /** @type {Record<string, unknown>} */
+    /** @type {import('../api.js').Post['/v1/workloads']['body']} */
     const body = {
-      kind: kind.value,
+      kind: /** @type {NonNullable<import('../api-types').Workload['kind']>} */ (kind.value),
       name: name.value.trim(),
       gpu_class: gpuClass.value,
       image: image.value,

@@ -54,7 +54,7 @@ export function render(main) {
           if (!yes) return revoke.focus();
           machinesProblem.replaceChildren();
           try {
-            await api.post(`/v1/machines/${encodeURIComponent(m.id)}/revoke`);
+            await api.post('/v1/machines/{id}/revoke', {}, { params: { id: m.id } });
           } catch (error) {
             machinesProblem.replaceChildren(errorBox(error));
           }
@@ -93,7 +93,7 @@ export function render(main) {
         revoke.addEventListener('click', async () => {
           tokensProblem.replaceChildren();
           try {
-            await api.delete(`/v1/enrolment-tokens/${encodeURIComponent(t.id)}`);
+            await api.delete('/v1/enrolment-tokens/{id}', { params: { id: t.id } });
           } catch (error) {
             tokensProblem.replaceChildren(errorBox(error));
           }
@@ -142,7 +142,7 @@ export function render(main) {
     created.replaceChildren();
     submit.disabled = true;
     try {
-      /** @type {Record<string, string>} */
+      /** @type {import('../api.js').Post['/v1/enrolment-tokens']['body']} */
       const body = { name: name.value.trim() };
       if (region.value) body.region = region.value;
       const answer = await api.post('/v1/enrolment-tokens', body);

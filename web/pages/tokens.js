@@ -41,7 +41,7 @@ export function render(main) {
         revoke.addEventListener('click', async () => {
           listProblem.replaceChildren();
           try {
-            await api.delete(`/v1/tokens/${encodeURIComponent(t.id)}`);
+            await api.delete('/v1/tokens/{id}', { params: { id: t.id } });
           } catch (error) {
             listProblem.replaceChildren(errorBox(error));
           }
@@ -79,7 +79,7 @@ export function render(main) {
     event.preventDefault();
     formProblem.replaceChildren();
     created.replaceChildren();
-    /** @type {Record<string, string>} */
+    /** @type {import('../api.js').Post['/v1/tokens']['body']} */
     const body = { name: name.value.trim() };
     if (lifetime.value) body.expires_at = new Date(Date.now() + Number(lifetime.value) * 86_400_000).toISOString();
     submit.disabled = true;

@@ -32,10 +32,10 @@ export function render(main) {
     if (days < 1) return problem.replaceChildren(errorBox({ message: 'To must be on or after From.' }));
     if (days > MAX_DAYS) return problem.replaceChildren(errorBox({ message: `Choose at most ${MAX_DAYS} days.` }));
     const end = new Date(last.getFullYear(), last.getMonth(), last.getDate() + 1);
-    const query = new URLSearchParams({ from: start.toISOString(), to: end.toISOString(), page_size: '5000' });
+    const query = { from: start.toISOString(), to: end.toISOString(), page_size: '5000' };
     show.disabled = true;
     try {
-      const records = await listAll(`/v1/usage?${query}`, 'records');
+      const records = await listAll('/v1/usage', query);
       if (ask === asked) result.replaceChildren(...draw(start, days, records));
     } catch (error) {
       if (ask === asked) problem.replaceChildren(errorBox(error));

@@ -9,7 +9,7 @@ import { orDash, stateBadge, time } from '../format.js';
 
 /** @type {import('../app.js').Page['render']} */
 export function render(main, [id], _context) {
-  const path = `/v1/workloads/${encodeURIComponent(id)}`;
+  const it = { params: { id } };
   const title = h('h1', { tabindex: -1 }, 'Workload');
   const facts = h('dl', { class: 'facts' });
   const timeline = h('ol', { class: 'timeline' });
@@ -23,7 +23,7 @@ export function render(main, [id], _context) {
   const open = h('button', { type: 'button', disabled: true, hidden: true }, 'Open');
   const openHint = h('p', { class: 'hint', hidden: true }, 'Open works while the notebook is running.');
 
-  /** @type {any} */
+  /** @type {import('../api-types').Workload | null} */
   let workload = null;
   /** @type {Map<string, string>} machine ID → name */
   const machineNames = new Map();
@@ -36,8 +36,8 @@ export function render(main, [id], _context) {
     if (gone) return;
     try {
       const [w, history] = await Promise.all([
-        api.get(`${path}?include_deleted=true`),
-        api.get(`${path}/events`),
+        api.get('/v1/workloads/{id}', { ...it, query: { include_deleted: 'true' } }),
+        api.get('/v1/workloads/{id}/events', it),
       ]);
       if (w.machine_id && !machineNames.has(w.machine_id)) await learnMachines();
       workload = w;
@@ -66,7 +66,7 @@ export function render(main, [id], _context) {
 
   async function learnBaseUrl() {
     try {
-      const grant = await api.post(`${path}/access`);
+      const grant = await api.post('/v1/workloads/{id}/access', {}, it);
       baseUrl = grant.endpoint?.base_url ?? '';
       drawEndpoint();
     } catch {
@@ -77,6 +77,7 @@ export function render(main, [id], _context) {
   /** @param {any[]} events  oldest first */
   function draw(events) {
     const w = workload;
+    if (!w) return;
     if (title.textContent !== w.name) {
       title.textContent = w.name;
       document.title = `${w.name} · Einsora`;
@@ -84,9 +85,9 @@ export function render(main, [id], _context) {
     const machine = w.machine_id ? machineNames.get(w.machine_id) || w.machine_id : '';
     /** @type {[string, string | Node][]} */
     const rows = [
-      ['State', stateBadge(w.state)],
+      ['State', stateBadge(w.state ?? '')],
       ['Reason', orDash(w.state_reason)],
-      ['Kind', w.kind],
+      ['Kind', orDash(w.kind)],
       ['Region', orDash(w.region)],
       ['Requested class', orDash(w.gpu_class)],
       ['Placed class', orDash(w.placed_class)],
@@ -123,7 +124,7 @@ export function render(main, [id], _context) {
     start.disabled = busy || !['stopped', 'failed'].includes(state);
     remove.disabled = busy || ['deleting', 'deleted', ''].includes(state);
     const notebook = workload?.kind === 'notebook';
-    const openable = notebook && state === 'running' && Boolean(workload.machine_id);
+    const openable = notebook && state === 'running' && Boolean(workload?.machine_id);
     open.hidden = !notebook;
     openHint.hidden = !notebook || openable;
     open.disabled = busy || !openable;
@@ -132,7 +133,7 @@ export function render(main, [id], _context) {
   function drawEndpoint() {
     const w = workload;
     endpoint.hidden = w?.kind !== 'endpoint';
-    if (endpoint.hidden) return;
+    if (!w || endpoint.hidden) return;
     const heading = h('h2', { id: 'endpoint-api' }, 'API');
     if (w.state !== 'running' || !baseUrl) {
       const text = 'Its base URL appears here while the endpoint is running.';
@@ -163,7 +164,7 @@ export function render(main, [id], _context) {
 
   /**
    * @param {HTMLButtonElement} button
-   * @param {() => Promise<void>} action
+   * @param {() => Promise<unknown>} action
    */
   async function act(button, action) {
     actionProblem.replaceChildren();
@@ -181,20 +182,20 @@ export function render(main, [id], _context) {
     }
   }
 
-  stop.addEventListener('click', () => act(stop, () => api.post(`${path}/stop`)));
-  start.addEventListener('click', () => act(start, () => api.post(`${path}/start`)));
+  stop.addEventListener('click', () => act(stop, () => api.post('/v1/workloads/{id}/stop', {}, it)));
+  start.addEventListener('click', () => act(start, () => api.post('/v1/workloads/{id}/start', {}, it)));
   remove.addEventListener('click', async () => {
     const yes = await confirmDialog({
       title: `Delete ${workload?.name ?? 'this workload'}?`,
       body: 'It stops, and its disk and everything it stored are removed. This can\u2019t be undone; its history stays readable.',
       confirm: 'Delete',
     });
-    if (yes) await act(remove, () => api.delete(path));
+    if (yes) await act(remove, () => api.delete('/v1/workloads/{id}', it));
     else remove.focus();
   });
   open.addEventListener('click', () =>
     act(open, async () => {
-      const grant = await api.post(`${path}/access`);
+      const grant = await api.post('/v1/workloads/{id}/access', {}, it);
       const link = grant.notebook?.link;
       if (link) window.open(link, '_blank', 'noopener');
     }),

@@ -35,17 +35,19 @@ export function render(main, _params, context) {
 
   async function refresh() {
     const ask = ++asked;
-    const path = `/v1/workloads?page_size=500${filters.deleted ? '&include_deleted=true' : ''}`;
+    /** @type {Record<string, string>} */
+    const query = { page_size: '500' };
+    if (filters.deleted) query.include_deleted = 'true';
     try {
       // The first time, the first page is shown while the rest come.
       const early = workloads
         ? undefined
-        : (/** @type {any[]} */ some) => {
+        : (/** @type {import('../api-types').Workload[]} */ some) => {
             if (ask !== asked) return;
             workloads = [...some];
             draw();
           };
-      const answer = await listAll(path, 'workloads', early);
+      const answer = await listAll('/v1/workloads', query, early);
       if (ask !== asked) return;
       workloads = answer;
       problem.replaceChildren();

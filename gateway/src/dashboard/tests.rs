@@ -7,8 +7,8 @@ use axum::http::header::{CONTENT_SECURITY_POLICY, CONTENT_TYPE};
 
 use super::*;
 
-/// Files in `web/` that are not part of the dashboard.
-const NOT_SERVED: &[&str] = &["README.md"];
+/// Files of web/ the browser never asks for: its README, and the payload types tsc reads.
+const NOT_SERVED: &[&str] = &["README.md", "api-types.d.ts"];
 
 fn web() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../web")

@@ -1,0 +1,362 @@
+// Generated from docs/openapi.json by cli/tests/dashboard_types.rs: do not edit. To update,
+// run EINSORA_UPDATE_DASHBOARD_TYPES=1 cargo test -p einsora --test dashboard_types
+
+export interface ErrorEnvelope {
+  error: {
+    code: "invalid_request" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "quota_exceeded" | "invalid_transition" | "rate_limited" | "internal" | "unavailable";
+    message: string;
+    request_id: string;
+  };
+}
+
+export interface AccessGrant {
+  endpoint?: EndpointAccess;
+  notebook?: NotebookLink;
+  workload_id: string;
+}
+
+export interface EndpointAccess {
+  base_url: string;
+}
+
+export interface NotebookLink {
+  expires_at?: string;
+  link: string;
+}
+
+export interface ApiToken {
+  created_at?: string;
+  expires_at?: string;
+  id: string;
+  last_used_at?: string;
+  name: string;
+  prefix: string;
+  revoked_at?: string;
+}
+
+export type ChangePasswordResponse = Record<string, unknown>;
+
+export interface CreateTokenResponse {
+  api_token?: ApiToken;
+  token: string;
+}
+
+export interface Credential {
+  description: string;
+  kind?: "session" | "api_token";
+  token_id: string;
+  token_name: string;
+  token_prefix: string;
+}
+
+export interface ListTokensResponse {
+  tokens: ApiToken[];
+}
+
+export type LogoutResponse = Record<string, unknown>;
+
+export interface Me {
+  credential?: Credential;
+  email: string;
+  tenant_id: string;
+  tenant_name: string;
+  user_id: string;
+}
+
+export interface Session {
+  csrf_token: string;
+  expires_at?: string;
+  me?: Me;
+}
+
+export interface Catalog {
+  classes: ComputeClass[];
+  drivers: Driver[];
+  images: Image[];
+  regions: Region[];
+}
+
+export interface ComputeClass {
+  accelerator?: "nvidia" | "apple" | "amd" | "cpu";
+  cpus: number;
+  device_models: string[];
+  devices: number;
+  memory_gib: number;
+  name: string;
+  regions: string[];
+  unified_memory_gib?: number;
+}
+
+export interface Driver {
+  accelerators: Array<"nvidia" | "apple" | "amd" | "cpu">;
+  development_only: boolean;
+  isolation?: "weak" | "strong";
+  kinds: Array<"vm" | "notebook" | "endpoint">;
+  name: string;
+  os: string;
+  per_machine_limit?: number;
+}
+
+export interface DriverRef {
+  accelerators: Array<"nvidia" | "apple" | "amd" | "cpu">;
+  driver: string;
+}
+
+export interface Image {
+  classes: string[];
+  driver_refs: DriverRef[];
+  kinds: Array<"vm" | "notebook" | "endpoint">;
+  name: string;
+  runtimes: Runtime[];
+}
+
+export interface Region {
+  is_default: boolean;
+  name: string;
+}
+
+export interface Runtime {
+  accelerators: Array<"nvidia" | "apple" | "amd" | "cpu">;
+  name: string;
+}
+
+export interface EndpointParams {
+  model: string;
+}
+
+export interface EndpointParamsInput {
+  model: string;
+}
+
+export interface ModelFile {
+  path: string;
+  size_bytes: string;
+}
+
+export type NotebookParams = Record<string, unknown>;
+
+export type NotebookParamsInput = Record<string, never>;
+
+export interface VmParams {
+  disk_gib?: number;
+  ssh_authorized_keys: string[];
+}
+
+export interface VmParamsInput {
+  disk_gib?: number;
+  ssh_authorized_keys?: string[];
+}
+
+export interface CreateEnrolmentTokenResponse {
+  enrolment_token?: EnrolmentToken;
+  token: string;
+}
+
+export interface EnrolmentToken {
+  created_at?: string;
+  expires_at?: string;
+  id: string;
+  machine_id: string;
+  name: string;
+  prefix: string;
+  region: string;
+  revoked_at?: string;
+  used_at?: string;
+}
+
+export interface ListEnrolmentTokensResponse {
+  enrolment_tokens: EnrolmentToken[];
+}
+
+export interface Device {
+  memory_bytes: string;
+  model: string;
+  uuid: string;
+  vendor?: "nvidia" | "apple" | "amd" | "cpu";
+  workload_ids: string[];
+}
+
+export interface ListMachinesResponse {
+  machines: Machine[];
+}
+
+export interface Machine {
+  arch: string;
+  cpus: number;
+  created_at?: string;
+  devices: Device[];
+  drivers: string[];
+  flag?: MachineFlag;
+  id: string;
+  last_seen_at?: string;
+  memory_bytes: string;
+  models: ModelFile[];
+  name: string;
+  os: string;
+  region: string;
+  revoked_at?: string;
+  sharing?: "private" | "invite-only" | "community";
+  status?: "online" | "offline" | "revoked";
+  workload_count: number;
+}
+
+export interface MachineFlag {
+  last?: string;
+  reason: string;
+  since?: string;
+}
+
+export interface ListUsageResponse {
+  next_page_token: string;
+  records: UsageRecord[];
+}
+
+export interface UsageRecord {
+  hour_start?: string;
+  machine_id: string;
+  placed_class: string;
+  region: string;
+  seconds: number;
+  tenant_id: string;
+  units: number;
+  workload_id: string;
+}
+
+export interface ListWorkloadEventsResponse {
+  events: WorkloadEvent[];
+}
+
+export interface ListWorkloadsResponse {
+  next_page_token: string;
+  workloads: Workload[];
+}
+
+export interface Workload {
+  attempt: number;
+  created_at?: string;
+  driver: string;
+  endpoint?: EndpointParams;
+  fallback: string[];
+  fallback_after_s?: number;
+  gpu_class: string;
+  id: string;
+  image: string;
+  kind?: "vm" | "notebook" | "endpoint";
+  machine_id: string;
+  name: string;
+  notebook?: NotebookParams;
+  placed_class: string;
+  region: string;
+  state?: "pending" | "queued" | "provisioning" | "running" | "stopping" | "stopped" | "failed" | "deleting" | "deleted";
+  state_reason: string;
+  tenant_id: string;
+  updated_at?: string;
+  version: string;
+  vm?: VmParams;
+}
+
+export interface WorkloadEvent {
+  at?: string;
+  attempt: number;
+  from_state?: "pending" | "queued" | "provisioning" | "running" | "stopping" | "stopped" | "failed" | "deleting" | "deleted";
+  note: boolean;
+  reason: string;
+  to_state?: "pending" | "queued" | "provisioning" | "running" | "stopping" | "stopped" | "failed" | "deleting" | "deleted";
+}
+
+export interface WorkloadExport {
+  events: WorkloadEvent[];
+  exported_at?: string;
+  machine_name: string;
+  usage: UsageRecord[];
+  workload?: Workload;
+}
+
+/** What each route answers to GET. */
+export interface Get {
+  '/v1/catalog': Catalog;
+  '/v1/enrolment-tokens': ListEnrolmentTokensResponse;
+  '/v1/machines': ListMachinesResponse;
+  '/v1/machines/{id}': Machine;
+  '/v1/me': Me;
+  '/v1/openapi.json': Record<string, unknown>;
+  '/v1/tokens': ListTokensResponse;
+  '/v1/usage': ListUsageResponse;
+  '/v1/workloads': ListWorkloadsResponse;
+  '/v1/workloads/{id}': Workload;
+  '/v1/workloads/{id}/events': ListWorkloadEventsResponse;
+  '/v1/workloads/{id}/export': WorkloadExport;
+}
+
+/** What each route answers to POST: the body it takes, and its answer. */
+export interface Post {
+  '/v1/enrolment-tokens': {
+    body: {
+      expires_at?: string;
+      name: string;
+      region?: string;
+    };
+    answer: CreateEnrolmentTokenResponse;
+  };
+  '/v1/machines/{id}/revoke': {
+    body: Record<string, never>;
+    answer: Machine;
+  };
+  '/v1/me/password': {
+    body: {
+      current_password: string;
+      new_password: string;
+    };
+    answer: ChangePasswordResponse;
+  };
+  '/v1/sessions': {
+    body: {
+      client?: "browser" | "cli";
+      email: string;
+      password: string;
+    };
+    answer: Session;
+  };
+  '/v1/tokens': {
+    body: {
+      expires_at?: string;
+      name: string;
+    };
+    answer: CreateTokenResponse;
+  };
+  '/v1/workloads': {
+    body: {
+      endpoint?: EndpointParamsInput;
+      fallback?: string[];
+      fallback_after_s?: number;
+      gpu_class: string;
+      image: string;
+      kind: "vm" | "notebook" | "endpoint";
+      name: string;
+      notebook?: NotebookParamsInput;
+      region?: string;
+      vm?: VmParamsInput;
+    };
+    answer: Workload;
+  };
+  '/v1/workloads/{id}/access': {
+    body: Record<string, never>;
+    answer: AccessGrant;
+  };
+  '/v1/workloads/{id}/start': {
+    body: Record<string, never>;
+    answer: Workload;
+  };
+  '/v1/workloads/{id}/stop': {
+    body: Record<string, never>;
+    answer: Workload;
+  };
+}
+
+/** What each route answers to DELETE. */
+export interface Delete {
+  '/v1/enrolment-tokens/{id}': EnrolmentToken;
+  '/v1/sessions/current': LogoutResponse;
+  '/v1/tokens/{id}': ApiToken;
+  '/v1/workloads/{id}': Workload;
+}
