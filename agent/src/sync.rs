@@ -229,3 +229,7 @@ fn jitter(d: Duration) -> Duration {
     };
     d / 2 + d.mul_f64(spread / 2.0)
 }
+
+#[cfg(test)]
+#[path = "sync_tests.rs"]
+mod tests;

@@ -62,6 +62,7 @@ impl AgentPort {
                 agents_ca: Arc::clone(&agents_ca),
                 lifetime: cfg.timers.cert_lifetime,
             },
+            cfg.timers.stream,
             shutdown.clone(),
         );
         let enrolment = EnrolmentApi {

@@ -76,6 +76,8 @@ pub struct Timers {
     pub offline_after: Duration,
     pub offline_fail: Duration,
     pub cert_lifetime: Duration,
+    /// Each machine's stream: not settings (tests scale them down).
+    pub stream: crate::agents::StreamTimers,
 }
 
 /// The agents' port's limits on what its callers may ask of it.
@@ -135,6 +137,7 @@ impl Config {
             offline_after: settings.positive_duration(OFFLINE_AFTER, "45s")?,
             offline_fail: settings.positive_duration(OFFLINE_FAIL, "10m")?,
             cert_lifetime: settings.positive_duration(CERT_LIFETIME, "720h")?,
+            stream: crate::agents::StreamTimers::default(),
         };
         let limits = AgentLimits {
             enrol_per_minute: count(settings, ENROL_PER_MINUTE, "10")?,

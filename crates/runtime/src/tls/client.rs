@@ -86,7 +86,17 @@ impl ClientTls {
     /// here. A server refusing this client's certificate shows at the first call instead, since
     /// TLS 1.3 sends that refusal after the client has finished its handshake.
     pub async fn connect(&self, addr: &str) -> Result<Channel, TlsError> {
-        let endpoint = endpoint(addr)?;
+        self.connect_tuned(addr, |endpoint| endpoint).await
+    }
+
+    /// As `connect`, the endpoint tuned first (a test shrinks the window a stalled peer
+    /// leaves for its server to fill).
+    pub async fn connect_tuned(
+        &self,
+        addr: &str,
+        tune: impl FnOnce(Endpoint) -> Endpoint,
+    ) -> Result<Channel, TlsError> {
+        let endpoint = tune(endpoint(addr)?);
         Ok(endpoint.connect_with_connector(self.connector()).await?)
     }
 

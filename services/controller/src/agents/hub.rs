@@ -74,6 +74,12 @@ impl Hub {
         Arc::clone(&live.wake)
     }
 
+    /// How many streams of the machine are open.
+    #[cfg(test)]
+    pub fn streams(&self, machine: MachineId) -> u32 {
+        self.machines().get(&machine).map_or(0, |l| l.streams)
+    }
+
     pub fn disconnected(&self, machine: MachineId) {
         if let Some(live) = self.machines().get_mut(&machine) {
             live.streams = live.streams.saturating_sub(1);

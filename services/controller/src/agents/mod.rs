@@ -17,7 +17,7 @@ mod sync;
 pub use backend::AgentBackend;
 pub use hub::Hub;
 pub use renew::Renewals;
-pub use sync::SyncApi;
+pub use sync::{StreamTimers, SyncApi};
 
 #[cfg(test)]
 pub(crate) use limits::MAX_MESSAGE;

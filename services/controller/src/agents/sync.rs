@@ -1,9 +1,9 @@
 //! A machine's Sync stream. The machine is known by its certificate (role and fingerprint,
-//! checked against the store, again every `RECHECK`, so a revoked machine's stream ends within
+//! checked against the store, again every `StreamTimers::recheck`, so a revoked machine's stream ends within
 //! seconds), never by what it reports. It is sent its complete desired state (computed from the
 //! store each time) on connect, whenever the controller runs, parks or deletes one of its
 //! workloads (which wakes only this machine's stream, through the hub), and at least every
-//! `HEARTBEAT`; its inventory reports update its registration when they fit it. A machine has
+//! heartbeat; its inventory reports update its registration when they fit it. A machine has
 //! one live stream (`streams`): a newer one replaces it. A stream presenting a renewed
 //! certificate retires the machine's older ones.
 
@@ -36,18 +36,34 @@ use super::renew::Renewals;
 use super::streams::{Claim, Streams};
 use super::{desired, inventory, statuses};
 
-/// The desired state is sent at least this often.
-const HEARTBEAT: Duration = Duration::from_secs(20);
 /// What the store records a machine flagged for once a driver of its crashed (and was
 /// restarted by its agent): beside `limits::Excess`'s words.
 const DRIVER_CRASHED: &str = "driver_crashed";
-/// How often the machine's certificate is checked again (revocation closes within ~this).
-const RECHECK: Duration = Duration::from_secs(2);
+
+/// A stream's own timers: fixed in a controller, scaled down by tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamTimers {
+    /// The desired state is sent at least this often.
+    pub heartbeat: Duration,
+    /// How often the machine's certificate is checked again (revocation closes within ~this).
+    pub recheck: Duration,
+    /// An agent that doesn't take its desired state for this long is dropped (it reconnects),
+    /// so a stalled peer never holds a session, or the controller's shutdown, forever.
+    pub send_timeout: Duration,
+}
+
+impl Default for StreamTimers {
+    fn default() -> Self {
+        StreamTimers {
+            heartbeat: Duration::from_secs(20),
+            recheck: Duration::from_secs(2),
+            send_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
 /// `last_seen_at` is written at most this often.
 const SEEN_EVERY: Duration = Duration::from_secs(15);
-/// An agent that doesn't take its desired state for this long is dropped (it reconnects), so a
-/// stalled peer never holds a session, or the controller's shutdown, forever.
-const SEND_TIMEOUT: Duration = Duration::from_secs(20);
 /// After a failed desired-state read, the next try.
 const READ_RETRY: Duration = Duration::from_secs(1);
 
@@ -59,6 +75,7 @@ pub struct SyncApi {
     renewals: Renewals,
     streams: Arc<Streams>,
     budgets: Arc<Budgets>,
+    timers: StreamTimers,
     shutdown: Shutdown,
 }
 
@@ -68,6 +85,7 @@ impl SyncApi {
         catalog: Arc<Catalog>,
         hub: Arc<Hub>,
         renewals: Renewals,
+        timers: StreamTimers,
         shutdown: Shutdown,
     ) -> Self {
         SyncApi {
@@ -77,6 +95,7 @@ impl SyncApi {
             renewals,
             streams: Arc::default(),
             budgets: Arc::default(),
+            timers,
             shutdown,
         }
     }
@@ -126,6 +145,7 @@ impl SyncService for SyncApi {
             renewals: self.renewals.clone(),
             renewed: None,
             budgets: Arc::clone(&self.budgets),
+            timers: self.timers,
             flagged: HashSet::new(),
             driver_restarts: 0,
             machine,
@@ -150,6 +170,7 @@ struct Session {
     /// A renewed certificate to go with the next desired state.
     renewed: Option<pb::RenewedCertificate>,
     budgets: Arc<Budgets>,
+    timers: StreamTimers,
     /// What this stream was flagged for already (logged and recorded once each).
     flagged: HashSet<Excess>,
     /// The driver restarts the machine last reported on this stream.
@@ -181,12 +202,12 @@ impl Session {
         let id = self.machine.machine.id;
         tracing::info!(machine = %id, "machine connected");
         let wake = self.hub.connected(id);
-        let mut recheck = tokio::time::interval(RECHECK);
+        let mut recheck = tokio::time::interval(self.timers.recheck);
         loop {
             let step = tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = claim.replaced() => {
-                    let _ = tokio::time::timeout(SEND_TIMEOUT, self.tx.send(Err(Refusal::Replaced.into()))).await;
+                    let _ = tokio::time::timeout(self.timers.send_timeout, self.tx.send(Err(Refusal::Replaced.into()))).await;
                     break;
                 }
                 report = reports.message() => match report {
@@ -246,7 +267,7 @@ impl Session {
             renewed_certificate: self.renewed.take(),
             generated_at: Some(timestamp(OffsetDateTime::now_utc())),
         };
-        match tokio::time::timeout(SEND_TIMEOUT, self.tx.send(Ok(state))).await {
+        match tokio::time::timeout(self.timers.send_timeout, self.tx.send(Ok(state))).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(Ended),
             Err(_) => {
@@ -255,7 +276,7 @@ impl Session {
             }
         }
         self.sent = Some(workloads);
-        self.next_send = Instant::now() + HEARTBEAT;
+        self.next_send = Instant::now() + self.timers.heartbeat;
         Ok(())
     }
 
@@ -390,9 +411,11 @@ impl Session {
             Ok(Some(_)) | Err(_) => Ok(()),
             Ok(None) => {
                 tracing::info!(machine = %self.machine.machine.id, "machine revoked; closing its stream");
-                let _ =
-                    tokio::time::timeout(SEND_TIMEOUT, self.tx.send(Err(Refusal::Revoked.into())))
-                        .await;
+                let _ = tokio::time::timeout(
+                    self.timers.send_timeout,
+                    self.tx.send(Err(Refusal::Revoked.into())),
+                )
+                .await;
                 Err(Ended)
             }
         }

@@ -108,6 +108,7 @@ fn timers() -> Timers {
         offline_after: Duration::from_secs(45),
         offline_fail: Duration::from_secs(600),
         cert_lifetime: Duration::from_secs(3600),
+        stream: crate::agents::StreamTimers::default(),
     }
 }
 

@@ -16,7 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
 use crate::agent_port::AgentPort;
-use crate::agents::Hub;
+use crate::agents::{Hub, StreamTimers};
 use crate::config::Config;
 use crate::testing::{Tenancy, csr};
 
@@ -47,6 +47,11 @@ pub struct Stream {
 impl Port {
     /// With these settings on top of the defaults.
     pub async fn start(settings: &[(&str, &str)]) -> Port {
+        Port::with_timers(settings, StreamTimers::default()).await
+    }
+
+    /// With these settings, and each stream's timers scaled to `stream`.
+    pub async fn with_timers(settings: &[(&str, &str)], stream: StreamTimers) -> Port {
         let pki = tempfile::tempdir().unwrap();
         let dir = pki.path().to_str().unwrap().to_owned();
         let mut all = Settings::from_map([
@@ -56,7 +61,8 @@ impl Port {
         for (name, value) in settings {
             all = all.with(name, *value);
         }
-        let cfg = Config::from_settings(&all).unwrap();
+        let mut cfg = Config::from_settings(&all).unwrap();
+        cfg.timers.stream = stream;
         cfg.tls.init().unwrap();
         let ca_pem = std::fs::read_to_string(pki.path().join("pki/ca.pem")).unwrap();
         let tenancy = Tenancy::new().await;
@@ -101,8 +107,20 @@ impl Port {
 
     /// Opens a Sync stream with `cert` and waits for the first desired state.
     pub async fn sync(&self, cert: &IssuedCert) -> Result<Stream, Status> {
+        self.sync_with_window(cert, None).await
+    }
+
+    /// As `sync`, with room for `window` bytes of desired state the agent hasn't read.
+    pub async fn sync_with_window(
+        &self,
+        cert: &IssuedCert,
+        window: Option<u32>,
+    ) -> Result<Stream, Status> {
         let tls = ClientTls::new(&self.ca_pem, Some(cert), Role::Controller).unwrap();
-        let channel = tls.connect(&self.addr).await.unwrap();
+        let channel = tls
+            .connect_tuned(&self.addr, |e| e.initial_stream_window_size(window))
+            .await
+            .unwrap();
         let (reports, rx) = mpsc::channel(16);
         let desired = SyncServiceClient::new(channel)
             .sync(ReceiverStream::new(rx))
