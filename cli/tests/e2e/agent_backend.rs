@@ -3,10 +3,8 @@
 //! says so; and a machine that goes away is noted, forgiven if it returns in time, and its
 //! workloads failed if not.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use einsora_testkit::{eventually, eventually_or, setting};
@@ -17,7 +15,7 @@ use crate::controllers::lease_holder;
 use crate::lan::{Host, Lan};
 use crate::lifecycle::{Owner, act, create, state, timeline, wait_for};
 use crate::solo::{CONTROLLER_INTERVAL, Solo};
-use crate::support::stderr;
+use crate::support::{Lines, stderr};
 use crate::world::call;
 
 /// EINSORA_AGENT_HEARTBEAT of the test's agents: well within every offline threshold set here.
@@ -31,12 +29,12 @@ pub const PASSES: Duration = CONTROLLER_INTERVAL.saturating_mul(5);
 /// An agent process, its output kept; stopped when dropped.
 pub struct Agent {
     child: Option<Child>,
-    logs: Arc<Mutex<String>>,
+    logs: Lines,
 }
 
 impl Agent {
     pub fn logs(&self) -> String {
-        self.logs.lock().unwrap().clone()
+        self.logs.text()
     }
 
     /// How many streams it has opened to its controller (it logs `syncing` on each).
@@ -82,7 +80,7 @@ impl Drop for Agent {
                 assert!(
                     std::thread::panicking(),
                     "the agent didn't stop within {AGENT_STOPS_WITHIN:?} of SIGTERM:\n{}",
-                    self.logs.lock().unwrap()
+                    self.logs.text()
                 );
                 return;
             }
@@ -148,7 +146,7 @@ pub fn join(solo: &Solo, owner: &Owner, lan: &Lan, agents: &str, name: &str) -> 
 }
 
 /// The machine's agent, in its namespace, with the sim driver, heartbeating well within the
-/// scaled-down offline thresholds.
+/// scaled-down offline thresholds. Its logs are held to the stack's gate.
 pub fn run_agent(solo: &Solo, machine: &Machine) -> Agent {
     let heartbeat = setting(HEARTBEAT);
     let env = [
@@ -164,14 +162,8 @@ pub fn run_agent(solo: &Solo, machine: &Machine) -> Agent {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let logs = Arc::new(Mutex::new(String::new()));
-    let into = Arc::clone(&logs);
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            into.lock().unwrap().push_str(&format!("{line}\n"));
-        }
-    });
+    let logs = Lines::collect(child.stderr.take().unwrap());
+    solo.gate("agent", &logs);
     Agent {
         child: Some(child),
         logs,

@@ -2,13 +2,11 @@
 //! role (and its own controller, kept to a second region, `lab`), while the test starts, kills,
 //! pauses and restarts the controllers of the region under test, `local`.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::solo::{Engine, Solo};
-use crate::support::{Einsora, signal};
+use crate::support::{Einsora, Lines, signal};
 use crate::world::catalog_with_a_second_region;
 
 /// The region the test's own controllers reconcile.
@@ -36,12 +34,13 @@ pub fn stack(engine: Engine, database: Option<&str>, env: &[(&str, &str)]) -> (S
 
 pub struct Controller {
     child: Child,
-    logs: Arc<Mutex<String>>,
+    logs: Lines,
 }
 
 impl Controller {
     /// A controller of [`REGION`] on the stack's database and certificates, with `env`. Nothing
-    /// dials its ports: it binds whichever the kernel gives it.
+    /// dials its ports: it binds whichever the kernel gives it. Its logs are held to the
+    /// stack's gate.
     pub fn start(solo: &Solo, catalog: &str, env: &[(&str, &str)]) -> Controller {
         let mut all: Vec<(&str, &str)> = vec![
             ("EINSORA_AGENT_ADDR", "127.0.0.1:0"),
@@ -59,16 +58,8 @@ impl Controller {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let logs = Arc::new(Mutex::new(String::new()));
-        let err = child.stderr.take().unwrap();
-        let into = Arc::clone(&logs);
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let mut text = into.lock().unwrap();
-                text.push_str(&line);
-                text.push('\n');
-            }
-        });
+        let logs = Lines::collect(child.stderr.take().unwrap());
+        solo.gate("controller", &logs);
         Controller { child, logs }
     }
 
@@ -77,7 +68,7 @@ impl Controller {
     }
 
     pub fn logs(&self) -> String {
-        self.logs.lock().unwrap().clone()
+        self.logs.text()
     }
 
     /// SIGKILL, and reaps it.

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::lifecycle::Owner;
 use crate::solo::Solo;
-use crate::support::stderr;
+use crate::support::{Lines, stderr};
 use crate::world::call;
 
 fn token(solo: &Solo, owner: &Owner, name: &str) -> String {
@@ -117,9 +117,8 @@ fn a_machine_joins_once_with_a_token_that_pins_the_controller() {
 /// stream is closed within seconds and its reconnects are refused.
 #[test]
 fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
-    use std::io::{BufRead, BufReader};
     use std::process::Stdio;
-    use std::sync::{Arc, Mutex};
+
     use std::time::{Duration, Instant};
 
     let (solo, agents) = with_agents_port();
@@ -147,14 +146,9 @@ fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let logs = Arc::new(Mutex::new(String::new()));
-        let into = Arc::clone(&logs);
-        let err = agent.stderr.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                into.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
+        let logs = Lines::default();
+        let reader = logs.add(agent.stderr.take().unwrap());
+        solo.gate("agent", &logs);
         (agent, logs, reader)
     };
     let (mut agent, logs, reader) = spawn_agent();
@@ -165,11 +159,7 @@ fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
         if machine["cpus"].as_u64().unwrap_or(0) > 0 && machine["status"] == "online" {
             break machine;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{machine}\n{}",
-            logs.lock().unwrap()
-        );
+        assert!(Instant::now() < deadline, "{machine}\n{}", logs.text());
         std::thread::sleep(Duration::from_millis(100));
     };
     let memory: u64 = machine["memory_bytes"].as_str().unwrap().parse().unwrap();
@@ -199,11 +189,7 @@ fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
     eprintln!("stream closed {:?} after the revocation", revoked.elapsed());
     assert!(!exited.success());
     reader.join().unwrap();
-    assert!(
-        logs.lock().unwrap().contains("was revoked"),
-        "{}",
-        logs.lock().unwrap()
-    );
+    assert!(logs.text().contains("was revoked"), "{}", logs.text());
 
     let (mut again, logs, reader) = spawn_agent();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -222,9 +208,5 @@ fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
         !status.success(),
         "a revoked machine's reconnect is refused"
     );
-    assert!(
-        logs.lock().unwrap().contains("was revoked"),
-        "{}",
-        logs.lock().unwrap()
-    );
+    assert!(logs.text().contains("was revoked"), "{}", logs.text());
 }

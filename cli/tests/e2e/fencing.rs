@@ -57,6 +57,8 @@ fn only_the_lease_holder_reconciles_and_a_deposed_leader_commits_nothing() {
     });
     assert!(!second.logs().contains("leading"), "{}", second.logs());
 
+    // Woken, the deposed leader says it couldn't renew in time, and stops.
+    solo.expect_log("couldn't renew the lease in time");
     signal(first.pid(), "STOP");
     let paused = Instant::now();
     eventually(LEASE + RETRY + SLACK, "the standby takes over", || {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use einsora_testkit::eventually_or;
 
-use crate::support::{Einsora, finish, stderr};
+use crate::support::{Einsora, Lines, finish, stderr};
 
 /// What `einsora images build` makes, by tag.
 const IMAGES: [&str; 3] = [
@@ -94,13 +94,12 @@ fn einsora_images_build_as_the_readme_says() {
 /// A build's output, read as it comes, and the process.
 struct Running {
     child: std::process::Child,
-    said: std::sync::Arc<std::sync::Mutex<String>>,
+    said: Lines,
 }
 
 impl Running {
     /// In a process group of its own, so a failing test can stop the script it runs too.
     fn start(e: &Einsora, env: &[(&str, &str)]) -> Running {
-        use std::io::BufRead;
         use std::os::unix::process::CommandExt;
         let mut child = e
             .command(&["images", "build"], env)
@@ -109,7 +108,7 @@ impl Running {
             .process_group(0)
             .spawn()
             .unwrap();
-        let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let said = Lines::default();
         for pipe in [
             child
                 .stdout
@@ -123,14 +122,7 @@ impl Running {
         .into_iter()
         .flatten()
         {
-            let said = std::sync::Arc::clone(&said);
-            std::thread::spawn(move || {
-                for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
-                    let mut text = said.lock().unwrap();
-                    text.push_str(&line);
-                    text.push('\n');
-                }
-            });
+            drop(said.add(pipe));
         }
         Running { child, said }
     }
@@ -145,7 +137,7 @@ impl Running {
     }
 
     fn said(&self) -> String {
-        self.said.lock().unwrap().clone()
+        self.said.text()
     }
 
     fn running(&mut self) -> bool {

@@ -2,15 +2,15 @@
 //! line it and its children write captured (terminal and einsora.log, for the secrets test), its
 //! children findable by role, and a raw HTTP/1.1 client so tests control every byte they send.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use einsora_testkit::Port;
 
-use crate::support::{Einsora, children_of, stderr, terminate};
+use crate::support::{Einsora, Lines, children_of, stderr, terminate};
 
 /// The owner `Solo` makes before `einsora up` in local auth mode.
 pub const OWNER_EMAIL: &str = "owner@solo.test";
@@ -36,8 +36,11 @@ pub struct Solo {
     up: Option<Child>,
     /// What `up` was started with, for [`Solo::restart`].
     env: Vec<(String, String)>,
-    logs: Arc<Mutex<String>>,
-    stdout: Arc<Mutex<String>>,
+    logs: Lines,
+    stdout: Lines,
+    /// The logs of processes a test started beside the stack (agents, more controllers),
+    /// held to the same gate.
+    beside: Mutex<Vec<(String, Lines)>>,
     /// The ports its settings name, held for as long as it lives (across restarts too).
     ports: Vec<Port>,
     /// WARN and ERROR lines the test expects (each a fragment of such a line): any other fails
@@ -147,10 +150,11 @@ impl Solo {
             database,
             up: None,
             env: Vec::new(),
-            logs: Arc::default(),
-            stdout: Arc::default(),
+            logs: Lines::default(),
+            stdout: Lines::default(),
             ports: Vec::new(),
             expected: Mutex::new(Vec::new()),
+            beside: Mutex::new(Vec::new()),
         };
         solo.follow(up);
         solo
@@ -160,8 +164,8 @@ impl Solo {
     /// restart: its earlier lines are kept).
     fn follow(&mut self, mut up: Child) {
         let ready_before = self.stdout().matches("Einsora is ready: ").count();
-        collect(up.stderr.take().unwrap(), &self.logs);
-        collect(up.stdout.take().unwrap(), &self.stdout);
+        self.logs.add(up.stderr.take().unwrap());
+        self.stdout.add(up.stdout.take().unwrap());
         self.up = Some(up);
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.stdout().matches("Einsora is ready: ").count() == ready_before {
@@ -180,18 +184,18 @@ impl Solo {
 
     /// What the processes printed on standard output (dev mode's accounts, the ready line).
     pub fn stdout(&self) -> String {
-        self.stdout.lock().unwrap().clone()
+        self.stdout.text()
     }
 
     /// The lines `up` and its children wrote to the terminal (standard error), every start's.
     pub fn terminal(&self) -> String {
-        self.logs.lock().unwrap().clone()
+        self.logs.text()
     }
 
     /// Everything logged so far: the terminal's lines, then einsora.log.
     pub fn logs(&self) -> String {
         let file = std::fs::read_to_string(self.log_file()).unwrap_or_default();
-        format!("{}{file}", self.logs.lock().unwrap())
+        format!("{}{file}", self.logs.text())
     }
 
     pub fn log_file(&self) -> std::path::PathBuf {
@@ -267,10 +271,24 @@ impl Solo {
         self.expected.lock().unwrap().push(fragment.to_owned());
     }
 
-    /// The WARN and ERROR lines logged that no expectation covers.
+    /// Holds `lines`, the logs of `who` started beside the stack, to its gate too.
+    pub fn gate(&self, who: &str, lines: &Lines) {
+        self.beside
+            .lock()
+            .unwrap()
+            .push((who.to_owned(), lines.clone()));
+    }
+
+    /// The WARN and ERROR lines logged that no expectation covers, the stack's and those of
+    /// what was started beside it (each marked with who said it).
     fn unexpected_logs(&self) -> Vec<String> {
         let expected = self.expected.lock().unwrap();
-        crate::log_gate::unexpected(&self.logs(), &expected)
+        let mut unexpected = crate::log_gate::unexpected(&self.logs(), &expected);
+        for (who, lines) in self.beside.lock().unwrap().iter() {
+            let theirs = crate::log_gate::unexpected(&lines.text(), &expected);
+            unexpected.extend(theirs.into_iter().map(|l| format!("[{who}] {l}")));
+        }
+        unexpected
     }
 }
 
@@ -300,17 +318,6 @@ pub fn make_owner(e: &Einsora, database: &str) {
     drop(input);
     let out = setup.wait_with_output().unwrap();
     assert!(out.status.success(), "setup: {}", stderr(&out));
-}
-
-fn collect(from: impl Read + Send + 'static, into: &Arc<Mutex<String>>) {
-    let into = Arc::clone(into);
-    std::thread::spawn(move || {
-        for line in BufReader::new(from).lines().map_while(Result::ok) {
-            let mut text = into.lock().unwrap();
-            text.push_str(&line);
-            text.push('\n');
-        }
-    });
 }
 
 pub fn parse(raw: &[u8]) -> Option<Answer> {

@@ -158,3 +158,34 @@ pub fn dump(db: &Path) -> String {
     assert!(out.status.success());
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// What a child process writes to a pipe, line by line, as it writes it: the one collector of
+/// every process a test starts. Clones share the text.
+#[derive(Clone, Default)]
+pub struct Lines(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl Lines {
+    /// Collects `from` until it closes, on a thread of its own.
+    pub fn collect(from: impl std::io::Read + Send + 'static) -> Lines {
+        let lines = Lines::default();
+        drop(lines.add(from));
+        lines
+    }
+
+    /// Collects `from` too, into the same text; the thread ends when `from` closes.
+    pub fn add(&self, from: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<()> {
+        use std::io::BufRead;
+        let into = self.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
+                let mut text = into.0.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        })
+    }
+
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap().clone()
+    }
+}
