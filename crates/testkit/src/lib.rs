@@ -1,5 +1,6 @@
-//! Test infrastructure shared by the crates' test suites: real components, started in temp
-//! directories and stopped when the test process ends; ports held for them so nothing else
+//! The test harness every crate's tests share: real components, started in temp directories
+//! and stopped when the test process ends (a throwaway store on SQLite or Postgres, `db`);
+//! builders for what tests put in a store (`fixtures`); ports held for them so nothing else
 //! takes those; waits on conditions, never on a guess of how long something takes; and the
 //! report every bench prints.
 
@@ -7,6 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 pub mod bench;
+pub mod db;
+pub mod fixtures;
 mod ports;
 mod postgres;
 mod strings;
@@ -15,4 +18,4 @@ mod wait;
 pub use ports::Port;
 pub use postgres::TempPostgres;
 pub use strings::all_strings;
-pub use wait::{POLL, eventually, eventually_or, setting};
+pub use wait::{POLL, eventually, eventually_async, eventually_or, setting};

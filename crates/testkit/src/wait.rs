@@ -37,6 +37,27 @@ pub fn eventually_or<T, C: Display>(
     }
 }
 
+/// [`eventually`] for a probe that awaits (a store, a port): polls on the Tokio timer, so the
+/// runtime goes on while it waits.
+pub async fn eventually_async<T>(
+    what: impl Display,
+    within: Duration,
+    mut probe: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let last = tokio::time::Instant::now() >= deadline;
+        if let Some(found) = probe().await {
+            return found;
+        }
+        if last {
+            panic!("{what}: not within {within:?}");
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        tokio::time::sleep(POLL.min(left)).await;
+    }
+}
+
 /// `d` as an `EINSORA_*` duration setting takes it (`1500ms`), so a test states each timer once
 /// and derives its bounds from the same value it configured.
 pub fn setting(d: Duration) -> String {
@@ -79,6 +100,25 @@ mod tests {
     #[test]
     fn a_zero_bound_still_looks_once() {
         assert_eq!(eventually("at once", Duration::ZERO, || Some(7)), 7);
+    }
+
+    #[tokio::test]
+    async fn the_async_one_waits_on_the_runtimes_timer() {
+        let mut tries = 0;
+        let found = eventually_async("the third try", Duration::from_secs(10), async || {
+            tries += 1;
+            (tries == 3).then_some(tries)
+        })
+        .await;
+        assert_eq!(found, 3);
+        let failed = tokio::spawn(eventually_async(
+            "never",
+            Duration::from_millis(50),
+            async || None::<()>,
+        ))
+        .await
+        .unwrap_err();
+        assert!(failed.is_panic());
     }
 
     #[test]

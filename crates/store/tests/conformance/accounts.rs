@@ -236,7 +236,7 @@ pub async fn tokens_live_until_revoked_or_expired(db: TestDb) {
 /// A ticket is refused for another workload and once expired.
 pub async fn tickets_are_redeemed_exactly_once(db: TestDb) {
     let store = &*db.store;
-    let other = db.another().await;
+    let other = db.open_again().await;
     let t = tenant(store, None).await;
     let you = user(store, t, "you@example.com").await;
     let w = create(store, t, "nb").await;

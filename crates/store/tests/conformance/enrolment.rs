@@ -158,7 +158,7 @@ fn redemption(hash: u8, label: &str) -> einsora_store::Redemption {
 /// one machine is enrolled, owned by the token's tenant in its region, and the token records it.
 pub async fn a_token_enrols_exactly_one_machine_however_many_redeem_it(db: TestDb) {
     let store = &*db.store;
-    let other = db.another().await;
+    let other = db.open_again().await;
     let t = tenant(store, None).await;
     let you = user(store, t, "you@x.test").await;
     let made = store

@@ -19,29 +19,8 @@ mod races;
 mod transitions;
 mod workloads;
 
-/// Declares each case once per engine: `sqlite::<case>` and `postgres::<case>`.
-macro_rules! conformance {
-    ($($module:ident :: $case:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $case() {
-                    super::$module::$case(super::harness::sqlite().await).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn $case() {
-                    super::$module::$case(super::harness::postgres().await).await;
-                }
-            )+
-        }
-    };
-}
-
-conformance! {
+// Each case once per engine: `sqlite::<case>` and `postgres::<case>`.
+einsora_testkit::on_both_engines! {
     transitions::every_legal_step_is_recorded,
     transitions::every_illegal_step_is_refused_and_changes_nothing,
     transitions::provisioning_needs_admission_and_pending_needs_start,

@@ -10,7 +10,7 @@ use crate::harness::{TestDb, create, new_workload, reason, step, tenant, workloa
 pub async fn concurrent_creates_stop_at_the_quota(db: TestDb) {
     const QUOTA: u32 = 7;
     let t = tenant(&*db.store, Some(QUOTA)).await;
-    let stores = [Arc::clone(&db.store), db.another().await];
+    let stores = [Arc::clone(&db.store), db.open_again().await];
     let tasks: Vec<_> = (0..50)
         .map(|i| {
             let store = Arc::clone(&stores[i % 2]);

@@ -7,7 +7,7 @@ use crate::harness::{TestDb, create, tenant, try_step};
 /// compare-and-swap wins, the other sees a conflict, and the timeline gets exactly one event.
 pub async fn two_writers_exactly_one_wins(db: TestDb) {
     let store = &*db.store;
-    let other = db.another().await;
+    let other = db.open_again().await;
     let t = tenant(store, None).await;
     for round in 0..20 {
         let w = create(store, t, &format!("race-{round}")).await;

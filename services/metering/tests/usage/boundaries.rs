@@ -5,7 +5,9 @@ use einsora_metering::{Meter, Pass, PassReport};
 use time::OffsetDateTime;
 use time::macros::datetime;
 
-use crate::harness::{PLACED_CLASS, TestDb, UNITS, step, tenant, workload};
+use crate::harness::{
+    PLACED_CLASS, TestDb, UNITS, records, set_event_times, step, tenant, usage, workload,
+};
 
 const H10: OffsetDateTime = datetime!(2025-03-01 10:00 UTC);
 const H11: OffsetDateTime = datetime!(2025-03-01 11:00 UTC);
@@ -22,7 +24,7 @@ async fn ran_across_eleven(db: &TestDb) -> einsora_core::workload::Workload {
         datetime!(2025-03-01 11:00:45 UTC), // stopping
         datetime!(2025-03-01 11:01 UTC),    // stopped
     ];
-    db.set_event_times(w.id, &times).await;
+    set_event_times(&db, w.id, &times).await;
     w
 }
 
@@ -38,8 +40,8 @@ pub async fn a_run_across_an_hour_boundary_is_split_at_it(db: TestDb) {
         }
     );
 
-    assert_eq!(db.usage(&w).await, [(H10, 30), (H11, 45)]);
-    for r in db.records(&w).await {
+    assert_eq!(usage(&db, &w).await, [(H10, 30), (H11, 45)]);
+    for r in records(&db, &w).await {
         assert_eq!(
             (r.tenant_id, r.workload_id, r.region.as_str(), r.machine_id),
             (w.tenant_id, w.id, "local", None)
@@ -52,8 +54,8 @@ pub async fn replays_and_restarts_never_double_count(db: TestDb) {
     let w = ran_across_eleven(&db).await;
     let mut meter = Meter::new(db.store.clone());
     meter.pass(Pass::Sweep, NOON).await.unwrap();
-    let first = db.records(&w).await;
-    assert_eq!(db.usage(&w).await, [(H10, 30), (H11, 45)]);
+    let first = records(&db, &w).await;
+    assert_eq!(usage(&db, &w).await, [(H10, 30), (H11, 45)]);
 
     // The same events again, by the same meter, at the same time and later.
     for (pass, now) in [
@@ -65,7 +67,7 @@ pub async fn replays_and_restarts_never_double_count(db: TestDb) {
         assert_eq!(report.written, 0, "{pass:?} at {now}");
     }
     // A restart: a new process, a new store, a meter that remembers nothing.
-    let mut restarted = Meter::new(db.reopen().await);
+    let mut restarted = Meter::new(db.open_again().await);
     let report = restarted.pass(Pass::Changes, NOON).await.unwrap();
     assert_eq!(
         report,
@@ -74,33 +76,33 @@ pub async fn replays_and_restarts_never_double_count(db: TestDb) {
             written: 0
         }
     );
-    assert_eq!(db.records(&w).await, first, "same records, same IDs");
+    assert_eq!(records(&db, &w).await, first, "same records, same IDs");
 }
 
 pub async fn a_running_workload_is_accounted_up_to_now(db: TestDb) {
     let t = tenant(&*db.store).await;
     let w = workload(&*db.store, t, &[Provisioning, Running]).await;
     let running = datetime!(2025-03-01 10:30 UTC);
-    db.set_event_times(w.id, &[running, running, running]).await;
+    set_event_times(&db, w.id, &[running, running, running]).await;
 
     let mut meter = Meter::new(db.store.clone());
     meter
         .pass(Pass::Sweep, datetime!(2025-03-01 11:15 UTC))
         .await
         .unwrap();
-    assert_eq!(db.usage(&w).await, [(H10, 1800), (H11, 900)]);
-    let ids: Vec<_> = db.records(&w).await.iter().map(|r| r.id).collect();
+    assert_eq!(usage(&db, &w).await, [(H10, 1800), (H11, 900)]);
+    let ids: Vec<_> = records(&db, &w).await.iter().map(|r| r.id).collect();
 
     meter
         .pass(Pass::Sweep, datetime!(2025-03-01 12:00:20 UTC))
         .await
         .unwrap();
-    assert_eq!(db.usage(&w).await, [(H10, 1800), (H11, 3600), (NOON, 20)]);
-    let grown: Vec<_> = db.records(&w).await.iter().map(|r| r.id).collect();
+    assert_eq!(usage(&db, &w).await, [(H10, 1800), (H11, 3600), (NOON, 20)]);
+    let grown: Vec<_> = records(&db, &w).await.iter().map(|r| r.id).collect();
     assert_eq!(grown[..2], ids[..], "an hour keeps its record as it grows");
 
     // A restarted meter at the same time agrees, so it writes nothing.
-    let mut restarted = Meter::new(db.reopen().await);
+    let mut restarted = Meter::new(db.open_again().await);
     let report = restarted
         .pass(Pass::Sweep, datetime!(2025-03-01 12:00:20 UTC))
         .await
@@ -112,14 +114,14 @@ pub async fn a_changes_pass_leaves_unchanged_running_workloads_to_the_sweep(db: 
     let t = tenant(&*db.store).await;
     let w = workload(&*db.store, t, &[Provisioning, Running]).await;
     let running = datetime!(2025-03-01 10:30 UTC);
-    db.set_event_times(w.id, &[running, running, running]).await;
+    set_event_times(&db, w.id, &[running, running, running]).await;
     let mut meter = Meter::new(db.store.clone());
     meter
         .pass(Pass::Changes, datetime!(2025-03-01 10:40 UTC))
         .await
         .unwrap();
     assert_eq!(
-        db.usage(&w).await,
+        usage(&db, &w).await,
         [(H10, 600)],
         "a first pass covers everything"
     );
@@ -136,13 +138,13 @@ pub async fn a_changes_pass_leaves_unchanged_running_workloads_to_the_sweep(db: 
             written: 0
         }
     );
-    assert_eq!(db.usage(&w).await, [(H10, 600)]);
+    assert_eq!(usage(&db, &w).await, [(H10, 600)]);
 
     meter
         .pass(Pass::Sweep, datetime!(2025-03-01 10:42 UTC))
         .await
         .unwrap();
-    assert_eq!(db.usage(&w).await, [(H10, 720)]);
+    assert_eq!(usage(&db, &w).await, [(H10, 720)]);
 
     // A change to the workload is a change pass's business.
     let w = step(&*db.store, &w, Stopping).await;
@@ -150,7 +152,7 @@ pub async fn a_changes_pass_leaves_unchanged_running_workloads_to_the_sweep(db: 
     let stop = datetime!(2025-03-01 10:43 UTC);
     let mut times = vec![running; events.len() - 1];
     times.push(stop);
-    db.set_event_times(w.id, &times).await;
+    set_event_times(&db, w.id, &times).await;
     let report = meter
         .pass(Pass::Changes, datetime!(2025-03-01 10:50 UTC))
         .await
@@ -162,22 +164,21 @@ pub async fn a_changes_pass_leaves_unchanged_running_workloads_to_the_sweep(db: 
             written: 1
         }
     );
-    assert_eq!(db.usage(&w).await, [(H10, 780)]);
+    assert_eq!(usage(&db, &w).await, [(H10, 780)]);
 }
 
 pub async fn a_deleted_workload_keeps_its_usage(db: TestDb) {
     let t = tenant(&*db.store).await;
     let w = workload(&*db.store, t, &[Provisioning, Running, Deleting, Deleted]).await;
     let at = |m: u8| H10.replace_minute(m).unwrap();
-    db.set_event_times(w.id, &[at(0), at(0), at(0), at(45), at(46)])
-        .await;
+    set_event_times(&db, w.id, &[at(0), at(0), at(0), at(45), at(46)]).await;
 
     Meter::new(db.store.clone())
         .pass(Pass::Sweep, NOON)
         .await
         .unwrap();
-    assert_eq!(db.usage(&w).await, [(H10, 2700)]);
-    let report = Meter::new(db.reopen().await)
+    assert_eq!(usage(&db, &w).await, [(H10, 2700)]);
+    let report = Meter::new(db.open_again().await)
         .pass(Pass::Sweep, NOON)
         .await
         .unwrap();

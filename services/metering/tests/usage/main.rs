@@ -10,29 +10,8 @@ mod harness;
 mod boundaries;
 mod schedule;
 
-/// Declares each case once per engine: `sqlite::<case>` and `postgres::<case>`.
-macro_rules! on_both_engines {
-    ($($module:ident :: $case:ident),+ $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$module::$case(super::harness::sqlite().await).await;
-                }
-            )+
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    super::$module::$case(super::harness::postgres().await).await;
-                }
-            )+
-        }
-    };
-}
-
-on_both_engines! {
+// Each case once per engine: `sqlite::<case>` and `postgres::<case>`.
+einsora_testkit::on_both_engines! {
     boundaries::a_run_across_an_hour_boundary_is_split_at_it,
     boundaries::replays_and_restarts_never_double_count,
     boundaries::a_running_workload_is_accounted_up_to_now,

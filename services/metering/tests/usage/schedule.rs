@@ -8,7 +8,12 @@ use einsora_metering::{Clock, Meter, run_passes};
 use einsora_runtime::shutdown::Shutdown;
 use time::OffsetDateTime;
 
-use crate::harness::{TestDb, step, tenant, workload};
+use einsora_testkit::eventually_async;
+
+use crate::harness::{TestDb, step, tenant, usage, workload};
+
+/// Long enough for anything that should happen; it only runs out on a failure.
+const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The system's clock, two hours ahead.
 #[derive(Debug)]
@@ -20,22 +25,11 @@ impl Clock for TwoHoursAhead {
     }
 }
 
-/// Polls `check` until it holds, for at most 20 s.
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    for _ in 0..200 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within 20 s");
-}
-
 pub async fn passes_follow_changes_and_stop_on_shutdown(db: TestDb) {
     let shutdown = Shutdown::new();
     // No sweep but the first within the test: what follows comes from the change signal.
     let passes = tokio::spawn(run_passes(
-        Meter::new(db.reopen().await),
+        Meter::new(db.open_again().await),
         Arc::new(TwoHoursAhead),
         Duration::from_secs(3600),
         shutdown.clone(),
@@ -44,9 +38,9 @@ pub async fn passes_follow_changes_and_stop_on_shutdown(db: TestDb) {
     let w = workload(&*db.store, t, &[Provisioning, Running]).await;
 
     // To a clock two hours ahead, it has been running for two hours.
-    eventually("running usage recorded", async || {
-        let total: u32 = db.usage(&w).await.iter().map(|(_, s)| s).sum();
-        (7197..7260).contains(&total)
+    eventually_async("running usage recorded", PATIENCE, async || {
+        let total: u32 = usage(&db, &w).await.iter().map(|(_, s)| s).sum();
+        (7197..7260).contains(&total).then_some(())
     })
     .await;
 
@@ -56,10 +50,16 @@ pub async fn passes_follow_changes_and_stop_on_shutdown(db: TestDb) {
     let events = db.store.events(w.id).await.unwrap();
     let ran = events[3].at - events[2].at;
     assert_eq!((events[2].to, events[3].to), (Running, Stopping));
-    eventually("usage corrected after the stop", async || {
-        let total: i64 = db.usage(&w).await.iter().map(|(_, s)| i64::from(*s)).sum();
+    eventually_async("usage corrected after the stop", PATIENCE, async || {
+        let total: i64 = usage(&db, &w)
+            .await
+            .iter()
+            .map(|(_, s)| i64::from(*s))
+            .sum();
         // Whole seconds per hour: up to a second less if the run spans an hour boundary.
-        (ran.whole_seconds() - 1..=ran.whole_seconds()).contains(&total)
+        (ran.whole_seconds() - 1..=ran.whole_seconds())
+            .contains(&total)
+            .then_some(())
     })
     .await;
 

@@ -1,0 +1,127 @@
+//! Builders for what tests put in a store: tenants with a quota, workloads, admissions, and
+//! workloads taken along the lifecycle by the Store API. Each gives the defaults a test doesn't
+//! care about; a test sets what it does (struct update syntax on what they return).
+
+use einsora_core::ids::{TenantId, WorkloadId};
+use einsora_core::kind::WorkloadKind;
+use einsora_core::lifecycle::State;
+use einsora_core::reasons::{Actor, Credential, Reason};
+use einsora_core::region::Region;
+use einsora_core::workload::Workload;
+use einsora_store::{Admission, NewTenant, NewWorkload, QuotaClass, Store, StoreError, Transition};
+
+/// The default region's ID.
+pub fn local() -> Region {
+    Region::new("local").unwrap()
+}
+
+/// Why a test's workload was created: by a user in the dashboard.
+pub fn created() -> Reason {
+    Reason::Created {
+        by: Actor {
+            subject: "you@example.com".into(),
+            credential: Credential::BrowserSession,
+        },
+    }
+}
+
+/// A trusted tenant with `quota` (`None`: unlimited) for `class`.
+pub async fn tenant(store: &dyn Store, class: QuotaClass, quota: Option<u32>) -> TenantId {
+    let id = TenantId::new();
+    let tenant = NewTenant {
+        id,
+        slug: format!("t-{id}"),
+        name: "Test".into(),
+        trusted: true,
+    };
+    store.create_tenant(&tenant).await.unwrap();
+    store.set_quota(id, &class, quota).await.unwrap();
+    id
+}
+
+/// A notebook of one `cpu-1c-2g` unit on `jupyterlab` in [`local`], named `name`.
+pub fn new_workload(tenant: TenantId, name: &str) -> NewWorkload {
+    NewWorkload {
+        id: WorkloadId::new(),
+        tenant_id: tenant,
+        kind: WorkloadKind::Notebook,
+        name: name.into(),
+        gpu_class: "cpu-1c-2g".into(),
+        units: 1,
+        image: "jupyterlab".into(),
+        region: local(),
+        fallback: vec![],
+        fallback_after_s: None,
+        params: "{}".into(),
+    }
+}
+
+/// The lifecycle as tests walk it: each step without a lease, admission (placing a workload on
+/// `admission`) recorded on the way to provisioning, and the way back to pending `start`.
+#[derive(Debug, Clone)]
+pub struct Lifecycle {
+    pub admission: Admission,
+}
+
+impl Lifecycle {
+    /// Admitted to `placed_class` on no machine, with the sim driver.
+    pub fn placing_on(placed_class: &str) -> Lifecycle {
+        Lifecycle {
+            admission: Admission {
+                placed_class: placed_class.into(),
+                machine_id: None,
+                driver: Some("sim".into()),
+            },
+        }
+    }
+
+    pub async fn try_step(
+        &self,
+        store: &dyn Store,
+        w: &Workload,
+        to: State,
+    ) -> Result<Workload, StoreError> {
+        if to == State::Pending {
+            return store.start(w, &created()).await;
+        }
+        let change = Transition {
+            workload: w,
+            to,
+            reason: &Reason::Ready,
+            admission: (to == State::Provisioning).then_some(&self.admission),
+            fence: None,
+        };
+        store.transition(&change).await
+    }
+
+    pub async fn step(&self, store: &dyn Store, w: &Workload, to: State) -> Workload {
+        self.try_step(store, w, to)
+            .await
+            .unwrap_or_else(|e| panic!("{} -> {to}: {e}", w.state))
+    }
+
+    /// `new`, created and taken through `steps`.
+    pub async fn through(&self, store: &dyn Store, new: &NewWorkload, steps: &[State]) -> Workload {
+        let mut w = store.create_workload(new, &created()).await.unwrap();
+        for &to in steps {
+            w = self.step(store, &w, to).await;
+        }
+        w
+    }
+}
+
+/// The steps along the lifecycle's diagram from pending to `state`.
+pub fn path_to(state: State) -> &'static [State] {
+    use State::*;
+    match state {
+        Pending => &[],
+        Queued => &[Queued],
+        Provisioning => &[Provisioning],
+        Running => &[Provisioning, Running],
+        Stopping => &[Provisioning, Running, Stopping],
+        Stopped => &[Provisioning, Running, Stopping, Stopped],
+        Failed => &[Provisioning, Failed],
+        Deleting => &[Deleting],
+        Deleted => &[Deleting, Deleted],
+    }
+}
