@@ -618,8 +618,8 @@ fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
         }
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
-    crate::controllers::eventually(Duration::from_secs(60), "everything settles", || {
-        rt.block_on(crate::replay::unsettled(&solo.database)) == 0
+    eventually("everything settles", Duration::from_secs(60), || {
+        (rt.block_on(crate::replay::unsettled(&solo.database)) == 0).then_some(())
     });
     let findings = rt.block_on(crate::replay::check(&solo.database, &acknowledged));
     assert!(findings.clean(), "{findings:#?}");

@@ -2,8 +2,10 @@
 //! role (and its own controller, kept to a second region, `lab`), while the test starts, kills,
 //! pauses and restarts the controllers of the region under test, `local`.
 
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+use einsora_store::DatabaseUrl;
 
 use crate::solo::{Engine, Solo};
 use crate::support::{Einsora, Lines, signal};
@@ -108,30 +110,7 @@ pub fn lease_holder(database: &str) -> Option<u32> {
          AND expires_at > {}",
         time::OffsetDateTime::now_utc().unix_timestamp() * 1000
     );
-    let holder = query(database, &sql);
+    let holder = einsora_testkit::db::query(&DatabaseUrl::parse(database).unwrap(), &sql);
     // `<host>/<pid>/<uuid>`
     holder.trim().split('/').nth(1)?.parse().ok()
-}
-
-/// One query's output, with the engine's own client.
-pub fn query(database: &str, sql: &str) -> String {
-    let out = match database.strip_prefix("sqlite:") {
-        Some(path) => Command::new("sqlite3").arg(path).arg(sql).output(),
-        None => Command::new("psql").args([database, "-tAc", sql]).output(),
-    }
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Waits until `check` holds, or fails with `what` after `within`; how long it took.
-#[track_caller]
-pub fn eventually(within: Duration, what: &str, mut check: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    einsora_testkit::eventually(what, within, || check().then_some(()));
-    started.elapsed()
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 use einsora_core::lifecycle::State;
 use serde_json::json;
 
-use crate::controllers::{Controller, eventually, lease_holder, stack};
+use einsora_testkit::eventually;
+
+use crate::controllers::{Controller, lease_holder, stack};
 use crate::replay::{self, Acknowledged};
 use crate::solo::{Engine, Solo};
 use crate::world::{Credential, call, tenant};
@@ -103,8 +105,8 @@ fn crash(engine: Engine) {
         while done.load(Ordering::SeqCst) < OPERATIONS || kills.load(Ordering::SeqCst) < KILLS {
             std::thread::sleep(Duration::from_millis(20));
         }
-        eventually(Duration::from_secs(120), "every workload settles", || {
-            rt.block_on(replay::unsettled(&solo.database)) == 0
+        eventually("every workload settles", Duration::from_secs(120), || {
+            (rt.block_on(replay::unsettled(&solo.database)) == 0).then_some(())
         });
         settled.store(true, Ordering::SeqCst);
     });
@@ -120,8 +122,7 @@ fn crash(engine: Engine) {
     assert!(findings.clean(), "{findings:#?}");
     // No faults were injected and the runtime outlives its controller: nothing failed, and
     // nothing needed a note.
-    let failed_or_noted = crate::controllers::query(
-        &solo.database,
+    let failed_or_noted = solo.query(
         "SELECT count(*) FROM workload_events WHERE to_state = 'failed' OR from_state = to_state",
     );
     assert_eq!(failed_or_noted.trim(), "0");

@@ -7,7 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::controllers::{Controller, eventually, lease_holder, stack};
+use einsora_testkit::eventually;
+
+use crate::controllers::{Controller, lease_holder, stack};
 use crate::lifecycle::{create, state, timeline, wait_for};
 use crate::replay;
 use crate::solo::Engine;
@@ -43,8 +45,8 @@ fn only_the_lease_holder_reconciles_and_a_deposed_leader_commits_nothing() {
     // Only the first and third controllers have GPUs: what the second queues, they would admit.
     let with_gpus = "cpu-1c-2g=10,l40s-48gb=4";
     let mut first = start(&solo, &catalog, with_gpus);
-    eventually(SLACK, "the first controller leads", || {
-        lease_holder(&db) == Some(first.pid())
+    eventually("the first controller leads", SLACK, || {
+        (lease_holder(&db) == Some(first.pid())).then_some(())
     });
     let second = start(&solo, &catalog, "cpu-1c-2g=10,l40s-48gb=0");
 
@@ -52,8 +54,8 @@ fn only_the_lease_holder_reconciles_and_a_deposed_leader_commits_nothing() {
     let early = id(create(&solo, who, "early", "cpu-1c-2g"));
     wait_for(&solo, who, &early, "running");
     assert_eq!(lease_holder(&db), Some(first.pid()));
-    eventually(SLACK, "the second stands by", || {
-        second.logs().contains("standing by")
+    eventually("the second stands by", SLACK, || {
+        second.logs().contains("standing by").then_some(())
     });
     assert!(!second.logs().contains("leading"), "{}", second.logs());
 
@@ -61,8 +63,8 @@ fn only_the_lease_holder_reconciles_and_a_deposed_leader_commits_nothing() {
     solo.expect_log("couldn't renew the lease in time");
     signal(first.pid(), "STOP");
     let paused = Instant::now();
-    eventually(LEASE + RETRY + SLACK, "the standby takes over", || {
-        lease_holder(&db) == Some(second.pid())
+    eventually("the standby takes over", LEASE + RETRY + SLACK, || {
+        (lease_holder(&db) == Some(second.pid())).then_some(())
     });
     eprintln!("takeover after a pause: {:?}", paused.elapsed());
     let later = id(create(&solo, who, "later", "cpu-1c-2g"));
@@ -82,15 +84,15 @@ fn only_the_lease_holder_reconciles_and_a_deposed_leader_commits_nothing() {
     assert_eq!(timeline(&solo, who, &gpu), queued, "it wrote nothing");
 
     let third = start(&solo, &catalog, with_gpus);
-    eventually(SLACK, "the third stands by", || {
-        third.logs().contains("standing by")
+    eventually("the third stands by", SLACK, || {
+        third.logs().contains("standing by").then_some(())
     });
     second.kill();
     let killed = Instant::now();
     eventually(
-        LEASE + RETRY + SLACK,
         "the standby leads after a kill",
-        || lease_holder(&db) == Some(third.pid()),
+        LEASE + RETRY + SLACK,
+        || (lease_holder(&db) == Some(third.pid())).then_some(()),
     );
     eprintln!("takeover after a kill: {:?}", killed.elapsed());
     wait_for(&solo, who, &gpu, "running");

@@ -278,21 +278,7 @@ fn limit_owner(solo: &Solo, class: &str, units: u32) {
         "INSERT INTO quotas (tenant_id, gpu_class, limit_units) \
          SELECT id, '{class}', {units} FROM tenants WHERE slug = 'owner'"
     );
-    sql_on(&solo.database, &sql);
-}
-
-/// Runs SQL on a stack's database with the engine's own client.
-pub fn sql_on(database: &str, sql: &str) {
-    let status = match database.strip_prefix("sqlite:") {
-        Some(path) => std::process::Command::new("sqlite3")
-            .arg(path)
-            .arg(sql)
-            .status(),
-        None => std::process::Command::new("psql")
-            .args([database, "-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
-            .status(),
-    };
-    assert!(status.unwrap().success(), "{sql}");
+    solo.execute(&sql);
 }
 
 #[test]
@@ -321,18 +307,15 @@ fn usage_of_a_run_across_an_hour_boundary_is_split_at_it() {
     };
     let uuid = uuid::Uuid::parse_str(&id).unwrap();
     let key = format!("X'{}'", uuid.simple());
-    sql_on(
-        &solo.database,
-        &format!(
-            "UPDATE workload_events SET at = CASE to_state WHEN 'running' THEN {} \
+    solo.execute(&format!(
+        "UPDATE workload_events SET at = CASE to_state WHEN 'running' THEN {} \
              WHEN 'stopping' THEN {} WHEN 'stopped' THEN {} ELSE {} END WHERE workload_id = {key}; \
              UPDATE workloads SET updated_at = updated_at + 1 WHERE id = {key}",
-            at("10:59:30"),
-            at("11:00:45"),
-            at("11:00:46"),
-            at("10:59:00"),
-        ),
-    );
+        at("10:59:30"),
+        at("11:00:45"),
+        at("11:00:46"),
+        at("10:59:00"),
+    ));
     let deadline = Instant::now() + Duration::from_secs(60);
     let records = loop {
         let answer = call(

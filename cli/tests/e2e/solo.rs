@@ -8,6 +8,7 @@ use std::process::{Child, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use einsora_store::DatabaseUrl;
 use einsora_testkit::Port;
 
 use crate::support::{Einsora, Lines, children_of, stderr, terminate};
@@ -266,6 +267,20 @@ impl Solo {
 }
 
 impl Solo {
+    fn database_url(&self) -> DatabaseUrl {
+        DatabaseUrl::parse(&self.database).unwrap()
+    }
+
+    /// Runs SQL on the stack's database behind its back (`einsora_testkit::db::execute`).
+    pub fn execute(&self, sql: &str) {
+        einsora_testkit::db::execute(&self.database_url(), sql);
+    }
+
+    /// What `sql` reads on the stack's database (`einsora_testkit::db::query`).
+    pub fn query(&self, sql: &str) -> String {
+        einsora_testkit::db::query(&self.database_url(), sql)
+    }
+
     /// A WARN or ERROR line containing `fragment` is one this test brings about.
     pub fn expect_log(&self, fragment: &str) {
         self.expected.lock().unwrap().push(fragment.to_owned());

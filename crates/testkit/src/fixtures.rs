@@ -27,12 +27,22 @@ pub fn created() -> Reason {
 
 /// A trusted tenant with `quota` (`None`: unlimited) for `class`.
 pub async fn tenant(store: &dyn Store, class: QuotaClass, quota: Option<u32>) -> TenantId {
+    tenant_as(store, true, class, quota).await
+}
+
+/// [`tenant`], `trusted` or not (a trusted tenant sees free capacity in its waits).
+pub async fn tenant_as(
+    store: &dyn Store,
+    trusted: bool,
+    class: QuotaClass,
+    quota: Option<u32>,
+) -> TenantId {
     let id = TenantId::new();
     let tenant = NewTenant {
         id,
         slug: format!("t-{id}"),
         name: "Test".into(),
-        trusted: true,
+        trusted,
     };
     store.create_tenant(&tenant).await.unwrap();
     store.set_quota(id, &class, quota).await.unwrap();

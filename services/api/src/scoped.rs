@@ -62,53 +62,23 @@ fn is_conflict(s: &Status) -> bool {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use einsora_core::kind::WorkloadKind;
-    use einsora_core::reasons::{Actor, Credential, Reason};
-    use einsora_core::region::Region;
-    use einsora_store::{DatabaseUrl, NewTenant, NewWorkload, QuotaClass, Transition};
+    use einsora_core::reasons::Reason;
+    use einsora_store::{QuotaClass, Transition};
+    use einsora_testkit::db::TestDb;
+    use einsora_testkit::fixtures::{created, new_workload, tenant};
 
     use super::*;
 
     /// A workload in a fresh store, as its tenant created it.
-    async fn setup(dir: &tempfile::TempDir) -> (std::sync::Arc<dyn Store>, Workload) {
-        let url = format!("sqlite:{}/einsora.db", dir.path().display());
-        let (store, _) = einsora_store::migrate(&DatabaseUrl::parse(&url).unwrap())
+    async fn setup() -> (TestDb, Workload) {
+        let db = TestDb::sqlite().await;
+        let tenant = tenant(&*db.store, QuotaClass::Default, None).await;
+        let w = db
+            .store
+            .create_workload(&new_workload(tenant, "nb"), &created())
             .await
             .unwrap();
-        let tenant = TenantId::new();
-        let new = NewTenant {
-            id: tenant,
-            slug: "acme".into(),
-            name: "Acme".into(),
-            trusted: true,
-        };
-        store.create_tenant(&new).await.unwrap();
-        store
-            .set_quota(tenant, &QuotaClass::Default, None)
-            .await
-            .unwrap();
-        let new = NewWorkload {
-            id: WorkloadId::new(),
-            tenant_id: tenant,
-            kind: WorkloadKind::Notebook,
-            name: "nb".into(),
-            gpu_class: "cpu-1c-2g".into(),
-            units: 1,
-            image: "jupyterlab".into(),
-            region: Region::new("local").unwrap(),
-            fallback: vec![],
-            fallback_after_s: None,
-            params: "{}".into(),
-        };
-        let by = Actor {
-            subject: "you@example.com".into(),
-            credential: Credential::Dev,
-        };
-        let w = store
-            .create_workload(&new, &Reason::Created { by })
-            .await
-            .unwrap();
-        (store, w)
+        (db, w)
     }
 
     async fn step(store: &dyn Store, w: &Workload, to: State) -> Result<Workload, Status> {
@@ -125,9 +95,8 @@ mod tests {
     /// The controller moves the workload (to queued) just before every write the api tries
     /// while fewer than `races` have happened.
     async fn delete_racing(races: usize) -> (Result<Workload, Status>, usize) {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, w) = setup(&dir).await;
-        let (store, calls) = (&*store, &AtomicUsize::new(0));
+        let (db, w) = setup().await;
+        let (store, calls) = (&*db.store, &AtomicUsize::new(0));
         let result = write_workload(store, w.tenant_id, w.id, |w| async move {
             if calls.fetch_add(1, Ordering::SeqCst) < races {
                 let ahead = store.workload(w.id).await.unwrap().unwrap();

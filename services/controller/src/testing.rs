@@ -1,34 +1,27 @@
-//! Test fixtures shared by the controller's unit tests: a migrated SQLite store with one tenant
-//! and a user of it, who makes enrolment tokens.
+//! Test fixtures shared by the controller's unit tests: a throwaway store (einsora_testkit) with
+//! one untrusted tenant and a user of it, who makes enrolment tokens.
 
 use std::sync::Arc;
 
 use einsora_core::ids::{EnrolmentTokenId, TenantId, UserId};
 use einsora_core::region::Region;
-use einsora_store::{DatabaseUrl, NewEnrolmentToken, NewTenant, NewUser, Store, secret_hash};
+use einsora_store::{NewEnrolmentToken, NewUser, QuotaClass, Store, secret_hash};
+use einsora_testkit::db::TestDb;
+use einsora_testkit::fixtures::tenant_as;
 use time::OffsetDateTime;
 
 pub struct Tenancy {
     pub store: Arc<dyn Store>,
     pub tenant: TenantId,
     pub user: UserId,
-    _dir: tempfile::TempDir,
+    _db: TestDb,
 }
 
 impl Tenancy {
     pub async fn new() -> Tenancy {
-        let dir = tempfile::tempdir().unwrap();
-        let url =
-            DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
-        let (store, _) = einsora_store::migrate(&url).await.unwrap();
-        let tenant = TenantId::new();
-        let new = NewTenant {
-            id: tenant,
-            slug: "acme".into(),
-            name: "Acme".into(),
-            trusted: false,
-        };
-        store.create_tenant(&new).await.unwrap();
+        let db = TestDb::sqlite().await;
+        let store = Arc::clone(&db.store);
+        let tenant = tenant_as(&*store, false, QuotaClass::Default, None).await;
         let user = UserId::new();
         let you = NewUser {
             id: user,
@@ -42,7 +35,7 @@ impl Tenancy {
             store,
             tenant,
             user,
-            _dir: dir,
+            _db: db,
         }
     }
 

@@ -20,7 +20,8 @@ use einsora_api::internal::Internal;
 use einsora_proto::accounts::v1 as pb;
 use einsora_proto::accounts::v1::account_service_server::AccountService;
 use einsora_proto::accounts::v1::token_service_server::TokenService;
-use einsora_store::{DatabaseUrl, Store};
+use einsora_store::Store;
+use einsora_testkit::db::TestDb;
 use tonic::{Code, Request, Status};
 
 pub const EMAIL: &str = "owner@example.com";
@@ -32,7 +33,7 @@ pub struct Api {
     pub accounts: Accounts,
     pub tokens: Tokens,
     pub internal: Internal,
-    _dir: tempfile::TempDir,
+    _db: TestDb,
 }
 
 /// How a request presents itself: the metadata the gateway forwards.
@@ -91,9 +92,8 @@ pub async fn api() -> Api {
 
 /// [`api`] with other login limits.
 pub async fn api_with(limits: Limits) -> Api {
-    let dir = tempfile::tempdir().unwrap();
-    let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
-    let (store, _) = einsora_store::migrate(&url).await.unwrap();
+    let db = TestDb::sqlite().await;
+    let store = Arc::clone(&db.store);
     einsora_api::setup::setup_owner(&*store, EMAIL, PASSWORD, false)
         .await
         .unwrap();
@@ -104,7 +104,7 @@ pub async fn api_with(limits: Limits) -> Api {
         tokens: Tokens::new(Arc::clone(&auth)),
         internal: Internal::new(auth),
         store,
-        _dir: dir,
+        _db: db,
     }
 }
 

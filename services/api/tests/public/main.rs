@@ -37,9 +37,9 @@ use einsora_proto::workloads::v1 as pb;
 use einsora_proto::workloads::v1::workload_service_server::WorkloadService;
 use einsora_runtime::access_url::AccessUrl;
 use einsora_store::{
-    Admission, DatabaseUrl, NewApiToken, NewSession, NewTenant, NewUser, QuotaClass, Store,
-    Transition,
+    Admission, NewApiToken, NewSession, NewTenant, NewUser, QuotaClass, Store, Transition,
 };
+use einsora_testkit::db::TestDb;
 use time::{Duration, OffsetDateTime};
 use tonic::{Code, Request, Status};
 
@@ -52,7 +52,7 @@ pub struct Env {
     pub usage: UsageApi,
     pub access: AccessApi,
     pub enrolment: EnrolmentApi,
-    dir: tempfile::TempDir,
+    db: TestDb,
 }
 
 /// A seeded tenant with one user, who calls with an API token (or a browser session).
@@ -69,9 +69,8 @@ pub struct Who {
 pub const CA_FINGERPRINT: [u8; 32] = [0xab; 32];
 
 pub async fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
-    let (store, _) = einsora_store::migrate(&url).await.unwrap();
+    let db = TestDb::sqlite().await;
+    let store = Arc::clone(&db.store);
     let auth = Arc::new(Auth::new(Arc::clone(&store)));
     let catalog = Arc::new(Catalog::builtin());
     Env {
@@ -82,20 +81,15 @@ pub async fn env() -> Env {
         access: AccessApi::new(Arc::clone(&store), Arc::clone(&auth), AccessUrl::default()),
         enrolment: EnrolmentApi::new(Arc::clone(&store), auth, catalog, CA_FINGERPRINT),
         store,
-        dir,
+        db,
     }
 }
 
 impl Env {
-    /// Runs SQL on the database behind the store's back (with sqlite3): a state no API makes
-    /// yet, or an outage.
+    /// Runs SQL on the database behind the store's back: a state no API makes yet, or an
+    /// outage.
     pub fn sql(&self, sql: &str) {
-        let db = self.dir.path().join("einsora.db");
-        let status = std::process::Command::new("sqlite3")
-            .arg(db)
-            .arg(sql)
-            .status();
-        assert!(status.unwrap().success(), "{sql}");
+        self.db.execute(sql);
     }
 
     /// A tenant whose quota is `limit` units of every class (`None`: unlimited).

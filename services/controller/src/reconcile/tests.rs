@@ -7,15 +7,13 @@ use std::time::Duration;
 
 use einsora_core::catalog::Catalog;
 use einsora_core::ids::TenantId;
-use einsora_core::ids::WorkloadId;
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::{Actor, Credential, Reason, UserAction};
-use einsora_core::region::Region;
 use einsora_core::workload::Workload;
-use einsora_store::{
-    DatabaseUrl, NewTenant, NewWorkload, QuotaClass, Store, StoreError, Transition,
-};
+use einsora_store::{NewWorkload, QuotaClass, Store, StoreError, Transition};
+use einsora_testkit::db::TestDb;
+use einsora_testkit::fixtures::{local, new_workload, tenant_as};
 
 use super::Reconciler;
 use crate::config::Timers;
@@ -26,11 +24,8 @@ struct World {
     store: Arc<dyn Store>,
     reconciler: Reconciler,
     tenant: TenantId,
+    _db: TestDb,
     _dir: tempfile::TempDir,
-}
-
-fn local() -> Region {
-    Region::new("local").unwrap()
 }
 
 fn user() -> Actor {
@@ -53,22 +48,9 @@ async fn world_of(
 ) -> World {
     let dir = tempfile::tempdir().unwrap();
     let state_file = Some(dir.path().join("fake-runtime.jsonl"));
-    let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.path().display())).unwrap();
-    let (store, _) = einsora_store::migrate(&url).await.unwrap();
-    let tenant = TenantId::new();
-    store
-        .create_tenant(&NewTenant {
-            id: tenant,
-            slug: "acme".into(),
-            name: "Acme".into(),
-            trusted,
-        })
-        .await
-        .unwrap();
-    store
-        .set_quota(tenant, &QuotaClass::Default, None)
-        .await
-        .unwrap();
+    let db = TestDb::sqlite().await;
+    let store = Arc::clone(&db.store);
+    let tenant = tenant_as(&*store, trusted, QuotaClass::Default, None).await;
     let lease = store
         .take_lease("controller:local", "test", timers.lease)
         .await
@@ -96,6 +78,7 @@ async fn world_of(
         store,
         reconciler,
         tenant,
+        _db: db,
         _dir: dir,
     }
 }
@@ -124,25 +107,16 @@ impl World {
         } else {
             "openai-endpoint"
         };
-        self.store
-            .create_workload(
-                &NewWorkload {
-                    id: WorkloadId::new(),
-                    tenant_id: self.tenant,
-                    kind,
-                    name: name.into(),
-                    gpu_class: class.into(),
-                    units,
-                    image: image.into(),
-                    region: local(),
-                    fallback: vec![],
-                    fallback_after_s: None,
-                    params: "{}".into(),
-                },
-                &Reason::Created { by: user() },
-            )
-            .await
-            .unwrap()
+        let new = NewWorkload {
+            kind,
+            gpu_class: class.into(),
+            units,
+            image: image.into(),
+            ..new_workload(self.tenant, name)
+        };
+        let by = user();
+        let created = Reason::Created { by };
+        self.store.create_workload(&new, &created).await.unwrap()
     }
 
     async fn pass(&mut self) {

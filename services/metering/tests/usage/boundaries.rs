@@ -24,7 +24,7 @@ async fn ran_across_eleven(db: &TestDb) -> einsora_core::workload::Workload {
         datetime!(2025-03-01 11:00:45 UTC), // stopping
         datetime!(2025-03-01 11:01 UTC),    // stopped
     ];
-    set_event_times(&db, w.id, &times).await;
+    set_event_times(db, w.id, &times).await;
     w
 }
 

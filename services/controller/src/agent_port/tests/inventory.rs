@@ -1,10 +1,9 @@
 //! A machine's inventory over its stream: recorded when it fits a machine; refused when it
 //! doesn't, which takes the machine out of placement until a good one arrives.
 
-use std::time::Duration;
-
 use einsora_core::ids::MachineId;
 use einsora_proto::agent::v1 as pb;
+use einsora_testkit::eventually_async;
 use pb::agent_report::Report;
 
 use super::harness::{PATIENCE, Port};
@@ -24,31 +23,20 @@ fn inventory(cpus: u32) -> Report {
 
 /// Waits until the machine's being offered is `wanted`.
 async fn offered(port: &Port, machine: MachineId, wanted: bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while port.hub.offered(machine) != wanted {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "offered never became {wanted}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually_async(format_args!("offered {wanted}"), PATIENCE, async || {
+        (port.hub.offered(machine) == wanted).then_some(())
+    })
+    .await;
 }
 
 /// Waits until the store has the machine with `cpus`.
 async fn recorded(port: &Port, machine: MachineId, cpus: u32) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let m = port
-            .tenancy
-            .store
-            .machine_of(port.tenancy.tenant, machine)
-            .await;
-        if m.unwrap().unwrap().machine.cpus == cpus {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "never recorded");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (store, tenant) = (&port.tenancy.store, port.tenancy.tenant);
+    eventually_async(format_args!("{cpus} CPUs recorded"), PATIENCE, async || {
+        let m = store.machine_of(tenant, machine).await.unwrap().unwrap();
+        (m.machine.cpus == cpus).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

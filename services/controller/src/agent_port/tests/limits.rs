@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use einsora_core::ids::MachineId;
 use einsora_proto::agent::v1 as pb;
+use einsora_testkit::POLL;
 use pb::agent_report::Report;
 
 use super::harness::{PATIENCE, Port, Stream};
@@ -33,7 +34,7 @@ async fn flag(port: &Port, machine: MachineId, within: Duration) -> Option<Strin
         if tokio::time::Instant::now() >= deadline {
             return None;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(POLL).await;
     }
 }
 

@@ -6,6 +6,7 @@ use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::ids::WorkloadId;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::convert::ProtoEnum;
+use einsora_testkit::eventually_async;
 use pb::agent_report::Report;
 use tokio::time::Instant;
 use tonic::Code;
@@ -64,14 +65,10 @@ async fn an_agent_that_doesnt_take_its_desired_state_is_dropped() {
     port.tenancy.token(TOKEN).await;
     let (machine, cert) = port.enrol(TOKEN).await.unwrap();
     let stream = port.sync_with_window(&cert, Some(1024)).await.unwrap();
-    let deadline = Instant::now() + PATIENCE;
-    while port.hub.streams(machine) > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "a stalled agent's session is still open"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually_async("a stalled agent's session ended", PATIENCE, async || {
+        (port.hub.streams(machine) == 0).then_some(())
+    })
+    .await;
     drop(stream);
 }
 
@@ -104,18 +101,14 @@ async fn malformed_statuses_are_dropped_and_the_rest_kept() {
             driver_restarts: 0,
         }))
         .await;
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Ok(Some(reported)) = port.hub.status(machine, good) {
-            assert_eq!(
-                (reported.mode, reported.code),
-                (Mode::Run, StatusCode::Ready)
-            );
-            break;
-        }
-        assert!(Instant::now() < deadline, "the good status never counted");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let reported = eventually_async("the good status counted", PATIENCE, async || {
+        port.hub.status(machine, good).ok().flatten()
+    })
+    .await;
+    assert_eq!(
+        (reported.mode, reported.code),
+        (Mode::Run, StatusCode::Ready)
+    );
     assert!(stream.stays_open(Duration::from_millis(300)).await);
     let flag = port.tenancy.store.machine_flag(machine).await.unwrap();
     assert_eq!(flag, None, "flagged for a malformed entry");
