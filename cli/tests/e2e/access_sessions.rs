@@ -11,8 +11,8 @@ use crate::cli_flow::dev_password;
 use crate::docker::{kernel_channels, open, solo};
 use crate::lifecycle::wait_for;
 use crate::solo::Solo;
-use crate::wire::{exchange, request};
 use crate::world::{Credential, a_notebook, call, launch, login, tenant};
+use einsora_testkit::http::{exchange, request};
 
 const WITHIN: Duration = Duration::from_secs(5);
 

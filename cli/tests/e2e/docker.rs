@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 use crate::cli_flow::Cli;
 use crate::lifecycle::{timeline, wait_for};
 use crate::solo::Solo;
-use crate::wire::{WebSocket, events, exchange, request};
+use einsora_testkit::http::{exchange, request};
+
+use crate::wire::{WebSocket, events};
 use crate::world::{Credential, Tenant, call, tenant};
 
 /// What a test leaves on the shared engine: its machine's containers and the mounts its agent

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use crate::docker::{open, run_cell, solo};
 use crate::lifecycle::{state, timeline, wait_for};
 use crate::solo::Solo;
-use crate::wire::{exchange, request};
 use crate::world::{Credential, a_notebook, call, launch, tenant};
+use einsora_testkit::http::{exchange, request};
 
 /// The attacker's fixed reason in its timeline.
 const TAMPERED: &str = "its server's socket was replaced from inside the workload";

@@ -2,14 +2,14 @@
 //! line it and its children write captured (terminal and einsora.log, for the secrets test), its
 //! children findable by role, and a raw HTTP/1.1 client so tests control every byte they send.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::process::{Child, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use einsora_store::DatabaseUrl;
 use einsora_testkit::Port;
+use einsora_testkit::http::{self, Answer};
 
 use crate::support::{Einsora, Lines, children_of, stderr, terminate};
 
@@ -47,27 +47,6 @@ pub struct Solo {
     /// WARN and ERROR lines the test expects (each a fragment of such a line): any other fails
     /// the test when the stack is dropped ([`Solo::expect_log`]).
     expected: Mutex<Vec<String>>,
-}
-
-/// A raw HTTP answer.
-#[derive(Debug)]
-pub struct Answer {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
-
-impl Answer {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
 }
 
 impl Solo {
@@ -243,26 +222,8 @@ impl Solo {
         headers: &[(&str, &str)],
         body: Option<&str>,
     ) -> Option<Answer> {
-        let mut stream = TcpStream::connect(&self.http).ok()?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .ok()?;
-        let mut request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
-            self.http
-        );
-        for (name, value) in headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        if let Some(body) = body {
-            request.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        }
-        request.push_str("\r\n");
-        request.push_str(body.unwrap_or(""));
-        stream.write_all(request.as_bytes()).ok()?;
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).ok()?;
-        parse(&raw)
+        let text = http::request(method, path, &self.http, headers, body.unwrap_or_default());
+        http::try_exchange(&self.http, &text)
     }
 }
 
@@ -333,43 +294,4 @@ pub fn make_owner(e: &Einsora, database: &str) {
     drop(input);
     let out = setup.wait_with_output().unwrap();
     assert!(out.status.success(), "setup: {}", stderr(&out));
-}
-
-pub fn parse(raw: &[u8]) -> Option<Answer> {
-    let text = String::from_utf8_lossy(raw);
-    let (head, rest) = text.split_once("\r\n\r\n")?;
-    let mut lines = head.lines();
-    let status = lines.next()?.split_whitespace().nth(1)?.parse().ok()?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
-        .collect();
-    let chunked = headers
-        .iter()
-        .any(|(n, v)| n.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    let body = if chunked {
-        dechunk(rest)
-    } else {
-        rest.to_owned()
-    };
-    Some(Answer {
-        status,
-        headers,
-        body,
-    })
-}
-
-fn dechunk(mut rest: &str) -> String {
-    let mut body = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || after.len() < size {
-            break;
-        }
-        body.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
-    }
-    body
 }

@@ -5,40 +5,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use crate::solo::{Answer, parse};
-
-/// One request on a connection of its own; the whole answer.
-pub fn exchange(addr: &str, request: &str) -> Answer {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
-    parse(&raw).unwrap_or_else(|| panic!("no HTTP answer to:\n{request}"))
-}
-
-/// `method path` at `host`, with `headers` and a body, `Connection: close`.
-pub fn request(
-    method: &str,
-    path: &str,
-    host: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> String {
-    let mut text = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-    for (name, value) in headers {
-        text.push_str(&format!("{name}: {value}\r\n"));
-    }
-    if !body.is_empty() || method == "POST" || method == "PUT" {
-        text.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    text.push_str("\r\n");
-    text.push_str(body);
-    text
-}
-
 /// The `data:` lines of a server-sent event stream, read until it ends.
 pub fn events(addr: &str, request: &str) -> (String, Vec<String>) {
     let mut stream = TcpStream::connect(addr).unwrap();

@@ -13,7 +13,9 @@ use einsora_store::{Admission, DatabaseUrl, MachineRegistration, Transition};
 use serde_json::{Value, json};
 
 use crate::cli_flow::dev_password;
-use crate::solo::{Answer, Solo};
+use einsora_testkit::http::Answer;
+
+use crate::solo::Solo;
 use crate::support::Einsora;
 
 /// One way to call the API as someone.

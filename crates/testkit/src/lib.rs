@@ -10,6 +10,7 @@
 pub mod bench;
 pub mod db;
 pub mod fixtures;
+pub mod http;
 mod ports;
 mod postgres;
 mod strings;

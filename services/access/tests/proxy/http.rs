@@ -9,70 +9,29 @@ use tokio::net::TcpStream;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-#[derive(Debug, Clone)]
-pub struct Answer {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-}
+pub use einsora_testkit::http::Answer;
 
-impl Answer {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.all(name).into_iter().next()
-    }
-
-    pub fn all(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .iter()
-            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {self:?}"))
-    }
-
-    /// The error envelope's code, checking the envelope and the request ID on the way.
-    pub fn error_code(&self) -> String {
-        let body = self.json();
-        let id = self
-            .header("x-request-id")
-            .expect("every answer has a request ID");
-        assert_eq!(body["error"]["request_id"], id, "{self:?}");
-        assert!(body["error"]["message"].is_string(), "{self:?}");
-        body["error"]["code"].as_str().unwrap().to_owned()
-    }
-
-    /// The headers the workload received, from its echo.
-    pub fn echoed(&self, name: &str) -> Vec<String> {
-        self.json()["headers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|pair| pair[0] == name)
-            .map(|pair| pair[1].as_str().unwrap().to_owned())
-            .collect()
-    }
+/// The headers the workload received, from its echo.
+pub fn echoed(answer: &Answer, name: &str) -> Vec<String> {
+    answer.json()["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|pair| pair[0] == name)
+        .map(|pair| pair[1].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// Sends `head` (lines without the final blank line; `Connection: close` is added) and `body`,
 /// and reads the whole answer.
 pub async fn send(addr: SocketAddr, head: &str, body: &str) -> Answer {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
     let length = if body.is_empty() {
         String::new()
     } else {
         format!("Content-Length: {}\r\n", body.len())
     };
     let text = format!("{head}\r\n{length}Connection: close\r\n\r\n{body}");
-    stream.write_all(text.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    tokio::time::timeout(WAIT, stream.read_to_end(&mut raw))
-        .await
-        .expect("the proxy answers in time")
-        .unwrap();
-    parse(&String::from_utf8_lossy(&raw))
+    einsora_testkit::http::exchange_async(addr, &text).await
 }
 
 /// A GET at `host` with extra header lines.
@@ -88,47 +47,10 @@ pub fn head(method: &str, path: &str, host: &str, headers: &[(&str, &str)]) -> S
     head
 }
 
+/// What a stream read so far, as an answer.
 pub fn parse(raw: &str) -> Answer {
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
-    let mut lines = head.split("\r\n");
-    let status = lines.next().unwrap_or_default();
-    let status = status
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP answer: {raw:?}"));
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_owned()
-    };
-    Answer {
-        status,
-        headers,
-        body,
-    }
-}
-
-fn dechunk(mut rest: &str) -> String {
-    let mut body = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || after.len() < size {
-            break;
-        }
-        body.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
-    }
-    body
+    einsora_testkit::http::parse(raw.as_bytes())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {raw:?}"))
 }
 
 /// An open connection whose answer is read as it arrives.

@@ -29,12 +29,12 @@ async fn jupyter_gets_its_token_a_local_host_and_origin_and_never_the_proxys_coo
     let answer = http::send(h.proxy, &head, r#"{"type":"notebook"}"#).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     assert_eq!(
-        answer.echoed("authorization"),
+        http::echoed(&answer, "authorization"),
         [format!("token {NOTEBOOK_TOKEN}")]
     );
-    assert_eq!(answer.echoed("host"), ["localhost"]);
-    assert_eq!(answer.echoed("origin"), ["http://localhost"]);
-    assert_eq!(answer.echoed("cookie"), ["a=1; b=2"]);
+    assert_eq!(http::echoed(&answer, "host"), ["localhost"]);
+    assert_eq!(http::echoed(&answer, "origin"), ["http://localhost"]);
+    assert_eq!(http::echoed(&answer, "cookie"), ["a=1; b=2"]);
     let echo = answer.json();
     assert_eq!(echo["method"], "POST");
     assert_eq!(echo["uri"], "/api/contents?type=notebook");
@@ -46,8 +46,8 @@ async fn jupyter_gets_its_token_a_local_host_and_origin_and_never_the_proxys_coo
 
     // Only the proxy's cookie: no Cookie header at all reaches Jupyter.
     let only = get(h.proxy, &host(id), "/", &[("Cookie", &cookie(&session))]).await;
-    assert!(only.echoed("cookie").is_empty(), "{only:?}");
-    assert!(only.echoed("origin").is_empty());
+    assert!(http::echoed(&only, "cookie").is_empty(), "{only:?}");
+    assert!(http::echoed(&only, "origin").is_empty());
 }
 
 #[tokio::test]
