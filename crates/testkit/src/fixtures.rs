@@ -1,14 +1,21 @@
-//! Builders for what tests put in a store: tenants with a quota, workloads, admissions, and
-//! workloads taken along the lifecycle by the Store API. Each gives the defaults a test doesn't
+//! Builders for what tests put in a store: tenants with a quota, workloads, admissions,
+//! workloads taken along the lifecycle by the Store API, machines and their devices, usage. Each gives the defaults a test doesn't
 //! care about; a test sets what it does (struct update syntax on what they return).
 
-use einsora_core::ids::{TenantId, WorkloadId};
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::ids::{MachineId, TenantId, UsageRecordId, WorkloadId};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
+use einsora_core::machine::{Device, Machine, ModelFile};
 use einsora_core::reasons::{Actor, Credential, Reason};
 use einsora_core::region::Region;
+use einsora_core::sharing::SharingLevel;
 use einsora_core::workload::Workload;
-use einsora_store::{Admission, NewTenant, NewWorkload, QuotaClass, Store, StoreError, Transition};
+use einsora_store::{
+    Admission, MachineRegistration, NewTenant, NewWorkload, QuotaClass, Store, StoreError,
+    Transition, UsageRecord,
+};
+use time::OffsetDateTime;
 
 /// The default region's ID.
 pub fn local() -> Region {
@@ -133,5 +140,81 @@ pub fn path_to(state: State) -> &'static [State] {
         Failed => &[Provisioning, Failed],
         Deleting => &[Deleting],
         Deleted => &[Deleting, Deleted],
+    }
+}
+
+const GIB: u64 = 1 << 30;
+
+/// An NVIDIA L40S (48 GiB) with this UUID.
+pub fn l40s(uuid: &str) -> Device {
+    Device {
+        vendor: AcceleratorKind::Nvidia,
+        model: "NVIDIA L40S".into(),
+        uuid: uuid.into(),
+        memory_bytes: 48 * GIB,
+    }
+}
+
+/// An NVIDIA H100 (80 GiB) with this UUID.
+pub fn h100(uuid: &str) -> Device {
+    Device {
+        vendor: AcceleratorKind::Nvidia,
+        model: "NVIDIA H100 80GB HBM3".into(),
+        uuid: uuid.into(),
+        memory_bytes: 80 * GIB,
+    }
+}
+
+/// `owner`'s private Linux machine in [`local`]: 16 CPUs, 64 GiB and one L40S (`GPU-0`).
+pub fn machine(owner: TenantId, name: &str) -> Machine {
+    Machine {
+        id: MachineId::new(),
+        owner,
+        name: name.into(),
+        region: local(),
+        os: "linux".into(),
+        arch: "x86_64".into(),
+        cpus: 16,
+        memory_bytes: 64 * GIB,
+        devices: vec![l40s("GPU-0")],
+        sharing: SharingLevel::Private,
+    }
+}
+
+/// [`machine`] as its agent registers it: the docker driver, one model file
+/// (`team/tiny.gguf`), last seen at `seen`.
+pub fn registration(
+    owner: TenantId,
+    name: &str,
+    seen: Option<OffsetDateTime>,
+) -> MachineRegistration {
+    MachineRegistration {
+        machine: machine(owner, name),
+        drivers: vec!["docker".into()],
+        models: vec![ModelFile {
+            path: "team/tiny.gguf".into(),
+            size_bytes: 4096,
+        }],
+        last_seen_at: seen,
+    }
+}
+
+/// `secs` of one `cpu-1c-2g` unit in the hour from `hour`, on no machine.
+pub fn usage(
+    tenant: TenantId,
+    workload: WorkloadId,
+    hour: OffsetDateTime,
+    secs: u32,
+) -> UsageRecord {
+    UsageRecord {
+        id: UsageRecordId::new(),
+        tenant_id: tenant,
+        workload_id: workload,
+        region: local(),
+        machine_id: None,
+        placed_class: "cpu-1c-2g".into(),
+        units: 1,
+        hour_start: hour,
+        seconds: secs,
     }
 }

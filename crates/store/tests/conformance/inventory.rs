@@ -1,15 +1,12 @@
-use einsora_core::accelerator::AcceleratorKind;
-use einsora_core::ids::{MachineId, TenantId, UsageRecordId, WorkloadId};
+use einsora_core::ids::{MachineId, WorkloadId};
 use einsora_core::lifecycle::State;
-use einsora_core::machine::{Device, Machine, ModelFile};
+use einsora_core::machine::ModelFile;
 use einsora_core::reasons::Reason;
-use einsora_core::sharing::SharingLevel;
-use einsora_store::{
-    Admission, MachineRegistration, StoreError, Transition, UsageCursor, UsagePage, UsageRecord,
-    WorkloadPage,
-};
+use einsora_store::{Admission, StoreError, Transition, UsageCursor, UsagePage, WorkloadPage};
+use time::Duration;
 use time::macros::datetime;
-use time::{Duration, OffsetDateTime};
+
+use einsora_testkit::fixtures::{registration, usage};
 
 use crate::harness::{TestDb, create, local, step, tenant, workload_in};
 
@@ -45,34 +42,6 @@ pub async fn workload_reads_are_scoped_by_tenant(db: TestDb) {
         .await
         .unwrap());
     assert_eq!(tail, [first.id], "the page after the cursor");
-}
-
-fn registration(owner: TenantId, name: &str, seen: Option<OffsetDateTime>) -> MachineRegistration {
-    MachineRegistration {
-        machine: Machine {
-            id: MachineId::new(),
-            owner,
-            name: name.into(),
-            region: local(),
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            cpus: 16,
-            memory_bytes: 64 << 30,
-            devices: vec![Device {
-                vendor: AcceleratorKind::Nvidia,
-                model: "NVIDIA L40S".into(),
-                uuid: "GPU-0".into(),
-                memory_bytes: 48 << 30,
-            }],
-            sharing: SharingLevel::Private,
-        },
-        drivers: vec!["docker".into(), "sim".into()],
-        models: vec![ModelFile {
-            path: "team/tiny.gguf".into(),
-            size_bytes: 4096,
-        }],
-        last_seen_at: seen,
-    }
 }
 
 pub async fn machines_are_read_by_their_owner_only(db: TestDb) {
@@ -199,20 +168,6 @@ pub async fn machines_count_the_tenants_workloads_holding_them(db: TestDb) {
         "stopped and unplaced ones hold nothing"
     );
     assert_eq!(store.machines_of(t).await.unwrap()[0].workload_count, 2);
-}
-
-fn usage(tenant: TenantId, workload: WorkloadId, hour: OffsetDateTime, secs: u32) -> UsageRecord {
-    UsageRecord {
-        id: UsageRecordId::new(),
-        tenant_id: tenant,
-        workload_id: workload,
-        region: local(),
-        machine_id: None,
-        placed_class: "cpu-1c-2g".into(),
-        units: 1,
-        hour_start: hour,
-        seconds: secs,
-    }
 }
 
 pub async fn usage_is_read_by_tenant_and_period(db: TestDb) {

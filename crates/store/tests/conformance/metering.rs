@@ -1,12 +1,14 @@
 use std::collections::BTreeMap;
 
-use einsora_core::ids::{TenantId, UsageRecordId, WorkloadId};
+use einsora_core::ids::{TenantId, WorkloadId};
 use einsora_core::lifecycle::State;
 use einsora_store::{StoreError, UsageChange, UsageRecord};
 use time::macros::datetime;
 use time::{Duration, OffsetDateTime};
 
-use crate::harness::{TestDb, local, step, tenant, workload_in};
+use einsora_testkit::fixtures::usage;
+
+use crate::harness::{TestDb, step, tenant, workload_in};
 
 pub async fn metering_reads_changed_and_metered_workloads(db: TestDb) {
     let store = &*db.store;
@@ -173,18 +175,4 @@ pub async fn usage_changes_are_applied_whole_or_not_at_all(db: TestDb) {
     // An empty change is no work.
     store.apply_usage(&change(vec![], vec![])).await.unwrap();
     assert_eq!(seconds().await, [(hour(0), 90)]);
-}
-
-fn usage(tenant: TenantId, workload: WorkloadId, hour: OffsetDateTime, secs: u32) -> UsageRecord {
-    UsageRecord {
-        id: UsageRecordId::new(),
-        tenant_id: tenant,
-        workload_id: workload,
-        region: local(),
-        machine_id: None,
-        placed_class: "cpu-1c-2g".into(),
-        units: 1,
-        hour_start: hour,
-        seconds: secs,
-    }
 }

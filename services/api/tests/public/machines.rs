@@ -1,52 +1,24 @@
-use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::ids::MachineId;
 use einsora_core::lifecycle::State;
-use einsora_core::machine::{Device, Machine};
-use einsora_core::region::Region;
-use einsora_core::sharing::SharingLevel;
 use einsora_proto::machines::v1 as pb;
 use einsora_proto::machines::v1::machine_service_server::MachineService;
-use einsora_store::MachineRegistration;
 use time::{Duration, OffsetDateTime};
 use tonic::Code;
+
+use einsora_testkit::fixtures::registration;
 
 use crate::{Env, Who, assert_code, env, notebook};
 
 /// Registers a machine of `who`'s, as its agent would; seen just now, or 10 minutes ago.
 pub async fn register(env: &Env, who: &Who, name: &str, online: bool) -> MachineId {
-    let id = MachineId::new();
     let ago = if online {
         Duration::ZERO
     } else {
         Duration::minutes(10)
     };
-    let reg = MachineRegistration {
-        machine: Machine {
-            id,
-            owner: who.tenant,
-            name: name.into(),
-            region: Region::new("local").unwrap(),
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            cpus: 16,
-            memory_bytes: 64 << 30,
-            devices: vec![Device {
-                vendor: AcceleratorKind::Nvidia,
-                model: "NVIDIA L40S".into(),
-                uuid: "GPU-0".into(),
-                memory_bytes: 48 << 30,
-            }],
-            sharing: SharingLevel::Private,
-        },
-        drivers: vec!["docker".into()],
-        models: vec![einsora_core::machine::ModelFile {
-            path: "team/tiny.gguf".into(),
-            size_bytes: 4096,
-        }],
-        last_seen_at: Some(OffsetDateTime::now_utc() - ago),
-    };
+    let reg = registration(who.tenant, name, Some(OffsetDateTime::now_utc() - ago));
     env.store.put_machine(&reg).await.unwrap();
-    id
+    reg.machine.id
 }
 
 #[tokio::test]

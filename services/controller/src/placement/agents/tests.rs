@@ -1,11 +1,12 @@
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::catalog::Catalog;
-use einsora_core::ids::{MachineId, TenantId};
+use einsora_core::ids::TenantId;
 use einsora_core::kind::WorkloadKind;
 use einsora_core::machine::{Device, Machine};
-use einsora_core::region::Region;
 use einsora_core::sharing::SharingLevel;
 use einsora_core::workload::Workload;
+
+use einsora_testkit::fixtures::h100;
 
 use super::*;
 
@@ -19,16 +20,10 @@ fn machine(
     devices: Vec<Device>,
 ) -> Machine {
     Machine {
-        id: MachineId::new(),
-        owner,
-        name: name.into(),
-        region: Region::new("local").unwrap(),
-        os: "linux".into(),
-        arch: "x86_64".into(),
         cpus,
         memory_bytes: memory_gib * GIB,
         devices,
-        sharing: SharingLevel::Private,
+        ..einsora_testkit::fixtures::machine(owner, name)
     }
 }
 
@@ -48,15 +43,6 @@ fn workload(tenant: TenantId, kind: WorkloadKind, class: &str, image: &str) -> W
     Workload {
         tenant_id: tenant,
         ..crate::placement::tests::workload(kind, class, units, image)
-    }
-}
-
-fn h100(uuid: &str) -> Device {
-    Device {
-        vendor: AcceleratorKind::Nvidia,
-        model: "NVIDIA H100 80GB HBM3".into(),
-        uuid: uuid.into(),
-        memory_bytes: 80 * GIB,
     }
 }
 
