@@ -61,8 +61,8 @@ pub enum JoinError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error(transparent)]
-    Key(#[from] rcgen::Error),
+    #[error("couldn't make this machine's key: {0}")]
+    Key(#[from] einsora_runtime::pki::PkiError),
 }
 
 pub async fn join(request: &Join) -> Result<Joined, JoinError> {
@@ -83,10 +83,7 @@ pub async fn join(request: &Join) -> Result<Joined, JoinError> {
         addr: addr.to_owned(),
         why,
     };
-    let key = rcgen::KeyPair::generate()?;
-    let csr_pem = rcgen::CertificateParams::default()
-        .serialize_request(&key)?
-        .pem()?;
+    let (csr_pem, key) = einsora_runtime::pki::csr()?;
     let hostname = crate::inventory::collect()
         .await
         .map(|i| i.hostname)

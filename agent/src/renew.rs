@@ -33,12 +33,7 @@ impl Renewal {
         if self.pending.is_some() || OffsetDateTime::now_utc() < self.due {
             return None;
         }
-        let key = rcgen::KeyPair::generate().ok()?;
-        let csr_pem = rcgen::CertificateParams::default()
-            .serialize_request(&key)
-            .ok()?
-            .pem()
-            .ok()?;
+        let (csr_pem, key) = einsora_runtime::pki::csr().ok()?;
         self.pending = Some(key);
         Some(pb::AgentReport {
             report: Some(pb::agent_report::Report::RenewCertificate(

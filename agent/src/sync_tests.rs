@@ -130,7 +130,8 @@ impl Bench {
         );
         let state = tempfile::tempdir().unwrap();
         let machine = *einsora_core::ids::MachineId::new().as_uuid();
-        let (csr, key) = csr();
+        let (csr, key) = einsora_runtime::pki::csr().unwrap();
+        let key = key.serialize_pem();
         let cert = agents_ca.sign_agent_csr(&csr, machine, validity).unwrap();
         for (name, text) in [
             ("machine-id", machine.to_string()),
@@ -183,16 +184,6 @@ impl Bench {
             }
         }
     }
-}
-
-fn csr() -> (String, String) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let csr = rcgen::CertificateParams::default()
-        .serialize_request(&key)
-        .unwrap()
-        .pem()
-        .unwrap();
-    (csr, key.serialize_pem())
 }
 
 fn fresh() -> Validity {

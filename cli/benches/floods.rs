@@ -181,11 +181,8 @@ async fn bench(
         .enrol(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3)), "flooder")
         .await?;
     let agent = agent::Agent::start(Arc::clone(&world), legit_machine.clone(), legit_ip).await?;
-    let key = rcgen::KeyPair::generate()?;
-    let csr_pem: Arc<str> = rcgen::CertificateParams::default()
-        .serialize_request(&key)?
-        .pem()?
-        .into();
+    let (csr_pem, _key) = einsora_runtime::pki::csr()?;
+    let csr_pem: Arc<str> = csr_pem.into();
     let setup = Setup {
         world: Arc::clone(&world),
         agent,

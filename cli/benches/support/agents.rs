@@ -96,10 +96,7 @@ impl AgentsPort {
         token: String,
         hostname: &str,
     ) -> anyhow::Result<Enrolled> {
-        let key = rcgen::KeyPair::generate()?;
-        let csr_pem = rcgen::CertificateParams::default()
-            .serialize_request(&key)?
-            .pem()?;
+        let (csr_pem, key) = einsora_runtime::pki::csr()?;
         let channel = self.connect(from, None).await?;
         let request = pb::EnrollRequest {
             enrolment_token: token,

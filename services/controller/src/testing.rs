@@ -54,14 +54,3 @@ impl Tenancy {
         self.store.create_enrolment_token(&made).await.unwrap();
     }
 }
-
-/// A CSR for a new key, and the key.
-pub fn csr() -> (String, rcgen::KeyPair) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let csr = rcgen::CertificateParams::default()
-        .serialize_request(&key)
-        .unwrap()
-        .pem()
-        .unwrap();
-    (csr, key)
-}

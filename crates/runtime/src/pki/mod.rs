@@ -38,6 +38,16 @@ pub enum PkiError {
     },
 }
 
+/// A new key, and a certificate request for it that asks for nothing (no names, not a CA): what
+/// a machine sends to join or to renew, since its identity comes from the controller alone.
+pub fn csr() -> Result<(String, rcgen::KeyPair), PkiError> {
+    let key = rcgen::KeyPair::generate()?;
+    let csr_pem = rcgen::CertificateParams::default()
+        .serialize_request(&key)?
+        .pem()?;
+    Ok((csr_pem, key))
+}
+
 /// The SHA-256 of the first certificate in a PEM text (of its DER): what a joining agent pins.
 pub fn fingerprint(cert_pem: &str) -> Result<[u8; 32], PkiError> {
     use sha2::Digest;

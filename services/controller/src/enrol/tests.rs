@@ -22,7 +22,7 @@ async fn store_with_token(token: &str) -> (Arc<dyn Store>, TenantId, Tenancy) {
 }
 
 fn csr() -> String {
-    crate::testing::csr().0
+    einsora_runtime::pki::csr().unwrap().0
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use tonic::{Status, Streaming};
 use crate::agent_port::AgentPort;
 use crate::agents::{Hub, StreamTimers};
 use crate::config::Config;
-use crate::testing::{Tenancy, csr};
+use crate::testing::Tenancy;
 
 /// Long enough for anything that should happen; it only runs out on a failure.
 pub const PATIENCE: Duration = Duration::from_secs(10);
@@ -88,7 +88,7 @@ impl Port {
     pub async fn enrol(&self, token: &str) -> Result<(MachineId, IssuedCert), Status> {
         let tls = ClientTls::new(&self.ca_pem, None, Role::Controller).unwrap();
         let channel = tls.connect(&self.addr).await.unwrap();
-        let (csr_pem, key) = csr();
+        let (csr_pem, key) = einsora_runtime::pki::csr().unwrap();
         let answer = EnrolmentServiceClient::new(channel)
             .enroll(pb::EnrollRequest {
                 enrolment_token: token.to_owned(),

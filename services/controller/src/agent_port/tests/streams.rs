@@ -7,7 +7,6 @@ use einsora_runtime::pki::IssuedCert;
 use tonic::Code;
 
 use super::harness::{PATIENCE, Port, Stream};
-use crate::testing::csr;
 
 const TOKEN: &str = "enr_0123456789abcdefghijklmnopqrstuv";
 /// Long enough that a stream about to be closed would have been.
@@ -51,7 +50,7 @@ async fn a_second_stream_of_a_machine_replaces_the_first_which_is_closed() {
 
 /// The renewed certificate of a renewal over `stream`, with its new key.
 async fn renew(stream: &mut Stream) -> IssuedCert {
-    let (csr_pem, key) = csr();
+    let (csr_pem, key) = einsora_runtime::pki::csr().unwrap();
     stream
         .send(pb::agent_report::Report::RenewCertificate(
             pb::CertificateRenewal { csr_pem },
