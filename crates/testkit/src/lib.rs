@@ -11,6 +11,7 @@ pub mod bench;
 pub mod db;
 pub mod fixtures;
 pub mod http;
+pub mod logs;
 mod ports;
 mod postgres;
 mod strings;

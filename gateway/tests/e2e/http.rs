@@ -1,8 +1,6 @@
 //! A plain HTTP/1.1 client for the tests, and a capture of every log line of the process.
 
-use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -83,41 +81,5 @@ pub async fn send(
         headers: parts.headers,
         body: serde_json::from_slice(&bytes).unwrap_or(Json::Null),
         raw,
-    }
-}
-
-/// Every log line this test process writes, as JSON lines.
-#[derive(Debug, Clone, Default)]
-pub struct Logs(Arc<Mutex<Vec<u8>>>);
-
-impl io::Write for Logs {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Logs {
-    pub fn capture() -> Logs {
-        static LOGS: OnceLock<Logs> = OnceLock::new();
-        let logs = LOGS.get_or_init(|| {
-            let logs = Logs::default();
-            let writer = logs.clone();
-            tracing_subscriber::fmt()
-                .json()
-                .with_env_filter("trace,h2=info,hyper=info,tower=info,rustls=info")
-                .with_writer(move || writer.clone())
-                .init();
-            logs
-        });
-        logs.clone()
-    }
-
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
 }

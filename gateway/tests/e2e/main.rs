@@ -14,8 +14,9 @@ use einsora_gateway::Config;
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 use einsora_runtime::shutdown::Shutdown;
+use einsora_testkit::logs::{Captured, Format};
 use fake_api::{CSRF, KNOWN_CLIENT, SESSION_ID, Seen};
-use http::{Logs, send};
+use http::send;
 use serde_json::json;
 
 fn settings(dir: &std::path::Path, extra: &[(&str, &str)]) -> Settings {
@@ -29,7 +30,10 @@ const TOKEN: &str = "Bearer tsk_e2eSecretToken";
 
 #[tokio::test]
 async fn the_gateway_serves_the_api_over_http_and_grpc() {
-    let logs = Logs::capture();
+    let logs = Captured::global(
+        "trace,h2=info,hyper=info,tower=info,rustls=info",
+        Format::Json,
+    );
     let seen = Seen::default();
     let running = running::start(fake_api::routes(&seen), &[]).await;
     let http = running.http;

@@ -1,12 +1,11 @@
 //! Settings, shutdown, and what reaches the log.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use einsora_access::{Config, run};
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::shutdown::Shutdown;
+use einsora_testkit::logs::Captured;
 use tokio::io::AsyncWriteExt;
 
 use crate::fakes::ALICE;
@@ -87,32 +86,10 @@ async fn shutdown_ends_open_streams_and_websockets() {
     assert!(ws.ends_within(Duration::from_secs(5)).await, "{}", ws.seen);
 }
 
-/// Everything logged while a test runs on this thread (tests run on a current-thread runtime,
-/// so the servers' tasks log here too).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn secrets_never_reach_the_log() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter("einsora_access=trace,debug")
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // Tests run on a current-thread runtime, so the servers' tasks log on this thread too.
+    let (captured, _guard) = Captured::scoped("einsora_access=trace,debug");
 
     let h = Harness::start().await;
     let api_token = "tsk_logSECRET4242";
@@ -145,7 +122,7 @@ async fn secrets_never_reach_the_log() {
     assert_eq!(answer.status, 200);
     drop(h);
 
-    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let log = captured.text();
     let session_id = session.strip_prefix("einsora_access=").unwrap();
     assert!(
         log.contains(opened.header("x-request-id").unwrap()),

@@ -1,9 +1,6 @@
 //! The request context over real gRPC: services inside `context::layer`, served on a loopback
 //! port (without TLS: the layer sees the same requests either way).
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
-
 use einsora_api::context::{self, REQUEST_ID, SUBJECT, TENANT};
 use einsora_proto::enrolment::v1 as pb;
 use einsora_proto::enrolment::v1::enrolment_token_service_client::EnrolmentTokenServiceClient;
@@ -18,6 +15,7 @@ use tonic::transport::{Channel, Server};
 use tonic::{Code, Request};
 
 use crate::{Env, Who, env, unknown_id};
+use einsora_testkit::logs::{Captured, Format};
 
 /// Serves the enrolment and workload services of `env` in the request context.
 async fn serve(env: &Env) -> Channel {
@@ -75,46 +73,9 @@ async fn answers_and_errors_name_the_authenticated_caller() {
     assert_eq!(named(refused.metadata()), (None, None), "no caller to name");
 }
 
-/// What the fmt layer writes, kept for the tests to read: every test's lines, since a
-/// subscriber set for one thread misses callsites another test's thread saw first.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Lines {
-    fn capture() -> Lines {
-        static LINES: OnceLock<Lines> = OnceLock::new();
-        let lines = LINES.get_or_init(|| {
-            let lines = Lines::default();
-            let writer = lines.clone();
-            tracing_subscriber::fmt()
-                .with_ansi(false)
-                .with_max_level(tracing::Level::INFO)
-                .with_writer(move || writer.clone())
-                .init();
-            lines
-        });
-        lines.clone()
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 #[tokio::test]
 async fn log_lines_carry_the_request_id_tenant_and_subject_and_no_secret() {
-    let lines = Lines::capture();
+    let lines = Captured::global("info", Format::Text);
     let env = env().await;
     let acme = env.tenant("acme", None).await;
     let mut enrolment = EnrolmentTokenServiceClient::new(serve(&env).await);
