@@ -11,7 +11,6 @@ use std::time::Duration;
 use einsora_proto::agent::v1::sync_service_server::{SyncService, SyncServiceServer};
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::pki::{Ca, Validity};
-use einsora_runtime::settings::Settings;
 use tokio::time::Instant;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -108,7 +107,7 @@ impl Bench {
     /// `validity`.
     async fn start(script: Vec<Answer>, validity: Validity) -> Bench {
         let pki = tempfile::tempdir().unwrap();
-        let settings = Settings::from_map([("EINSORA_DATA_DIR", pki.path().to_str().unwrap())]);
+        let settings = einsora_testkit::settings_in(pki.path(), &[]);
         let tls = InternalTls::from_settings(&settings).unwrap();
         tls.init().unwrap();
         let (config, ca_pem) = tls.agents_server(Role::Controller).unwrap();

@@ -45,7 +45,6 @@ use anyhow::Context as _;
 use einsora_proto::common::v1::WorkloadKind;
 use einsora_runtime::grpc::{self, InternalTls};
 use einsora_runtime::pki::{Role, RoleKind};
-use einsora_runtime::settings::Settings;
 use einsora_runtime::shutdown::Shutdown;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -314,7 +313,7 @@ struct World {
 
 impl World {
     async fn start(dir: &Path) -> anyhow::Result<World> {
-        let settings = Settings::from_map([("EINSORA_DATA_DIR", dir.display().to_string())]);
+        let settings = einsora_testkit::settings_in(dir, &[]);
         let tls = InternalTls::from_settings(&settings)?;
         tls.init()?;
         let shutdown = Shutdown::new();

@@ -10,14 +10,17 @@
 pub mod bench;
 pub mod db;
 pub mod fixtures;
+pub mod grpc;
 pub mod http;
 pub mod logs;
 mod ports;
 mod postgres;
+mod settings;
 mod strings;
 mod wait;
 
 pub use ports::Port;
 pub use postgres::TempPostgres;
+pub use settings::settings_in;
 pub use strings::all_strings;
 pub use wait::{POLL, eventually, eventually_async, eventually_or, setting};

@@ -12,18 +12,13 @@ mod running;
 
 use einsora_gateway::Config;
 use einsora_runtime::grpc::InternalTls;
-use einsora_runtime::settings::Settings;
 use einsora_runtime::shutdown::Shutdown;
 use einsora_testkit::logs::{Captured, Format};
 use fake_api::{CSRF, KNOWN_CLIENT, SESSION_ID, Seen};
 use http::send;
 use serde_json::json;
 
-fn settings(dir: &std::path::Path, extra: &[(&str, &str)]) -> Settings {
-    let mut vars = vec![("EINSORA_DATA_DIR".to_owned(), dir.display().to_string())];
-    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Settings::from_map(vars)
-}
+use einsora_testkit::settings_in as settings;
 
 const JSON: (&str, &str) = ("content-type", "application/json");
 const TOKEN: &str = "Bearer tsk_e2eSecretToken";

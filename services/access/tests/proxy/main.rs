@@ -22,7 +22,6 @@ use einsora_proto::common::v1::WorkloadKind;
 use einsora_runtime::access_url::AccessUrl;
 use einsora_runtime::grpc::{self, InternalTls};
 use einsora_runtime::pki::{Role, RoleKind};
-use einsora_runtime::settings::Settings;
 use einsora_runtime::shutdown::Shutdown;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -47,11 +46,7 @@ pub struct Harness {
     _dir: tempfile::TempDir,
 }
 
-pub fn settings(dir: &std::path::Path, extra: &[(&str, &str)]) -> Settings {
-    let mut vars = vec![("EINSORA_DATA_DIR".to_owned(), dir.display().to_string())];
-    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Settings::from_map(vars)
-}
+pub use einsora_testkit::settings_in as settings;
 
 impl Harness {
     pub async fn start() -> Harness {

@@ -22,7 +22,7 @@ use einsora_proto::accounts::v1::account_service_server::AccountService;
 use einsora_proto::accounts::v1::token_service_server::TokenService;
 use einsora_store::Store;
 use einsora_testkit::db::TestDb;
-use tonic::{Code, Request, Status};
+use tonic::{Request, Status};
 
 pub const EMAIL: &str = "owner@example.com";
 pub const PASSWORD: &str = "correct horse battery";
@@ -176,9 +176,4 @@ impl Api {
     }
 }
 
-pub fn assert_code<T: std::fmt::Debug>(result: Result<T, Status>, code: Code) -> Status {
-    match result {
-        Err(status) if status.code() == code => status,
-        other => panic!("expected {code:?}, got {other:?}"),
-    }
-}
+pub use einsora_testkit::grpc::assert_code;

@@ -41,7 +41,7 @@ use einsora_store::{
 };
 use einsora_testkit::db::TestDb;
 use time::{Duration, OffsetDateTime};
-use tonic::{Code, Request, Status};
+use tonic::{Request, Status};
 
 #[derive(Debug)]
 pub struct Env {
@@ -241,12 +241,7 @@ pub fn unknown_id() -> String {
     WorkloadId::new().to_string()
 }
 
-pub fn assert_code<T: std::fmt::Debug>(result: Result<T, Status>, code: Code) -> Status {
-    match result {
-        Err(status) if status.code() == code => status,
-        other => panic!("expected {code:?}, got {other:?}"),
-    }
-}
+pub use einsora_testkit::grpc::assert_code;
 
 /// The 409 code a FAILED_PRECONDITION carries.
 pub fn error_code(status: &Status) -> &str {

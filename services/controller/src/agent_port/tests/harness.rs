@@ -8,9 +8,9 @@ use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::enrolment_service_client::EnrolmentServiceClient;
 use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
 use einsora_runtime::pki::{IssuedCert, Role};
-use einsora_runtime::settings::Settings;
 use einsora_runtime::shutdown::Shutdown;
 use einsora_runtime::tls::ClientTls;
+use einsora_testkit::settings_in;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
@@ -53,11 +53,7 @@ impl Port {
     /// With these settings, and each stream's timers scaled to `stream`.
     pub async fn with_timers(settings: &[(&str, &str)], stream: StreamTimers) -> Port {
         let pki = tempfile::tempdir().unwrap();
-        let dir = pki.path().to_str().unwrap().to_owned();
-        let mut all = Settings::from_map([
-            ("EINSORA_DATA_DIR", dir.as_str()),
-            ("EINSORA_AGENT_ADDR", "127.0.0.1:0"),
-        ]);
+        let mut all = settings_in(pki.path(), &[("EINSORA_AGENT_ADDR", "127.0.0.1:0")]);
         for (name, value) in settings {
             all = all.with(name, *value);
         }
