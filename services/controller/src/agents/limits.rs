@@ -226,4 +226,4 @@ impl Budgets {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

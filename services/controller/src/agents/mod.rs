@@ -7,7 +7,7 @@ mod desired;
 pub(crate) mod hub;
 mod identity;
 mod inventory;
-mod limits;
+pub(crate) mod limits;
 mod refusal;
 mod renew;
 mod statuses;

@@ -10,6 +10,7 @@ use pb::agent_report::Report;
 
 use super::harness::{PATIENCE, Port, Stream};
 use crate::agents::MAX_MESSAGE;
+use crate::agents::limits::tests::statuses;
 use einsora_proto::convert::bounds::MAX_WORKLOADS;
 
 const TOKEN: &str = "enr_0123456789abcdefghijklmnopqrstuv";
@@ -36,17 +37,6 @@ async fn flag(port: &Port, machine: MachineId, within: Duration) -> Option<Strin
         }
         tokio::time::sleep(POLL).await;
     }
-}
-
-fn statuses(n: usize) -> Report {
-    let one = pb::WorkloadStatus {
-        workload_id: "0190c0de-0000-7000-8000-000000000000".into(),
-        ..Default::default()
-    };
-    Report::Statuses(pb::WorkloadStatuses {
-        workloads: vec![one; n],
-        ..Default::default()
-    })
 }
 
 /// A driver that crashed on the machine (its agent restarted it and says so): flagged.

@@ -11,7 +11,8 @@ fn status(id: &str) -> pb::WorkloadStatus {
     }
 }
 
-fn statuses(n: usize) -> Report {
+/// A statuses report of `n` entries (one workload, again and again).
+pub(crate) fn statuses(n: usize) -> Report {
     Report::Statuses(pb::WorkloadStatuses {
         workloads: (0..n)
             .map(|_| status("0190c0de-0000-7000-8000-000000000000"))
