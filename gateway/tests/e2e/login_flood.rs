@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use einsora_api::accounts::Accounts;
-use einsora_api::accounts::limiter::{Backoff, LIMITS, Limits};
+use einsora_api::accounts::limiter::{LIMITS, Limits};
 use einsora_api::accounts::passwords::Passwords;
 use einsora_api::caller::Auth;
 use einsora_proto::accounts::v1::account_service_server::AccountServiceServer;
-use einsora_store::DatabaseUrl;
+use einsora_testkit::db::TestDb;
 use serde_json::json;
 use tonic::service::Routes;
 
@@ -25,22 +25,12 @@ const PASSWORD: &str = "correct horse battery";
 const CAP: Duration = Duration::from_millis(300);
 
 fn scaled() -> Limits {
-    let scale = |rule: Backoff| Backoff {
-        first: Duration::from_millis(50),
-        cap: CAP,
-        ..rule
-    };
-    Limits {
-        account: scale(LIMITS.account),
-        address: scale(LIMITS.address),
-        known_client: scale(LIMITS.known_client),
-    }
+    LIMITS.with_waits(Duration::from_millis(50), CAP)
 }
 
 /// The real AccountService on a fresh SQLite store with the owner set up.
-async fn accounts(dir: &std::path::Path) -> Routes {
-    let url = DatabaseUrl::parse(&format!("sqlite:{}/einsora.db", dir.display())).unwrap();
-    let (store, _) = einsora_store::migrate(&url).await.unwrap();
+async fn accounts(db: &TestDb) -> Routes {
+    let store = Arc::clone(&db.store);
     einsora_api::setup::setup_owner(&*store, EMAIL, PASSWORD, false)
         .await
         .unwrap();
@@ -62,8 +52,8 @@ struct Tally {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_loopback_flood_while_the_owner_signs_in_from_the_cli_and_the_dashboard() {
-    let store_dir = tempfile::tempdir().unwrap();
-    let running = running::start(accounts(store_dir.path()).await, &[]).await;
+    let db = TestDb::sqlite().await;
+    let running = running::start(accounts(&db).await, &[]).await;
     let http = running.http;
     let localhost = format!("localhost:{}", http.port());
     let dashboard_origin = format!("http://{localhost}");

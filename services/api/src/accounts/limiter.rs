@@ -50,6 +50,19 @@ pub struct Limits {
     pub known_client: Backoff,
 }
 
+impl Limits {
+    /// The same rules with every wait from `first`, doubling, up to `cap`: how tests and
+    /// benches scale the login limits down to milliseconds.
+    pub fn with_waits(self, first: Duration, cap: Duration) -> Limits {
+        let scale = |rule: Backoff| Backoff { first, cap, ..rule };
+        Limits {
+            account: scale(self.account),
+            address: scale(self.address),
+            known_client: scale(self.known_client),
+        }
+    }
+}
+
 const SECOND: Duration = Duration::from_secs(1);
 const FIVE_SECONDS: Duration = Duration::from_secs(5);
 const QUARTER_HOUR: Duration = Duration::from_secs(15 * 60);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use einsora_api::accounts::limiter::{Backoff, LIMITS, Limits};
+use einsora_api::accounts::limiter::{LIMITS, Limits};
 use einsora_proto::accounts::v1 as pb;
 use einsora_proto::accounts::v1::account_service_server::AccountService;
 use tonic::Code;
@@ -15,18 +15,12 @@ use crate::{Api, Creds, EMAIL, PASSWORD, api_with, assert_code};
 
 const LOOPBACK: &str = "127.0.0.1";
 
-/// The real limits with their timers scaled down: waits of 50, 100, 200, then 300 ms.
+/// The real limits with their timers scaled down.
 fn scaled(first_ms: u64, cap_ms: u64) -> Limits {
-    let scale = |rule: Backoff| Backoff {
-        first: Duration::from_millis(first_ms),
-        cap: Duration::from_millis(cap_ms),
-        ..rule
-    };
-    Limits {
-        account: scale(LIMITS.account),
-        address: scale(LIMITS.address),
-        known_client: scale(LIMITS.known_client),
-    }
+    LIMITS.with_waits(
+        Duration::from_millis(first_ms),
+        Duration::from_millis(cap_ms),
+    )
 }
 
 #[derive(Debug, Default)]
