@@ -463,7 +463,7 @@ impl Peer {
             .dir
             .join(format!("nginx-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir(&prefix)?;
-        let addr = free_addr()?;
+        let addr = free_addr();
         let conf = prefix.join("nginx.conf");
         std::fs::write(&conf, nginx_conf(&prefix, &addr, &world.socket, buffering))?;
         let child = Command::new(bin)
@@ -497,7 +497,7 @@ impl Peer {
 
     /// `einsora access` on one worker, and a session opened at the notebook's host.
     fn einsora(world: &World, rt: &tokio::runtime::Runtime, bin: &Path) -> anyhow::Result<Peer> {
-        let addr = free_addr()?;
+        let addr = free_addr();
         let port = addr
             .rsplit_once(':')
             .map(|(_, p)| p.to_owned())

@@ -82,11 +82,11 @@ async fn run(n: usize, pushes: usize) -> anyhow::Result<Vec<String>> {
     let started_at = OffsetDateTime::now_utc();
     let dir = tempfile::tempdir()?;
     let url = format!("sqlite:{}/einsora.db", dir.path().display());
-    let agents_addr = free_addr()?;
+    let agents_addr = free_addr();
     let env: Vec<(String, String)> = [
         ("EINSORA_DATA_DIR", dir.path().display().to_string()),
         ("EINSORA_DATABASE_URL", url.clone()),
-        ("EINSORA_CONTROLLER_ADDR", free_addr()?),
+        ("EINSORA_CONTROLLER_ADDR", free_addr()),
         ("EINSORA_AGENT_ADDR", agents_addr.clone()),
         ("EINSORA_CLUSTER_BACKEND", "agent".into()),
         ("EINSORA_CONTROLLER_INTERVAL", "1s".into()),

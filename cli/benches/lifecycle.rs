@@ -192,8 +192,8 @@ async fn admission(database: Option<&str>, n: usize) -> anyhow::Result<(f64, f64
     let env: Vec<(String, String)> = [
         ("EINSORA_DATA_DIR", dir.path().display().to_string()),
         ("EINSORA_DATABASE_URL", url.clone()),
-        ("EINSORA_CONTROLLER_ADDR", free_addr()?),
-        ("EINSORA_AGENT_ADDR", free_addr()?),
+        ("EINSORA_CONTROLLER_ADDR", free_addr()),
+        ("EINSORA_AGENT_ADDR", free_addr()),
         ("EINSORA_CLUSTER_BACKEND", "fake".into()),
         ("EINSORA_FAKE_CAPACITY", format!("cpu-1c-2g={n}")),
         // Admission only: nothing becomes ready during the run.

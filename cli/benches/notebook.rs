@@ -64,8 +64,8 @@ fn main() -> anyhow::Result<()> {
         "cargo bench -p einsora --bench notebook",
     );
     let dir = tempfile::tempdir()?;
-    let http_addr = free_addr()?;
-    let access_addr = free_addr()?;
+    let http_addr = free_addr();
+    let access_addr = free_addr();
     let env: Vec<(String, String)> = [
         ("EINSORA_DATA_DIR", dir.path().display().to_string()),
         ("EINSORA_HTTP_ADDR", http_addr.clone()),

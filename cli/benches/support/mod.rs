@@ -78,13 +78,13 @@ impl Stack {
         extra: &[(&str, &str)],
     ) -> anyhow::Result<Stack> {
         let dir = tempfile::tempdir()?;
-        let http_addr = free_addr()?;
+        let http_addr = free_addr();
         let mut env: Vec<(String, String)> = vec![
             ("EINSORA_DATA_DIR".into(), dir.path().display().to_string()),
-            ("EINSORA_API_ADDR".into(), free_addr()?),
-            ("EINSORA_CONTROLLER_ADDR".into(), free_addr()?),
-            ("EINSORA_METERING_ADDR".into(), free_addr()?),
-            ("EINSORA_AGENT_ADDR".into(), free_addr()?),
+            ("EINSORA_API_ADDR".into(), free_addr()),
+            ("EINSORA_CONTROLLER_ADDR".into(), free_addr()),
+            ("EINSORA_METERING_ADDR".into(), free_addr()),
+            ("EINSORA_AGENT_ADDR".into(), free_addr()),
             ("EINSORA_HTTP_ADDR".into(), http_addr.clone()),
             ("EINSORA_AUTH_MODE".into(), "dev".into()),
             ("EINSORA_LOG".into(), "warn".into()),
@@ -236,10 +236,14 @@ impl Drop for Running {
     }
 }
 
-pub fn free_addr() -> anyhow::Result<String> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .to_string())
+/// A loopback address for a process the bench starts, held (testkit's `Port`) for the rest of
+/// the bench's run, so nothing else takes it between the pick and that process's bind.
+pub fn free_addr() -> String {
+    static HELD: std::sync::Mutex<Vec<einsora_testkit::Port>> = std::sync::Mutex::new(Vec::new());
+    let port = einsora_testkit::Port::loopback();
+    let addr = port.addr().to_string();
+    HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(port);
+    addr
 }
 
 /// The release binary.
