@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use einsora_agent::drivers::process::{Launch, Supervisor};
+use einsora_testkit::process::{Proc, processes};
 
 const STATE: &str = "EINSORA_TEST_SUPERVISOR_STATE";
 const ID: &str = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
@@ -30,28 +31,12 @@ fn launch(dir: &Path) -> Launch {
     }
 }
 
-/// Fields of /proc/<pid>/stat after the command name, for a live (not zombie) process.
-fn stat(pid: u32) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<String> = text
-        .rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
-    (fields.first().map(String::as_str) != Some("Z")).then_some(fields)
-}
-
 fn alive(pid: u32) -> bool {
-    stat(pid).is_some()
+    Proc::of(pid).is_some_and(|p| p.live())
 }
 
 fn members(group: u32) -> usize {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| stat(*pid).is_some_and(|f| f.get(2) == Some(&group.to_string())))
-        .count()
+    processes().filter(|p| p.live() && p.group == group).count()
 }
 
 #[test]

@@ -224,7 +224,7 @@ async fn once(api: &Api, dir: &Path, access: &str, run: usize) -> anyhow::Result
     loop {
         let path = format!("/v1/workloads/{id}?include_deleted=true");
         let (_, w) = api.send(Method::GET, &path, None).await?;
-        if w["state"] == "deleted" && containers(&id)?.is_empty() {
+        if w["state"] == "deleted" && einsora_testkit::docker::containers_of(&id).is_empty() {
             break;
         }
         anyhow::ensure!(
@@ -274,25 +274,9 @@ async fn socket_answers(
     }
 }
 
-/// The workload's containers on this engine, stopped ones included.
-fn containers(id: &str) -> anyhow::Result<Vec<String>> {
-    let out = Command::new("docker")
-        .args([
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=einsora.workload={id}"),
-        ])
-        .output()?;
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect())
-}
-
 /// When the workload's container started, by the engine's clock (this machine's).
 fn container_started(id: &str) -> anyhow::Result<OffsetDateTime> {
-    let ids = containers(id)?;
+    let ids = einsora_testkit::docker::containers_of(id);
     let container = ids.first().context("no container")?;
     let out = Command::new("docker")
         .args(["inspect", "--format", "{{.State.StartedAt}}", container])
@@ -333,13 +317,6 @@ impl Drop for Stop {
         let Ok(machine) = std::fs::read_to_string(&self.machine_id) else {
             return;
         };
-        let label = format!("label=einsora.machine={}", machine.trim());
-        let listed = Command::new("docker")
-            .args(["ps", "-aq", "--filter", &label])
-            .output();
-        let ids = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-        for id in ids.unwrap_or_default().lines() {
-            let _ = Command::new("docker").args(["rm", "-f", id]).output();
-        }
+        einsora_testkit::docker::remove_machines(machine.trim());
     }
 }

@@ -242,7 +242,9 @@ pub fn free_addr() -> String {
     static HELD: std::sync::Mutex<Vec<einsora_testkit::Port>> = std::sync::Mutex::new(Vec::new());
     let port = einsora_testkit::Port::loopback();
     let addr = port.addr().to_string();
-    HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(port);
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(port);
     addr
 }
 

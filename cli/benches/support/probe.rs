@@ -48,22 +48,8 @@ pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
 
 /// The processes whose parent is `parent`.
 pub fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return vec![];
-    };
-    let parent_of = |pid: u32| -> Option<u32> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat.rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| parent_of(pid) == Some(parent))
-        .collect()
+    let children = einsora_testkit::process::children_of(parent);
+    children.into_iter().map(|p| p.pid).collect()
 }
 
 /// The host's busy and total ticks, all cores.

@@ -44,14 +44,7 @@ impl Drop for Leftovers {
         let Ok(machine) = std::fs::read_to_string(&self.machine_id) else {
             return;
         };
-        let label = format!("label=einsora.machine={}", machine.trim());
-        let listed = Command::new("docker")
-            .args(["ps", "-aq", "--filter", &label])
-            .output();
-        let ids = listed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-        for id in ids.unwrap_or_default().lines() {
-            let _ = Command::new("docker").args(["rm", "-f", id]).output();
-        }
+        einsora_testkit::docker::remove_machines(machine.trim());
         // Their disks and run directories, which the agent mounted (when root).
         if let Some(agent) = self.machine_id.parent() {
             crate::mounts::unmount_all_under(agent);
@@ -227,23 +220,7 @@ pub fn kernel_channels(solo: &Solo, host: &str, cookie: &str) -> WebSocket {
     WebSocket::connect(&solo.access, host, &path, &headers).unwrap()
 }
 
-/// This machine's containers of the workload, stopped ones included.
-pub fn containers(id: &str) -> Vec<String> {
-    let out = Command::new("docker")
-        .args([
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=einsora.workload={id}"),
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
+pub use einsora_testkit::docker::containers_of as containers;
 
 pub fn data_dir(solo: &Solo, id: &str) -> PathBuf {
     solo.e.dir().join("agent").join("data").join(id)

@@ -109,44 +109,13 @@ pub fn finish(mut child: Child, within: Duration) -> Output {
 /// Running processes (not zombies) whose parent is `parent`, with their first argument (an
 /// `einsora` child's role).
 pub fn children_of(parent: u32) -> Vec<(u32, String)> {
-    processes()
-        .filter(|&(_, ppid, state)| ppid == parent && state != 'Z')
-        .map(|(pid, _, _)| (pid, argument(pid, 1).unwrap_or_default()))
+    einsora_testkit::process::children_of(parent)
+        .into_iter()
+        .map(|p| (p.pid, p.argument(1).unwrap_or_default()))
         .collect()
 }
 
-/// Running processes whose environment holds `EINSORA_DATA_DIR=<dir>`: every process an
-/// installation on `dir` started, wherever it was reparented.
-pub fn processes_on(dir: &Path) -> Vec<u32> {
-    let wanted = format!("EINSORA_DATA_DIR={}", dir.display());
-    processes()
-        .filter(|&(_, _, state)| state != 'Z')
-        .map(|(pid, _, _)| pid)
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == wanted.as_bytes()))
-        })
-        .collect()
-}
-
-/// Every process as (pid, parent pid, state) from /proc/<pid>/stat.
-fn processes() -> impl Iterator<Item = (u32, u32, char)> {
-    std::fs::read_dir("/proc").unwrap().filter_map(|entry| {
-        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The command name may hold spaces and parentheses: the fields follow its last ')'.
-        let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
-        let state = fields.next()?.chars().next()?;
-        let ppid = fields.next()?.parse().ok()?;
-        Some((pid, ppid, state))
-    })
-}
-
-fn argument(pid: u32, index: usize) -> Option<String> {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let arg = cmdline.split(|b| *b == 0).nth(index)?;
-    Some(String::from_utf8_lossy(arg).into_owned())
-}
+pub use einsora_testkit::process::processes_on;
 
 /// The database's contents as SQL, to check that a refused command wrote nothing.
 pub fn dump(db: &Path) -> String {

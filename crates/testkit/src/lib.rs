@@ -9,12 +9,14 @@
 
 pub mod bench;
 pub mod db;
+pub mod docker;
 pub mod fixtures;
 pub mod grpc;
 pub mod http;
 pub mod logs;
 mod ports;
 mod postgres;
+pub mod process;
 mod settings;
 mod strings;
 mod wait;

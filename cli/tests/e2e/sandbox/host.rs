@@ -34,14 +34,7 @@ pub fn pid_of(container: &str) -> u32 {
     u32::try_from(pid).unwrap()
 }
 
-/// A line's value from /proc/<pid>/status (`Uid`, `CapEff`, ...).
-pub fn status_field(pid: &str, field: &str) -> Option<String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(&format!("{field}:")))?;
-    Some(line.split_once(':')?.1.trim().to_owned())
-}
+pub use einsora_testkit::process::status_field;
 
 /// The real uid of `pid` (`self` for this test).
 pub fn uid_of(pid: &str) -> u32 {

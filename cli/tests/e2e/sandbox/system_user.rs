@@ -2,8 +2,6 @@
 
 use std::process::Command;
 
-use super::host::status_field;
-
 /// A throwaway system user, in the engine socket's group; deleted when dropped.
 pub struct SystemUser {
     pub name: String,
@@ -46,13 +44,13 @@ impl SystemUser {
 
     /// Its processes still running.
     pub fn processes(&self) -> Vec<u32> {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| {
-                status_field(&pid.to_string(), "Uid")
-                    .is_some_and(|u| u.split_whitespace().next() == Some(&self.uid.to_string()))
+        let uid = self.uid.to_string();
+        einsora_testkit::process::processes()
+            .filter(|p| {
+                p.status("Uid")
+                    .is_some_and(|u| u.split_whitespace().next() == Some(uid.as_str()))
             })
+            .map(|p| p.pid)
             .collect()
     }
 }
