@@ -36,7 +36,7 @@ mod fakes;
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -56,6 +56,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 
 use einsora_testkit::bench::{Report, Table, count, median, setting};
+use einsora_testkit::spawn::Spawned;
 use support::{free_addr, get, open_loop, probe};
 
 const SMALL: &[u8; 100] = b"{\"version\":\"2.21.0\",\"started\":\"2026-11-29T00:00:00Z\",\"kernels\":0,\"connections\":0,\"pad\":\"xxxxxxxxxx\"}";
@@ -445,7 +446,8 @@ struct Peer {
     headers: Vec<String>,
     /// The process that serves (nginx: its one worker); none for the origin direct.
     pid: Option<u32>,
-    child: Option<Child>,
+    /// Stopped with SIGTERM when the peer is dropped.
+    _child: Option<Spawned>,
 }
 
 impl Peer {
@@ -454,7 +456,7 @@ impl Peer {
             addr: world.origin_tcp.clone(),
             headers: vec![],
             pid: None,
-            child: None,
+            _child: None,
         }
     }
 
@@ -466,19 +468,18 @@ impl Peer {
         let addr = free_addr();
         let conf = prefix.join("nginx.conf");
         std::fs::write(&conf, nginx_conf(&prefix, &addr, &world.socket, buffering))?;
-        let child = Command::new(bin)
-            .arg("-p")
+        let mut cmd = Command::new(bin);
+        cmd.arg("-p")
             .arg(&prefix)
             .arg("-c")
             .arg(&conf)
             .arg("-e")
             .arg("stderr")
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?;
+            .stderr(Stdio::inherit());
+        let child = support::spawn(cmd)?;
         wait_listening(&addr)?;
-        let master = child.id();
+        let master = child.pid();
         let deadline = Instant::now() + Duration::from_secs(10);
         let worker = loop {
             if let Some(pid) = probe::children_of(master).into_iter().next() {
@@ -491,7 +492,7 @@ impl Peer {
             addr,
             headers: vec![],
             pid: Some(worker),
-            child: Some(child),
+            _child: Some(child),
         })
     }
 
@@ -510,19 +511,18 @@ impl Peer {
             ("EINSORA_CONTROLLER_ADDR", world.controller_addr.clone()),
             ("TOKIO_WORKER_THREADS", "1".to_owned()),
         ];
-        let child = Command::new(bin)
-            .arg("access")
+        let mut cmd = Command::new(bin);
+        cmd.arg("access")
             .envs(env)
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let pid = child.id();
+            .stderr(Stdio::inherit());
+        let child = support::spawn(cmd)?;
+        let pid = child.pid();
         let mut peer = Peer {
             addr,
             headers: vec![],
             pid: Some(pid),
-            child: Some(child),
+            _child: Some(child),
         };
         wait_listening(&peer.addr)?;
         let host = format!("w-{}.localhost:{port}", world.workload);
@@ -646,17 +646,6 @@ impl Peer {
             after_kib,
             per_kib: (after_kib - before_kib) / n as f64,
         })
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
-        }
     }
 }
 

@@ -30,7 +30,7 @@ use einsora_testkit::bench::{Report, Table, count, quantile, setting};
 use time::OffsetDateTime;
 
 use support::agents::{AgentsPort, Enrolled, enrolment_tokens, inventory, owner};
-use support::{Running, created_by_bench, einsora, free_addr, install, notebook, probe};
+use support::{created_by_bench, einsora, free_addr, install, notebook, probe};
 
 /// When each workload's desired state reached its machine.
 type Received = Arc<Mutex<HashMap<String, OffsetDateTime>>>;
@@ -100,8 +100,8 @@ async fn run(n: usize, pushes: usize) -> anyhow::Result<Vec<String>> {
     let (tenant, user) = owner(&*store, "owner").await?;
     let ca_pem = std::fs::read_to_string(dir.path().join("pki/ca.pem"))?;
     let tokens = enrolment_tokens(&*store, (tenant, user), &ca_pem, n, "bench").await?;
-    let controller = Running::spawn(einsora(&["controller"], &env))?;
-    let pid = controller.id();
+    let controller = support::spawn(einsora(&["controller"], &env))?;
+    let pid = controller.pid();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let baseline = probe::rss_kib(pid)?;
 

@@ -25,7 +25,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use einsora_testkit::bench::{Report, Table, count, quantile, setting};
-use support::{Api, Http, Running, Stack, created_by_bench, einsora, free_addr, install, notebook};
+use support::{Api, Http, Stack, created_by_bench, einsora, free_addr, install, notebook};
 
 const CREATES: usize = 200;
 
@@ -222,7 +222,7 @@ async fn admission(database: Option<&str>, n: usize) -> anyhow::Result<(f64, f64
         store.create_workload(&w, &by).await?;
     }
     let started = Instant::now();
-    let controller = Running::spawn(einsora(&["controller"], &env))?;
+    let controller = support::spawn(einsora(&["controller"], &env))?;
     let deadline = started + Duration::from_secs(300);
     let wall = loop {
         let held = store.capacity_held(&region).await?;

@@ -18,10 +18,9 @@
 
 mod support;
 
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -35,6 +34,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 use einsora_testkit::bench::{Report, Table, median, setting};
+use einsora_testkit::spawn::Spawned;
 use support::{Api, Http, free_addr, get};
 
 const POLL: Duration = Duration::from_millis(10);
@@ -77,32 +77,16 @@ fn main() -> anyhow::Result<()> {
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
     let bin = std::env::var("BENCH_CANDIDATE").unwrap_or_else(|_| support::EINSORA.to_owned());
-    let mut up = Command::new(&bin)
-        .arg("up")
+    let mut cmd = Command::new(&bin);
+    cmd.arg("up")
         .envs(env)
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let stdout = up.stdout.take().context("up's output")?;
-    let _stop = Stop {
-        up,
+        .stderr(Stdio::null());
+    let stop = Stop {
+        up: Some(support::spawn(cmd)?),
         machine_id: dir.path().join("agent").join("machine-id"),
     };
-    let printed = Arc::new(Mutex::new(String::new()));
-    let sink = Arc::clone(&printed);
-    // Read all of it, always: up must never write to a closed pipe.
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let mut text = sink.lock().unwrap_or_else(|e| e.into_inner());
-            text.push_str(&line);
-            text.push('\n');
-        }
-    });
-    let password = wait_printed(&printed, |text| {
+    let password = wait_printed(&stop, |text| {
         let ready = text.contains("Einsora is ready: ");
         let line = text.lines().find(|l| l.contains("email dev@acme "))?;
         ready.then(|| line.split_whitespace().last().map(str::to_owned))?
@@ -286,13 +270,10 @@ fn container_started(id: &str) -> anyhow::Result<OffsetDateTime> {
 }
 
 /// Waits until `found` finds something in what `up` printed.
-fn wait_printed<T>(
-    printed: &Mutex<String>,
-    found: impl Fn(&str) -> Option<T>,
-) -> anyhow::Result<T> {
+fn wait_printed<T>(stop: &Stop, found: impl Fn(&str) -> Option<T>) -> anyhow::Result<T> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let text = printed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let text = stop.up.as_ref().map(Spawned::logs).unwrap_or_default();
         if let Some(value) = found(&text) {
             return Ok(value);
         }
@@ -304,16 +285,13 @@ fn wait_printed<T>(
 /// When the bench ends: SIGTERM to `up` (by PID) and a wait for it, then whatever containers
 /// its machine left on the engine (workloads outlive their agent by design).
 struct Stop {
-    up: std::process::Child,
+    up: Option<Spawned>,
     machine_id: std::path::PathBuf,
 }
 
 impl Drop for Stop {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.up.id().to_string()])
-            .status();
-        let _ = self.up.wait();
+        drop(self.up.take());
         let Ok(machine) = std::fs::read_to_string(&self.machine_id) else {
             return;
         };

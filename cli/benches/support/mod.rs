@@ -6,9 +6,11 @@ pub mod agents;
 pub mod open_loop;
 pub mod probe;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+use einsora_testkit::spawn::{Spawned, Stop};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request};
@@ -66,8 +68,8 @@ pub struct Stack {
     pub base: String,
     /// EINSORA_* settings every role got.
     pub env: Vec<(String, String)>,
-    children: Vec<Child>,
-    api_out: Option<std::process::ChildStdout>,
+    /// Stopped with SIGTERM when the stack is dropped.
+    children: Vec<Spawned>,
 }
 
 impl Stack {
@@ -104,56 +106,43 @@ impl Stack {
         };
         install(&env)?;
         let mut children = Vec::new();
-        let mut api_out = None;
         for role in roles {
-            let mut child = run(&[role])
-                .stdout(if *role == "api" {
-                    Stdio::piped()
-                } else {
-                    Stdio::null()
-                })
-                .stderr(Stdio::null())
-                .spawn()?;
-            if *role == "api" {
-                api_out = child.stdout.take();
-            }
-            children.push(child);
+            let mut cmd = run(&[role]);
+            // The api's output holds dev@acme's password; it is read whole, always.
+            let out = if *role == "api" {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            };
+            cmd.stdout(out).stderr(Stdio::null());
+            children.push(spawn(cmd)?);
         }
         Ok(Stack {
             _dir: dir,
             base: format!("http://{http_addr}"),
             env,
             children,
-            api_out,
         })
     }
 
     /// The roles' process IDs, in the order `start` was given them.
     pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
+        self.children.iter().map(Spawned::pid).collect()
     }
 
     /// Logs in as dev@acme (its password is on the api's standard output) and makes a token.
     pub async fn token(&mut self, http: &Http) -> anyhow::Result<String> {
-        use std::io::BufRead;
-        let stdout = self
-            .api_out
-            .take()
-            .ok_or_else(|| anyhow::anyhow!("no api output"))?;
-        // Read all of it, always: the api must never write to a closed pipe.
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if line.contains("email dev@acme ") {
-                    let _ = tx.send(line.split_whitespace().last().map(str::to_owned));
-                }
+        let api = self.children.first().context("no api")?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let password = loop {
+            let said = api.logs();
+            let line = said.lines().find(|l| l.contains("email dev@acme "));
+            if let Some(password) = line.and_then(|l| l.split_whitespace().last()) {
+                break password.to_owned();
             }
-        });
-        let password = rx.recv_timeout(Duration::from_secs(30)).ok().flatten();
-        let password = password.ok_or_else(|| anyhow::anyhow!("no dev password"))?;
+            anyhow::ensure!(Instant::now() < deadline, "no dev password");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         token(http, &self.base, &password).await
     }
 }
@@ -202,40 +191,11 @@ pub async fn token(http: &Http, base: &str, password: &str) -> anyhow::Result<St
     Ok(made["token"].as_str().unwrap_or_default().to_owned())
 }
 
-impl Drop for Stack {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
-                .status();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// A role's process, stopped with SIGTERM (and waited for) when dropped, on every path out of
 /// a bench, errors included, so none outlives it holding a port.
-pub struct Running(pub Child);
-
-impl Running {
-    pub fn spawn(mut cmd: Command) -> anyhow::Result<Running> {
-        Ok(Running(cmd.stdin(Stdio::null()).spawn()?))
-    }
-
-    pub fn id(&self) -> u32 {
-        self.0.id()
-    }
+pub fn spawn(cmd: Command) -> anyhow::Result<Spawned> {
+    Ok(Spawned::start(cmd, Stop::Term)?)
 }
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
-}
-
 /// A loopback address for a process the bench starts, held (testkit's `Port`) for the rest of
 /// the bench's run, so nothing else takes it between the pick and that process's bind.
 pub fn free_addr() -> String {

@@ -4,9 +4,10 @@
 //! workloads failed if not.
 
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use einsora_testkit::spawn::{Spawned, Stop};
 use einsora_testkit::{eventually, eventually_or, setting};
 use serde_json::{Value, json};
 
@@ -15,7 +16,7 @@ use crate::controllers::lease_holder;
 use crate::lan::{Host, Lan};
 use crate::lifecycle::{Owner, act, create, state, timeline, wait_for};
 use crate::solo::{CONTROLLER_INTERVAL, Solo};
-use crate::support::{Lines, stderr};
+use crate::support::stderr;
 use crate::world::call;
 
 /// EINSORA_AGENT_HEARTBEAT of the test's agents: well within every offline threshold set here.
@@ -26,15 +27,17 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 /// A few controller passes: for a check that nothing happens once something did.
 pub const PASSES: Duration = CONTROLLER_INTERVAL.saturating_mul(5);
 
-/// An agent process, its output kept; stopped when dropped.
-pub struct Agent {
-    child: Option<Child>,
-    logs: Lines,
-}
+/// An agent process, its output kept; stopped when dropped (SIGTERM, then SIGKILL if it hasn't
+/// stopped within [`AGENT_STOPS_WITHIN`]: a failing test never hangs on an agent that doesn't
+/// stop, and a passing one fails for it).
+pub struct Agent(Spawned);
+
+/// How long an agent may take to stop on SIGTERM.
+const AGENT_STOPS_WITHIN: Duration = Duration::from_secs(30);
 
 impl Agent {
     pub fn logs(&self) -> String {
-        self.logs.text()
+        self.0.logs()
     }
 
     /// How many streams it has opened to its controller (it logs `syncing` on each).
@@ -53,39 +56,8 @@ impl Agent {
     }
 
     /// SIGKILL: no chance to tidy up.
-    fn kill(mut self) {
-        if let Some(mut child) = self.child.take() {
-            crate::support::signal(child.id(), "KILL");
-            let _ = child.wait();
-        }
-    }
-}
-
-/// How long an agent may take to stop on SIGTERM.
-const AGENT_STOPS_WITHIN: Duration = Duration::from_secs(30);
-
-impl Drop for Agent {
-    /// SIGTERM, then SIGKILL if it hasn't stopped in time: a failing test never hangs on an
-    /// agent that doesn't stop, and a passing one fails for it.
-    fn drop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        crate::support::signal(child.id(), "TERM");
-        let deadline = Instant::now() + AGENT_STOPS_WITHIN;
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > deadline {
-                crate::support::signal(child.id(), "KILL");
-                let _ = child.wait();
-                assert!(
-                    std::thread::panicking(),
-                    "the agent didn't stop within {AGENT_STOPS_WITHIN:?} of SIGTERM:\n{}",
-                    self.logs.text()
-                );
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    fn kill(self) {
+        crate::support::signal(self.0.pid(), "KILL");
     }
 }
 
@@ -155,19 +127,11 @@ pub fn run_agent(solo: &Solo, machine: &Machine) -> Agent {
         ("EINSORA_AGENT_DOCKER", "false"),
         ("EINSORA_AGENT_HEARTBEAT", heartbeat.as_str()),
     ];
-    let mut child = machine
-        .host
-        .wrap(&solo.e.command(&["agent"], &env))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let logs = Lines::collect(child.stderr.take().unwrap());
-    solo.gate("agent", &logs);
-    Agent {
-        child: Some(child),
-        logs,
-    }
+    let mut cmd = machine.host.wrap(&solo.e.command(&["agent"], &env));
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let spawned = Spawned::start(cmd, Stop::TermWithin(AGENT_STOPS_WITHIN)).unwrap();
+    solo.gate("agent", spawned.lines());
+    Agent(spawned)
 }
 
 /// Waits until the machine reads online with the sim driver (its agent's inventory arrived);

@@ -2,13 +2,14 @@
 //! role (and its own controller, kept to a second region, `lab`), while the test starts, kills,
 //! pauses and restarts the controllers of the region under test, `local`.
 
-use std::process::{Child, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
 
 use einsora_store::DatabaseUrl;
+use einsora_testkit::spawn::{Spawned, Stop};
 
 use crate::solo::{Engine, Solo};
-use crate::support::{Einsora, Lines, signal};
+use crate::support::Einsora;
 use crate::world::catalog_with_a_second_region;
 
 /// The region the test's own controllers reconcile.
@@ -34,10 +35,8 @@ pub fn stack(engine: Engine, database: Option<&str>, env: &[(&str, &str)]) -> (S
     (solo, catalog)
 }
 
-pub struct Controller {
-    child: Child,
-    logs: Lines,
-}
+/// A controller process beside the stack, SIGKILLed when dropped.
+pub struct Controller(Spawned);
 
 impl Controller {
     /// A controller of [`REGION`] on the stack's database and certificates, with `env`. Nothing
@@ -53,53 +52,29 @@ impl Controller {
             ("EINSORA_CLUSTER_BACKEND", "fake"),
         ];
         all.extend_from_slice(env);
-        let mut child = solo
-            .e
-            .command(&["controller"], &all)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let logs = Lines::collect(child.stderr.take().unwrap());
-        solo.gate("controller", &logs);
-        Controller { child, logs }
+        let mut cmd = solo.e.command(&["controller"], &all);
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let spawned = Spawned::start(cmd, Stop::Kill).unwrap();
+        solo.gate("controller", spawned.lines());
+        Controller(spawned)
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.0.pid()
     }
 
     pub fn logs(&self) -> String {
-        self.logs.text()
+        self.0.logs()
     }
 
     /// SIGKILL, and reaps it.
-    pub fn kill(mut self) {
-        signal(self.pid(), "KILL");
-        let _ = self.child.wait();
+    pub fn kill(self) {
+        self.0.stop();
     }
 
     /// Its exit status once it exits by itself within `within`.
     pub fn exits_within(&mut self, within: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            signal(self.pid(), "KILL");
-            let _ = self.child.wait();
-        }
+        self.0.exits_within(within)
     }
 }
 

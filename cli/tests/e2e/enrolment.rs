@@ -7,7 +7,9 @@ use serde_json::json;
 
 use crate::lifecycle::Owner;
 use crate::solo::Solo;
-use crate::support::{Lines, stderr};
+use einsora_testkit::spawn::{Spawned, Stop};
+
+use crate::support::stderr;
 use crate::world::call;
 
 fn token(solo: &Solo, owner: &Owner, name: &str) -> String {
@@ -139,19 +141,13 @@ fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
     assert!(out.status.success(), "{}", stderr(&out));
     let id = std::fs::read_to_string(state.join("machine-id")).unwrap();
     let spawn_agent = || {
-        let mut agent = solo
-            .e
-            .command(&["agent"], &state_env)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let logs = Lines::default();
-        let reader = logs.add(agent.stderr.take().unwrap());
-        solo.gate("agent", &logs);
-        (agent, logs, reader)
+        let mut cmd = solo.e.command(&["agent"], &state_env);
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let agent = Spawned::start(cmd, Stop::Kill).unwrap();
+        solo.gate("agent", agent.lines());
+        agent
     };
-    let (mut agent, logs, reader) = spawn_agent();
+    let mut agent = spawn_agent();
     let path = format!("/v1/machines/{id}");
     let deadline = Instant::now() + Duration::from_secs(30);
     let machine = loop {
@@ -159,7 +155,7 @@ fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
         if machine["cpus"].as_u64().unwrap_or(0) > 0 && machine["status"] == "online" {
             break machine;
         }
-        assert!(Instant::now() < deadline, "{machine}\n{}", logs.text());
+        assert!(Instant::now() < deadline, "{machine}\n{}", agent.logs());
         std::thread::sleep(Duration::from_millis(100));
     };
     let memory: u64 = machine["memory_bytes"].as_str().unwrap().parse().unwrap();
@@ -175,38 +171,21 @@ fn a_joined_agent_syncs_its_inventory_and_a_revoked_one_is_cut_off() {
     );
     assert_eq!(revoke.status, 200, "{}", revoke.body);
     let revoked = Instant::now();
-    let exited = loop {
-        if let Some(status) = agent.try_wait().unwrap() {
-            break status;
-        }
-        // The bound is 5 s; the stream is rechecked every 2 s. Room for a loaded machine.
-        assert!(
-            revoked.elapsed() < Duration::from_secs(8),
-            "the agent kept syncing"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    // The bound is 5 s; the stream is rechecked every 2 s. Room for a loaded machine.
+    let exited = agent
+        .exits_within(Duration::from_secs(8))
+        .expect("the agent stops syncing");
     eprintln!("stream closed {:?} after the revocation", revoked.elapsed());
     assert!(!exited.success());
-    reader.join().unwrap();
-    assert!(logs.text().contains("was revoked"), "{}", logs.text());
+    assert!(agent.logs().contains("was revoked"), "{}", agent.logs());
 
-    let (mut again, logs, reader) = spawn_agent();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = again.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "a revoked machine's agent kept trying"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    reader.join().unwrap();
+    let mut again = spawn_agent();
+    let status = again
+        .exits_within(Duration::from_secs(30))
+        .expect("a revoked machine's agent stops trying");
     assert!(
         !status.success(),
         "a revoked machine's reconnect is refused"
     );
-    assert!(logs.text().contains("was revoked"), "{}", logs.text());
+    assert!(again.logs().contains("was revoked"), "{}", again.logs());
 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use einsora_testkit::eventually_or;
 
-use crate::support::{Einsora, Lines, finish, stderr};
+use einsora_testkit::spawn::{Spawned, Stop};
+
+use crate::support::{Einsora, finish, stderr};
 
 /// What `einsora images build` makes, by tag.
 const IMAGES: [&str; 3] = [
@@ -91,74 +93,34 @@ fn einsora_images_build_as_the_readme_says() {
     }
 }
 
-/// A build's output, read as it comes, and the process.
-struct Running {
-    child: std::process::Child,
-    said: Lines,
-}
+/// A build's output, read as it comes, and the process: in a process group of its own, killed
+/// whole when dropped (the build script and what it waits in).
+struct Running(Spawned);
 
 impl Running {
-    /// In a process group of its own, so a failing test can stop the script it runs too.
     fn start(e: &Einsora, env: &[(&str, &str)]) -> Running {
         use std::os::unix::process::CommandExt;
-        let mut child = e
-            .command(&["images", "build"], env)
-            .stdout(std::process::Stdio::piped())
+        let mut cmd = e.command(&["images", "build"], env);
+        cmd.stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let said = Lines::default();
-        for pipe in [
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            drop(said.add(pipe));
-        }
-        Running { child, said }
-    }
-
-    /// SIGKILL to its whole group (the build script and what it waits in), by the group's ID.
-    fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .stderr(std::process::Stdio::null())
-            .status();
-        let _ = self.child.try_wait();
+            .process_group(0);
+        Running(Spawned::start(cmd, Stop::KillGroup).unwrap())
     }
 
     fn said(&self) -> String {
-        self.said.text()
+        self.0.logs()
     }
 
     fn running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
+        self.0.running()
     }
 
     /// Its exit status and everything it said, within `within`.
     fn finish(mut self, within: Duration) -> (std::process::ExitStatus, String) {
-        let deadline = std::time::Instant::now() + within;
-        while self.running() {
-            if std::time::Instant::now() > deadline {
-                self.stop();
-                panic!("still running after {within:?}:\n{}", self.said());
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        match self.0.exits_within(within) {
+            Some(status) => (status, self.said()),
+            None => panic!("still running after {within:?}:\n{}", self.said()),
         }
-        let status = self.child.wait().unwrap();
-        self.stop();
-        // The readers end with the pipes, just after the exit.
-        std::thread::sleep(Duration::from_millis(200));
-        (status, self.said())
     }
 }
 

@@ -82,16 +82,6 @@ pub fn terminate(mut child: Child) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// Sends `signal` (`TERM`, `KILL`) to `pid`, a process this test started or one of its
-/// `einsora up`'s children.
-pub fn signal(pid: u32, signal: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{signal}"), &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{signal} {pid}");
-}
-
 /// The output of `child` once it exits; fails (killing it) if it runs longer than `within`.
 pub fn finish(mut child: Child, within: Duration) -> Output {
     let deadline = Instant::now() + within;
@@ -128,33 +118,4 @@ pub fn dump(db: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// What a child process writes to a pipe, line by line, as it writes it: the one collector of
-/// every process a test starts. Clones share the text.
-#[derive(Clone, Default)]
-pub struct Lines(std::sync::Arc<std::sync::Mutex<String>>);
-
-impl Lines {
-    /// Collects `from` until it closes, on a thread of its own.
-    pub fn collect(from: impl std::io::Read + Send + 'static) -> Lines {
-        let lines = Lines::default();
-        drop(lines.add(from));
-        lines
-    }
-
-    /// Collects `from` too, into the same text; the thread ends when `from` closes.
-    pub fn add(&self, from: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<()> {
-        use std::io::BufRead;
-        let into = self.clone();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
-                let mut text = into.0.lock().unwrap();
-                text.push_str(&line);
-                text.push('\n');
-            }
-        })
-    }
-
-    pub fn text(&self) -> String {
-        self.0.lock().unwrap().clone()
-    }
-}
+pub use einsora_testkit::spawn::{Lines, signal};

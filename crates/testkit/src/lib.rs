@@ -18,6 +18,7 @@ mod ports;
 mod postgres;
 pub mod process;
 mod settings;
+pub mod spawn;
 mod strings;
 mod wait;
 
