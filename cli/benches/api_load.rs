@@ -12,12 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::Method;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use serde_json::json;
 
 use einsora_testkit::bench::{Report, Table, setting};
-use support::{Api, Http, Stack, open_loop};
+use support::{Api, Stack, open_loop};
 
 fn main() -> anyhow::Result<()> {
     let seconds: u64 = setting("BENCH_SECONDS", 10)?;
@@ -36,21 +34,13 @@ fn main() -> anyhow::Result<()> {
     let pg = einsora_testkit::TempPostgres::shared();
     let engines = [("SQLite", None), ("Postgres", Some(pg.fresh_database()?))];
     for (engine, url) in engines {
-        let mut stack = Stack::start(url.as_deref(), &["api", "gateway"], &[])?;
+        let stack = Stack::start(url.as_deref(), &["api", "gateway"], &[])?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()?;
         rt.block_on(async {
-            let http: Http = Client::builder(TokioExecutor::new())
-                .pool_max_idle_per_host(256)
-                .build_http();
-            let token = stack.token(&http).await?;
-            let api = Arc::new(Api {
-                http,
-                base: stack.base.clone(),
-                token,
-            });
+            let api = stack.api().await?;
             let mut ids = Vec::new();
             for i in 0..20 {
                 ids.push(api.create(&format!("seed-{i}")).await?);

@@ -19,13 +19,11 @@ use std::time::{Duration, Instant};
 use einsora_core::ids::TenantId;
 use einsora_store::{DatabaseUrl, NewTenant, QuotaClass};
 use hyper::Method;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use einsora_testkit::bench::{Report, Table, count, quantile, setting};
-use support::{Api, Http, Stack, created_by_bench, einsora, free_addr, install, notebook};
+use support::{Api, Stack, created_by_bench, einsora, free_addr, install, notebook};
 
 const CREATES: usize = 200;
 
@@ -61,17 +59,9 @@ fn main() -> anyhow::Result<()> {
             ("EINSORA_FAKE_READY_DELAY", "0s"),
             ("EINSORA_FAKE_CAPACITY", capacity.as_str()),
         ];
-        let mut stack = Stack::start(url.as_deref(), &["api", "gateway", "controller"], &settings)?;
+        let stack = Stack::start(url.as_deref(), &["api", "gateway", "controller"], &settings)?;
         rt.block_on(async {
-            let http: Http = Client::builder(TokioExecutor::new())
-                .pool_max_idle_per_host(256)
-                .build_http();
-            let token = stack.token(&http).await?;
-            let api = Arc::new(Api {
-                http,
-                base: stack.base.clone(),
-                token,
-            });
+            let api = stack.api().await?;
             for concurrent in [false, true] {
                 let all = create_to_running(&api, concurrent).await?;
                 let mode = if concurrent {

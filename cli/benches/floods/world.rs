@@ -71,7 +71,7 @@ impl World {
             ("EINSORA_AGENT_MAX_CONNECTIONS", "1024".to_owned()),
         ];
         let extra: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let mut stack = Stack::start(
+        let stack = Stack::start(
             Some(&url),
             &["api", "controller", "gateway", "access"],
             &extra,

@@ -130,8 +130,21 @@ impl Stack {
         self.children.iter().map(Spawned::pid).collect()
     }
 
+    /// The API as dev@acme, over a pooled client: what the load benches drive.
+    pub async fn api(&self) -> anyhow::Result<std::sync::Arc<Api>> {
+        let http: Http = Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_max_idle_per_host(256)
+            .build_http();
+        let token = self.token(&http).await?;
+        Ok(std::sync::Arc::new(Api {
+            http,
+            base: self.base.clone(),
+            token,
+        }))
+    }
+
     /// Logs in as dev@acme (its password is on the api's standard output) and makes a token.
-    pub async fn token(&mut self, http: &Http) -> anyhow::Result<String> {
+    pub async fn token(&self, http: &Http) -> anyhow::Result<String> {
         let api = self.children.first().context("no api")?;
         let deadline = Instant::now() + Duration::from_secs(30);
         let password = loop {

@@ -86,14 +86,7 @@ fn logging_out_or_revoking_a_token_ends_what_it_opened_websockets_included() {
         .as_str()
         .unwrap()
         .to_owned();
-    let revoked = call(
-        &solo,
-        &acme.session,
-        "DELETE",
-        &format!("/v1/tokens/{laptop}"),
-        None,
-    );
-    assert!((200..300).contains(&revoked.status), "{}", revoked.body);
+    crate::world::revoke_token(&solo, &acme.session, &laptop);
     assert_refused_soon(&solo, &host, &by_token, Instant::now());
 }
 

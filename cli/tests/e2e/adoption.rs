@@ -14,11 +14,7 @@ use crate::world::{Tenant, call, login, tenant};
 
 /// A running notebook of `acme`'s; its ID.
 fn running_notebook(solo: &Solo, acme: &Tenant) -> String {
-    let body = json!({ "kind": "notebook", "name": "nb", "gpu_class": "cpu-1c-2g",
-                       "image": "jupyterlab" });
-    let made = call(solo, &acme.token, "POST", "/v1/workloads", Some(body));
-    assert_eq!(made.status, 202, "{}", made.body);
-    let id = made.json()["id"].as_str().unwrap().to_owned();
+    let id = crate::world::launch(solo, &acme.token, crate::world::a_notebook("nb"));
     wait_for(solo, &acme.session, &id, "running");
     id
 }

@@ -86,6 +86,16 @@ pub fn solo(extra: &[(&str, &str)]) -> (Solo, Lan, String) {
     (solo, lan, agents)
 }
 
+/// [`solo`] whose machines are offline after `after` of silence and their workloads failed
+/// after `fail` offline.
+pub fn solo_with_thresholds(after: Duration, fail: Duration) -> (Solo, Lan, String) {
+    let (after, fail) = (setting(after), setting(fail));
+    solo(&[
+        ("EINSORA_AGENT_OFFLINE_AFTER", after.as_str()),
+        ("EINSORA_AGENT_OFFLINE_FAIL", fail.as_str()),
+    ])
+}
+
 /// Joins a machine called `name` (its state directory `agent-<name>`) from a namespace of its
 /// own on `lan`.
 pub fn join(solo: &Solo, owner: &Owner, lan: &Lan, agents: &str, name: &str) -> Machine {
@@ -307,11 +317,7 @@ fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
     // Room for an agent to start and reconnect after the note (milliseconds on an idle
     // machine), on a loaded one.
     const OFFLINE_FAIL: Duration = Duration::from_secs(9);
-    let (after, fail) = (setting(OFFLINE_AFTER), setting(OFFLINE_FAIL));
-    let (solo, lan, agents) = solo(&[
-        ("EINSORA_AGENT_OFFLINE_AFTER", after.as_str()),
-        ("EINSORA_AGENT_OFFLINE_FAIL", fail.as_str()),
-    ]);
+    let (solo, lan, agents) = solo_with_thresholds(OFFLINE_AFTER, OFFLINE_FAIL);
     let owner = Owner::of(&solo);
     let who = &owner.session;
     let machine = join(&solo, &owner, &lan, &agents, "box");
@@ -378,11 +384,7 @@ fn a_machine_away_is_noted_then_forgiven_or_failed_after_the_threshold() {
 #[test]
 fn a_workload_deleted_without_its_machine_is_deleted_and_removed_on_return() {
     const OFFLINE_FAIL: Duration = Duration::from_secs(4);
-    let (after, fail) = (setting(Duration::from_secs(2)), setting(OFFLINE_FAIL));
-    let (solo, lan, agents) = solo(&[
-        ("EINSORA_AGENT_OFFLINE_AFTER", after.as_str()),
-        ("EINSORA_AGENT_OFFLINE_FAIL", fail.as_str()),
-    ]);
+    let (solo, lan, agents) = solo_with_thresholds(Duration::from_secs(2), OFFLINE_FAIL);
     let owner = Owner::of(&solo);
     let who = &owner.session;
     let (away, revoked) = (

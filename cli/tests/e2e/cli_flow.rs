@@ -86,6 +86,22 @@ impl<'a> Cli<'a> {
         serde_json::from_str(&self.ok(&args)).unwrap()
     }
 
+    /// `einsora launch` of a JupyterLab notebook of the tests' class, `cpu-1c-2g`: what it
+    /// prints with `--json`.
+    pub fn launch_notebook(&self, name: &str) -> Value {
+        self.json(&[
+            "launch",
+            "--kind",
+            "notebook",
+            "--name",
+            name,
+            "--class",
+            "cpu-1c-2g",
+            "--image",
+            "jupyterlab",
+        ])
+    }
+
     pub fn login(&self, email: &str, password: &str) {
         let out = self.run(
             &["login", "--email", email, "--password-stdin"],
@@ -110,17 +126,7 @@ fn cli_flow(engine: Engine) {
     let cli = Cli::new(&solo, "acme");
     cli.login("dev@acme", &dev_password(&solo, "dev@acme"));
 
-    let created = cli.json(&[
-        "launch",
-        "--kind",
-        "notebook",
-        "--name",
-        "nb",
-        "--class",
-        "cpu-1c-2g",
-        "--image",
-        "jupyterlab",
-    ]);
+    let created = cli.launch_notebook("nb");
     let id = created["id"].as_str().unwrap().to_owned();
     assert_eq!(created["state"], "pending");
     let table = cli.ok(&["workloads"]);

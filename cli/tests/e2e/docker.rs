@@ -234,17 +234,7 @@ fn a_notebook_runs_opens_keeps_its_files_and_is_deleted() {
     let (solo, _leftovers) = solo();
     let acme = tenant(&solo, "dev@acme");
     let cli = Cli::with_token(&solo, token(&acme));
-    let launched = cli.json(&[
-        "launch",
-        "--kind",
-        "notebook",
-        "--name",
-        "nb",
-        "--class",
-        "cpu-1c-2g",
-        "--image",
-        "jupyterlab",
-    ]);
+    let launched = cli.launch_notebook("nb");
     let id = launched["id"].as_str().unwrap().to_owned();
     wait_for(&solo, &acme.session, &id, "running");
 
@@ -362,14 +352,7 @@ fn an_endpoint_serves_chat_completions_to_api_tokens_only() {
     );
     let tokens = call(&solo, &acme.session, "GET", "/v1/tokens", None).json();
     let laptop = tokens["tokens"][0]["id"].as_str().unwrap().to_owned();
-    let revoked = call(
-        &solo,
-        &acme.session,
-        "DELETE",
-        &format!("/v1/tokens/{laptop}"),
-        None,
-    );
-    assert!(revoked.status < 300, "{}", revoked.body);
+    crate::world::revoke_token(&solo, &acme.session, &laptop);
     assert_eq!(
         exchange(&solo.access, &chat(Some(token(&acme)), false)).status,
         401

@@ -18,15 +18,7 @@ pub struct Owner {
 impl Owner {
     pub fn of(solo: &Solo) -> Owner {
         let session = login(solo, OWNER_EMAIL, OWNER_PASSWORD);
-        let made = call(
-            solo,
-            &session,
-            "POST",
-            "/v1/tokens",
-            Some(json!({ "name": "laptop" })),
-        );
-        assert_eq!(made.status, 200, "{}", made.body);
-        let token = made.json()["token"].as_str().unwrap().to_owned();
+        let token = crate::world::new_token(solo, &session);
         Owner { session, token }
     }
 

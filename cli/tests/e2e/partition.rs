@@ -158,11 +158,8 @@ fn a_partitioned_machine_is_offline_after_the_threshold_and_heals_without_a_chan
 fn a_machine_cut_off_past_the_failure_threshold_fails_its_workloads() {
     const OFFLINE_AFTER: Duration = Duration::from_secs(2);
     const OFFLINE_FAIL: Duration = Duration::from_secs(6);
-    let (after, fail) = (setting(OFFLINE_AFTER), setting(OFFLINE_FAIL));
-    let (solo, lan, agents) = solo(&[
-        ("EINSORA_AGENT_OFFLINE_AFTER", after.as_str()),
-        ("EINSORA_AGENT_OFFLINE_FAIL", fail.as_str()),
-    ]);
+    let (solo, lan, agents) =
+        crate::agent_backend::solo_with_thresholds(OFFLINE_AFTER, OFFLINE_FAIL);
     let owner = Owner::of(&solo);
     let who = &owner.session;
     let machine = crate::agent_backend::join(&solo, &owner, &lan, &agents, "box");

@@ -143,50 +143,16 @@ pub async fn unsettled(database: &str) -> usize {
 /// The checker itself finds each kind of damage, so a clean run means something.
 #[tokio::test]
 async fn the_checker_finds_illegal_edges_duplicates_missing_acknowledgements_and_stale_rows() {
-    use einsora_core::ids::{TenantId, WorkloadId};
-    use einsora_core::reasons::{Actor, Credential, Reason};
-    use einsora_store::{NewTenant, NewWorkload, QuotaClass};
+    use einsora_store::QuotaClass;
+    use einsora_testkit::db::TestDb;
+    use einsora_testkit::fixtures::{created, new_workload, tenant_as};
 
-    let dir = tempfile::tempdir().unwrap();
-    let database = format!("sqlite:{}/einsora.db", dir.path().display());
-    let (store, _) = einsora_store::migrate(&DatabaseUrl::parse(&database).unwrap())
-        .await
-        .unwrap();
-    let tenant = TenantId::new();
-    let new_tenant = NewTenant {
-        id: tenant,
-        slug: "t".into(),
-        name: "T".into(),
-        trusted: false,
-    };
-    store.create_tenant(&new_tenant).await.unwrap();
-    store
-        .set_quota(tenant, &QuotaClass::Default, None)
-        .await
-        .unwrap();
-    let by = Reason::Created {
-        by: Actor {
-            subject: "me".into(),
-            credential: Credential::Dev,
-        },
-    };
+    let db = TestDb::sqlite().await;
+    let (store, database) = (&db.store, db.url.to_string());
+    let tenant = tenant_as(&**store, false, QuotaClass::Default, None).await;
+    let by = created();
     let w = store
-        .create_workload(
-            &NewWorkload {
-                id: WorkloadId::new(),
-                tenant_id: tenant,
-                kind: einsora_core::kind::WorkloadKind::Notebook,
-                name: "w".into(),
-                gpu_class: "cpu-1c-2g".into(),
-                units: 1,
-                image: "jupyterlab".into(),
-                region: einsora_core::region::Region::new("local").unwrap(),
-                fallback: vec![],
-                fallback_after_s: None,
-                params: "{}".into(),
-            },
-            &by,
-        )
+        .create_workload(&new_workload(tenant, "w"), &by)
         .await
         .unwrap();
     let id = w.id.to_string();
@@ -215,12 +181,7 @@ async fn the_checker_finds_illegal_edges_duplicates_missing_acknowledgements_and
         insert("pending", "pending"),
         insert("pending", "running")
     );
-    let status = std::process::Command::new("sqlite3")
-        .arg(dir.path().join("einsora.db"))
-        .arg(sql)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    db.execute(&sql);
     let damaged = check(&database, &[]).await;
     assert!(!damaged.illegal.is_empty(), "{damaged:?}");
     assert_eq!(damaged.duplicates.len(), 1, "{damaged:?}");

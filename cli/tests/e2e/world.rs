@@ -60,6 +60,20 @@ pub fn a_notebook(name: &str) -> Value {
                         "image": "jupyterlab" })
 }
 
+/// A new API token of `who`'s, called `laptop`: its secret.
+pub fn new_token(solo: &Solo, who: &Credential) -> String {
+    let body = serde_json::json!({ "name": "laptop" });
+    let made = call(solo, who, "POST", "/v1/tokens", Some(body));
+    assert_eq!(made.status, 200, "{}", made.body);
+    made.json()["token"].as_str().unwrap().to_owned()
+}
+
+/// Revokes `who`'s token `id`.
+pub fn revoke_token(solo: &Solo, who: &Credential, id: &str) {
+    let revoked = call(solo, who, "DELETE", &format!("/v1/tokens/{id}"), None);
+    assert!((200..300).contains(&revoked.status), "{}", revoked.body);
+}
+
 /// Calls the API as `who`, with a JSON body when one is given.
 pub fn call(
     solo: &Solo,
@@ -107,15 +121,7 @@ pub fn tenant(solo: &Solo, email: &str) -> Tenant {
     let session = login(solo, email, &password);
     let me = call(solo, &session, "GET", "/v1/me", None).json();
     let id: TenantId = me["tenant_id"].as_str().unwrap().parse().unwrap();
-    let made = call(
-        solo,
-        &session,
-        "POST",
-        "/v1/tokens",
-        Some(json!({ "name": "laptop" })),
-    );
-    assert_eq!(made.status, 200, "{}", made.body);
-    let token = made.json()["token"].as_str().unwrap().to_owned();
+    let token = new_token(solo, &session);
     let Credential::Session { cookie, csrf } = &session else {
         unreachable!()
     };

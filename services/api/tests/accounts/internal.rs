@@ -60,16 +60,8 @@ async fn a_ticket_is_redeemed_once() {
     let workload = einsora_core::ids::WorkloadId::new();
     let new = einsora_store::NewWorkload {
         id: workload,
-        tenant_id: tenant,
-        kind: einsora_core::kind::WorkloadKind::Notebook,
-        name: "nb".into(),
         gpu_class: "cpu-4c-16g".into(),
-        units: 1,
-        image: "jupyterlab".into(),
-        region: einsora_core::region::Region::new("local").unwrap(),
-        fallback: vec![],
-        fallback_after_s: None,
-        params: "{}".into(),
+        ..einsora_testkit::fixtures::new_workload(tenant, "nb")
     };
     let by = einsora_core::reasons::Actor {
         subject: EMAIL.into(),
