@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::cli_flow::dev_password;
-use crate::docker::{kernel_channels, open, solo};
-use crate::lifecycle::wait_for;
-use crate::solo::Solo;
-use crate::world::{Credential, a_notebook, call, launch, login, tenant};
+use crate::harness::cli::dev_password;
+use crate::harness::notebooks::{kernel_channels, open, solo};
+use crate::harness::solo::Solo;
+use crate::harness::workloads::wait_for;
+use crate::harness::world::{Credential, a_notebook, call, launch, login, tenant};
 use einsora_testkit::http::{exchange, request};
 
 const WITHIN: Duration = Duration::from_secs(5);
@@ -86,7 +86,7 @@ fn logging_out_or_revoking_a_token_ends_what_it_opened_websockets_included() {
         .as_str()
         .unwrap()
         .to_owned();
-    crate::world::revoke_token(&solo, &acme.session, &laptop);
+    crate::harness::world::revoke_token(&solo, &acme.session, &laptop);
     assert_refused_soon(&solo, &host, &by_token, Instant::now());
 }
 

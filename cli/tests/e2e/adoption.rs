@@ -6,15 +6,16 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use crate::cli_flow::dev_password;
-use crate::docker::{containers, data_dir, notebook, open, solo, solo_with};
-use crate::lifecycle::{act, state, timeline, wait_for};
-use crate::solo::Solo;
-use crate::world::{Tenant, call, login, tenant};
+use crate::harness::cli::dev_password;
+use crate::harness::notebooks::{containers, data_dir, notebook, open, solo, solo_with};
+use crate::harness::solo::Solo;
+use crate::harness::workloads::{act, state, timeline, wait_for};
+use crate::harness::world::{Tenant, call, login, tenant};
 
 /// A running notebook of `acme`'s; its ID.
 fn running_notebook(solo: &Solo, acme: &Tenant) -> String {
-    let id = crate::world::launch(solo, &acme.token, crate::world::a_notebook("nb"));
+    let id =
+        crate::harness::world::launch(solo, &acme.token, crate::harness::world::a_notebook("nb"));
     wait_for(solo, &acme.session, &id, "running");
     id
 }
@@ -150,7 +151,7 @@ fn a_running_notebook_outlives_its_class_leaving_the_catalog() {
     let (host, cookie) = open(&solo, &acme.session, &id);
     let listed = notebook(&solo, &host, &cookie, "GET", "/api/contents", "");
     assert_eq!(listed["type"], "directory", "it still serves: {listed}");
-    std::thread::sleep(crate::agent_backend::PASSES);
+    std::thread::sleep(crate::harness::agents::PASSES);
     assert_eq!(
         state(&solo, &acme.session, &id),
         "running",
@@ -175,7 +176,7 @@ fn a_notebook_whose_disk_is_gone_is_not_given_a_fresh_one() {
     let id = running_notebook(&solo, &acme);
     assert_eq!(act(&solo, &acme.token, &id, "stop").0, 202);
     wait_for(&solo, &acme.session, &id, "stopped");
-    crate::disk::lose_its_disk(&solo, &id);
+    crate::harness::notebooks::lose_its_disk(&solo, &id);
     assert_eq!(act(&solo, &acme.token, &id, "start").0, 202);
     wait_for(&solo, &acme.session, &id, "failed");
     let steps = timeline(&solo, &acme.session, &id);

@@ -3,172 +3,18 @@
 //! says so; and a machine that goes away is noted, forgiven if it returns in time, and its
 //! workloads failed if not.
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use einsora_testkit::spawn::{Spawned, Stop};
 use einsora_testkit::{eventually, eventually_or, setting};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::cli_flow::Cli;
-use crate::controllers::lease_holder;
-use crate::lan::{Host, Lan};
-use crate::lifecycle::{Owner, act, create, state, timeline, wait_for};
-use crate::solo::{CONTROLLER_INTERVAL, Solo};
-use crate::support::stderr;
-use crate::world::call;
-
-/// EINSORA_AGENT_HEARTBEAT of the test's agents: well within every offline threshold set here.
-pub const HEARTBEAT: Duration = Duration::from_millis(500);
-/// How long a machine, an agent or a controller may take to do what a test waits on (start,
-/// connect, sync, take the lease) on a loaded 2-core machine: a bound only a hang reaches.
-pub const PATIENCE: Duration = Duration::from_secs(60);
-/// A few controller passes: for a check that nothing happens once something did.
-pub const PASSES: Duration = CONTROLLER_INTERVAL.saturating_mul(5);
-
-/// An agent process, its output kept; stopped when dropped (SIGTERM, then SIGKILL if it hasn't
-/// stopped within [`AGENT_STOPS_WITHIN`]: a failing test never hangs on an agent that doesn't
-/// stop, and a passing one fails for it).
-pub struct Agent(Spawned);
-
-/// How long an agent may take to stop on SIGTERM.
-const AGENT_STOPS_WITHIN: Duration = Duration::from_secs(30);
-
-impl Agent {
-    pub fn logs(&self) -> String {
-        self.0.logs()
-    }
-
-    /// How many streams it has opened to its controller (it logs `syncing` on each).
-    pub fn streams(&self) -> usize {
-        self.logs().matches("syncing").count()
-    }
-
-    /// Waits until it has opened its `n`th stream (see [`Agent::streams`]).
-    pub fn synced(&self, n: usize) {
-        eventually_or(
-            format_args!("the agent's stream {n}"),
-            PATIENCE,
-            || (self.streams() >= n).then_some(()),
-            || self.logs(),
-        );
-    }
-
-    /// SIGKILL: no chance to tidy up.
-    fn kill(self) {
-        crate::support::signal(self.0.pid(), "KILL");
-    }
-}
-
-/// A joined machine: its ID, its state directory, and the namespace it lives in.
-pub struct Machine {
-    pub id: String,
-    pub state: PathBuf,
-    pub host: Host,
-}
-
-/// `einsora up` on the agent backend, listening for agents on the test's own network (`Lan`),
-/// without a local agent (the test's machines join), with `extra` settings; and the agents'
-/// port. Declared in this order, the machines' processes stop before their network goes.
-pub fn solo(extra: &[(&str, &str)]) -> (Solo, Lan, String) {
-    let lan = Lan::new();
-    let port = lan.port();
-    let agents = port.to_string();
-    let mut env = vec![
-        ("EINSORA_AGENT_ADDR", agents.as_str()),
-        ("EINSORA_CLUSTER_BACKEND", "agent"),
-        ("EINSORA_LOCAL_AGENT", "false"),
-    ];
-    env.extend_from_slice(extra);
-    let mut solo = Solo::start(&env);
-    solo.hold(port);
-    (solo, lan, agents)
-}
-
-/// [`solo`] whose machines are offline after `after` of silence and their workloads failed
-/// after `fail` offline.
-pub fn solo_with_thresholds(after: Duration, fail: Duration) -> (Solo, Lan, String) {
-    let (after, fail) = (setting(after), setting(fail));
-    solo(&[
-        ("EINSORA_AGENT_OFFLINE_AFTER", after.as_str()),
-        ("EINSORA_AGENT_OFFLINE_FAIL", fail.as_str()),
-    ])
-}
-
-/// Joins a machine called `name` (its state directory `agent-<name>`) from a namespace of its
-/// own on `lan`.
-pub fn join(solo: &Solo, owner: &Owner, lan: &Lan, agents: &str, name: &str) -> Machine {
-    let body = json!({ "name": name });
-    let made = call(
-        solo,
-        &owner.session,
-        "POST",
-        "/v1/enrolment-tokens",
-        Some(body),
-    );
-    assert_eq!(made.status, 200, "{}", made.body);
-    let token = made.json()["token"].as_str().unwrap().to_owned();
-    let state = solo.e.dir().join(format!("agent-{name}"));
-    let env = [("EINSORA_AGENT_STATE_DIR", state.to_str().unwrap())];
-    let controller = format!("https://{agents}");
-    let args = [
-        "agent",
-        "join",
-        "--token",
-        &token,
-        "--controller",
-        &controller,
-    ];
-    let host = lan.host();
-    let out = host.wrap(&solo.e.command(&args, &env)).output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let id = std::fs::read_to_string(state.join("machine-id")).unwrap();
-    Machine { id, state, host }
-}
-
-/// The machine's agent, in its namespace, with the sim driver, heartbeating well within the
-/// scaled-down offline thresholds. Its logs are held to the stack's gate.
-pub fn run_agent(solo: &Solo, machine: &Machine) -> Agent {
-    let heartbeat = setting(HEARTBEAT);
-    let env = [
-        ("EINSORA_AGENT_STATE_DIR", machine.state.to_str().unwrap()),
-        ("EINSORA_AGENT_SIM", "true"),
-        ("EINSORA_AGENT_DOCKER", "false"),
-        ("EINSORA_AGENT_HEARTBEAT", heartbeat.as_str()),
-    ];
-    let mut cmd = machine.host.wrap(&solo.e.command(&["agent"], &env));
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    let spawned = Spawned::start(cmd, Stop::TermWithin(AGENT_STOPS_WITHIN)).unwrap();
-    solo.gate("agent", spawned.lines());
-    Agent(spawned)
-}
-
-/// Waits until the machine reads online with the sim driver (its agent's inventory arrived);
-/// the machine as read. (Online means seen within minutes: a machine that synced once reads
-/// online through a test's short absences.)
-pub fn online(solo: &Solo, owner: &Owner, machine_id: &str, agent: &Agent) -> Value {
-    let path = format!("/v1/machines/{machine_id}");
-    let read = || call(solo, &owner.session, "GET", &path, None).json();
-    eventually_or(
-        "the machine online with the sim driver",
-        PATIENCE,
-        || {
-            let machine = read();
-            (machine["status"] == "online" && machine["drivers"] == json!(["sim"]))
-                .then_some(machine)
-        },
-        || format!("{}\n{}", read(), agent.logs()),
-    )
-}
-
-/// The timeline's steps, notes left out.
-pub fn steps(solo: &Solo, owner: &Owner, id: &str) -> Vec<String> {
-    timeline(solo, &owner.session, id)
-        .into_iter()
-        .filter(|e| !e.starts_with("note:"))
-        .collect()
-}
+use crate::harness::agents::*;
+use crate::harness::cli::Cli;
+use crate::harness::controllers::lease_holder;
+use crate::harness::solo::{CONTROLLER_INTERVAL, Solo};
+use crate::harness::support::stderr;
+use crate::harness::workloads::{Owner, act, create, state, timeline, wait_for};
+use crate::harness::world::call;
 
 #[test]
 fn a_notebook_lives_its_whole_life_on_a_joined_machine() {
@@ -499,7 +345,7 @@ fn a_controller_restart_under_twenty_agents_settles_and_changes_nothing() {
 
     let streams: Vec<usize> = machines.iter().map(|(agent, _)| agent.streams()).collect();
     let controller = solo.child("controller").expect("up runs a controller");
-    crate::support::signal(controller, "KILL");
+    crate::harness::support::signal(controller, "KILL");
     let restarted = eventually("up restarting its controller", PATIENCE, || {
         solo.child("controller").filter(|&pid| pid != controller)
     });
@@ -563,14 +409,14 @@ fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
     };
     for round in 0..50 {
         let id = &ids[usize::try_from(random(2)).unwrap()];
-        let state_now = crate::lifecycle::state(&solo, who, id);
+        let state_now = crate::harness::workloads::state(&solo, who, id);
         let (action, to, reason) = match state_now.as_str() {
             "running" | "provisioning" => ("stop", "stopping", "stop requested by"),
             "stopped" => ("start", "pending", "start requested by"),
             _ => ("", "", ""),
         };
         if !action.is_empty() && act(&solo, who, id, action).0 == 202 {
-            acknowledged.push(crate::replay::Acknowledged {
+            acknowledged.push(crate::harness::replay::Acknowledged {
                 workload: id.clone(),
                 state: to.parse().unwrap(),
                 reason,
@@ -585,9 +431,9 @@ fn an_agent_killed_fifty_times_loses_and_restarts_nothing() {
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
     eventually("everything settles", Duration::from_secs(60), || {
-        (rt.block_on(crate::replay::unsettled(&solo.database)) == 0).then_some(())
+        (rt.block_on(crate::harness::replay::unsettled(&solo.database)) == 0).then_some(())
     });
-    let findings = rt.block_on(crate::replay::check(&solo.database, &acknowledged));
+    let findings = rt.block_on(crate::harness::replay::check(&solo.database, &acknowledged));
     assert!(findings.clean(), "{findings:#?}");
     for id in &ids {
         let steps = steps(&solo, &owner, id);
@@ -689,7 +535,8 @@ fn one_agent_per_machine() {
     let first = run_agent(&solo, &machine);
     online(&solo, &owner, &machine.id, &first);
     let env = [("EINSORA_AGENT_STATE_DIR", machine.state.to_str().unwrap())];
-    let second = crate::support::finish(solo.e.spawn(&["agent"], &env), Duration::from_secs(30));
+    let second =
+        crate::harness::support::finish(solo.e.spawn(&["agent"], &env), Duration::from_secs(30));
     assert!(!second.status.success());
     assert!(
         stderr(&second).contains("another agent already runs for this machine"),

@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::cli_flow::dev_password;
-use crate::isolation::assert_no_secret_logged;
-use crate::solo::{Engine, Solo};
-use crate::world::{Credential, call, login, tenant, without_request_id};
+use crate::harness::cli::dev_password;
+use crate::harness::log_gate::assert_no_secret_logged;
+use crate::harness::solo::{Engine, Solo};
+use crate::harness::world::{Credential, call, login, tenant, without_request_id};
 
 const NOTEBOOK: &str =
     r#"{"kind":"notebook","name":"nb","gpu_class":"cpu-1c-2g","image":"jupyterlab"}"#;

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use einsora_testkit::Port;
 
-use crate::support::{Einsora, dump, stderr};
+use crate::harness::support::{Einsora, dump, stderr};
 
 #[test]
 fn a_malformed_database_url_names_the_setting_and_hides_the_password() {

@@ -1,115 +1,11 @@
 //! The CLI against a running api and gateway: log in with the password on stdin, launch, read
 //! the timeline, act, make a token and use it, and fail with the request ID.
 
-use std::io::Write;
-use std::process::{Output, Stdio};
-
 use serde_json::Value;
 
-use crate::solo::{Engine, Solo};
-use crate::support::stderr;
-
-/// Dev mode's announced password for `email` (announced once the api has seeded; the latest,
-/// as a restarted api announces new ones).
-pub fn dev_password(solo: &Solo, email: &str) -> String {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let out = solo.stdout();
-        let line = out
-            .lines()
-            .rev()
-            .find(|l| l.contains(&format!("email {email} ")));
-        if let Some(password) = line.and_then(|l| l.split_whitespace().last()) {
-            return password.to_owned();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no dev account {email} in:\n{out}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-}
-
-pub struct Cli<'a> {
-    solo: &'a Solo,
-    config: std::path::PathBuf,
-    token: Option<String>,
-}
-
-impl<'a> Cli<'a> {
-    pub fn new(solo: &'a Solo, name: &str) -> Self {
-        let config = solo.e.dir().join(format!("cli-{name}.json"));
-        Cli {
-            solo,
-            config,
-            token: None,
-        }
-    }
-
-    pub fn with_token(solo: &'a Solo, token: &str) -> Self {
-        let mut cli = Cli::new(solo, "token");
-        cli.token = Some(token.to_owned());
-        cli
-    }
-
-    pub fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let server = format!("http://{}", self.solo.http);
-        let mut env = vec![
-            ("EINSORA_SERVER", server.as_str()),
-            ("EINSORA_CLI_CONFIG", self.config.to_str().unwrap()),
-        ];
-        if let Some(token) = &self.token {
-            env.push(("EINSORA_TOKEN", token));
-        }
-        let mut cmd = self.solo.e.command(args, &env);
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-        drop(input);
-        child.wait_with_output().unwrap()
-    }
-
-    pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args, None);
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    pub fn json(&self, args: &[&str]) -> Value {
-        let mut args = args.to_vec();
-        args.push("--json");
-        serde_json::from_str(&self.ok(&args)).unwrap()
-    }
-
-    /// `einsora launch` of a JupyterLab notebook of the tests' class, `cpu-1c-2g`: what it
-    /// prints with `--json`.
-    pub fn launch_notebook(&self, name: &str) -> Value {
-        self.json(&[
-            "launch",
-            "--kind",
-            "notebook",
-            "--name",
-            name,
-            "--class",
-            "cpu-1c-2g",
-            "--image",
-            "jupyterlab",
-        ])
-    }
-
-    pub fn login(&self, email: &str, password: &str) {
-        let out = self.run(
-            &["login", "--email", email, "--password-stdin"],
-            Some(&format!("{password}\n")),
-        );
-        assert!(out.status.success(), "login: {}", stderr(&out));
-    }
-}
+use crate::harness::cli::*;
+use crate::harness::solo::{Engine, Solo};
+use crate::harness::support::stderr;
 
 #[test]
 fn the_cli_drives_the_api_with_a_session_and_with_a_token_on_sqlite() {

@@ -12,10 +12,10 @@ use serde_json::json;
 
 use einsora_testkit::eventually;
 
-use crate::controllers::{Controller, lease_holder, stack};
-use crate::replay::{self, Acknowledged};
-use crate::solo::{Engine, Solo};
-use crate::world::{Credential, call, tenant};
+use crate::harness::controllers::{Controller, lease_holder, stack};
+use crate::harness::replay::{self, Acknowledged};
+use crate::harness::solo::{Engine, Solo};
+use crate::harness::world::{Credential, call, tenant};
 
 const CLIENTS: usize = 4;
 const OPERATIONS: usize = 300;

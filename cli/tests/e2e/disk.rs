@@ -11,14 +11,14 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::docker::{
+use crate::harness::mounts::mounted_on;
+use crate::harness::notebooks::{
     Leftovers, catalog_with_small_disks, containers, data_dir, notebook, open, run_cell,
 };
-use crate::lifecycle::{act, state, timeline, wait_for};
-use crate::mounts::mounted_on;
-use crate::solo::{Engine, Solo};
-use crate::support::Einsora;
-use crate::world::{a_notebook, launch, tenant};
+use crate::harness::solo::{Engine, Solo};
+use crate::harness::support::Einsora;
+use crate::harness::workloads::{act, state, timeline, wait_for};
+use crate::harness::world::{a_notebook, launch, tenant};
 use throwaway::Throwaway;
 
 const MIB: u64 = 1 << 20;
@@ -47,24 +47,6 @@ line = b'y' * 1023 + b'\n'
 for _ in range(8 * 1024):
     os.write(fd, line)
 print('logged')"#;
-
-/// What a machine that lost a stopped notebook's disk has left: no image, nothing mounted, no
-/// data directory.
-pub fn lose_its_disk(solo: &Solo, id: &str) {
-    let data = data_dir(solo, id);
-    crate::mounts::unmount_all_under(&data);
-    let image = solo
-        .e
-        .dir()
-        .join("agent")
-        .join("disks")
-        .join(format!("{id}.img"));
-    match std::fs::remove_file(&image) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{}: {e}", image.display()),
-        _ => {}
-    }
-    std::fs::remove_dir_all(&data).unwrap();
-}
 
 fn inspect(container: &str) -> Value {
     let out = Command::new("docker")

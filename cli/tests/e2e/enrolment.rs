@@ -5,12 +5,12 @@ use std::os::unix::fs::PermissionsExt;
 
 use serde_json::json;
 
-use crate::lifecycle::Owner;
-use crate::solo::Solo;
+use crate::harness::solo::Solo;
+use crate::harness::workloads::Owner;
 use einsora_testkit::spawn::{Spawned, Stop};
 
-use crate::support::stderr;
-use crate::world::call;
+use crate::harness::support::stderr;
+use crate::harness::world::call;
 
 fn token(solo: &Solo, owner: &Owner, name: &str) -> String {
     let made = call(

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use einsora_testkit::eventually;
 
-use crate::controllers::{Controller, lease_holder, stack};
-use crate::lifecycle::{create, state, timeline, wait_for};
-use crate::replay;
-use crate::solo::Engine;
-use crate::support::signal;
-use crate::world::tenant;
+use crate::harness::controllers::{Controller, lease_holder, stack};
+use crate::harness::replay;
+use crate::harness::solo::Engine;
+use crate::harness::support::signal;
+use crate::harness::workloads::{create, state, timeline, wait_for};
+use crate::harness::world::tenant;
 
 const LEASE: Duration = Duration::from_secs(2);
 const RETRY: Duration = Duration::from_millis(100);
@@ -30,7 +30,7 @@ fn settings(capacity: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn start(solo: &crate::solo::Solo, catalog: &str, capacity: &str) -> Controller {
+fn start(solo: &crate::harness::solo::Solo, catalog: &str, capacity: &str) -> Controller {
     let env = settings(capacity);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     Controller::start(solo, catalog, &env)

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::docker::{open, run_cell, solo};
-use crate::lifecycle::{state, timeline, wait_for};
-use crate::solo::Solo;
-use crate::world::{Credential, a_notebook, call, launch, tenant};
+use crate::harness::notebooks::{open, run_cell, solo};
+use crate::harness::solo::Solo;
+use crate::harness::workloads::{state, timeline, wait_for};
+use crate::harness::world::{Credential, a_notebook, call, launch, tenant};
 use einsora_testkit::http::{exchange, request};
 
 /// The attacker's fixed reason in its timeline.

@@ -13,7 +13,7 @@ use einsora_testkit::eventually_or;
 
 use einsora_testkit::spawn::{Spawned, Stop};
 
-use crate::support::{Einsora, finish, stderr};
+use crate::harness::support::{Einsora, finish, stderr};
 
 /// What `einsora images build` makes, by tag.
 const IMAGES: [&str; 3] = [

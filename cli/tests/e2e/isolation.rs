@@ -7,9 +7,10 @@ use einsora_core::ids::WorkloadId;
 use einsora_proto::schema::Schema;
 use serde_json::json;
 
-use crate::solo::{Engine, Solo};
-use crate::support::Einsora;
-use crate::world::{
+use crate::harness::log_gate::assert_no_secret_logged;
+use crate::harness::solo::{Engine, Solo};
+use crate::harness::support::Einsora;
+use crate::harness::world::{
     Credential, call, catalog_with_a_second_region, objects, tenant, without_request_id,
 };
 
@@ -156,17 +157,4 @@ fn every_route_but_login_needs_a_credential_for_every_method() {
         call(&solo, &Credential::Nobody, "GET", "/v1/nothing-here", None).status,
         404
     );
-}
-
-/// Fails if any log line of the processes holds any of `secrets`.
-pub fn assert_no_secret_logged<'s>(solo: &Solo, secrets: impl IntoIterator<Item = &'s String>) {
-    let logs = solo.logs();
-    assert!(!logs.is_empty(), "no log lines were captured");
-    for secret in secrets {
-        assert!(secret.len() >= 8, "a secret too short to check: {secret:?}");
-        assert!(
-            !logs.contains(secret.as_str()),
-            "a secret reached the log:\n{logs}"
-        );
-    }
 }

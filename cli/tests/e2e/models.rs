@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use einsora_testkit::eventually;
 
-use crate::docker::solo_with;
-use crate::solo::Solo;
-use crate::world::{Credential, call, tenant};
+use crate::harness::notebooks::solo_with;
+use crate::harness::solo::Solo;
+use crate::harness::world::{Credential, call, tenant};
 
 /// The paths of the model files the (one) machine offers.
 fn offered(solo: &Solo, who: &Credential) -> Vec<String> {

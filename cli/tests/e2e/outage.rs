@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use einsora_testkit::{TempPostgres, eventually, setting};
 use serde_json::json;
 
-use crate::lifecycle::{create, timeline, wait_for};
-use crate::replay::{self, Acknowledged};
-use crate::solo::{CONTROLLER_INTERVAL, Engine, Solo};
-use crate::support::Einsora;
-use crate::world::{call, tenant};
+use crate::harness::replay::{self, Acknowledged};
+use crate::harness::solo::{CONTROLLER_INTERVAL, Engine, Solo};
+use crate::harness::support::Einsora;
+use crate::harness::workloads::{create, timeline, wait_for};
+use crate::harness::world::{call, tenant};
 
 /// How long the store waits for a connection (`einsora_store`'s ACQUIRE_TIMEOUT): what an
 /// answer during the outage takes (measured: 1.0-1.1 s).

@@ -10,10 +10,10 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::agent_backend::{HEARTBEAT, Machine, PATIENCE, online, run_agent, solo, steps};
-use crate::lifecycle::{Owner, act, create, state, wait_for};
-use crate::solo::{CONTROLLER_INTERVAL, Solo};
-use crate::world::call;
+use crate::harness::agents::{HEARTBEAT, Machine, PATIENCE, online, run_agent, solo, steps};
+use crate::harness::solo::{CONTROLLER_INTERVAL, Solo};
+use crate::harness::workloads::{Owner, act, create, state, wait_for};
+use crate::harness::world::call;
 
 const OFFLINE_NOTE: &str = "its machine is offline; waiting for it to reconnect";
 /// How far a loaded machine may stretch a timer: an agent's heartbeat sent late, a pass run
@@ -74,7 +74,7 @@ fn a_partitioned_machine_is_offline_after_the_threshold_and_heals_without_a_chan
     let owner = Owner::of(&solo);
     let machines: Vec<Machine> = ["a", "b"]
         .iter()
-        .map(|name| crate::agent_backend::join(&solo, &owner, &lan, &agents, name))
+        .map(|name| crate::harness::agents::join(&solo, &owner, &lan, &agents, name))
         .collect();
     let processes: Vec<_> = machines.iter().map(|m| run_agent(&solo, m)).collect();
     for (machine, agent) in machines.iter().zip(&processes) {
@@ -159,10 +159,10 @@ fn a_machine_cut_off_past_the_failure_threshold_fails_its_workloads() {
     const OFFLINE_AFTER: Duration = Duration::from_secs(2);
     const OFFLINE_FAIL: Duration = Duration::from_secs(6);
     let (solo, lan, agents) =
-        crate::agent_backend::solo_with_thresholds(OFFLINE_AFTER, OFFLINE_FAIL);
+        crate::harness::agents::solo_with_thresholds(OFFLINE_AFTER, OFFLINE_FAIL);
     let owner = Owner::of(&solo);
     let who = &owner.session;
-    let machine = crate::agent_backend::join(&solo, &owner, &lan, &agents, "box");
+    let machine = crate::harness::agents::join(&solo, &owner, &lan, &agents, "box");
     let agent = run_agent(&solo, &machine);
     online(&solo, &owner, &machine.id, &agent);
     let placed = running(&solo, &owner, 2);

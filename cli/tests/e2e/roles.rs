@@ -11,7 +11,7 @@ use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 use einsora_testkit::Port;
 
-use crate::support::{Einsora, stderr, terminate};
+use crate::harness::support::{Einsora, stderr, terminate};
 
 async fn healthy(
     e: &Einsora,

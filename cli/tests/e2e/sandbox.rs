@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::docker::{Leftovers, containers, open, port, run_cell, solo, solo_with};
-use crate::lifecycle::{Owner, create, state, timeline, wait_for};
-use crate::solo::{Engine, Solo};
-use crate::support::{Einsora, processes_on};
-use crate::world::{a_notebook, call, launch, tenant};
+use crate::harness::notebooks::{Leftovers, containers, open, port, run_cell, solo, solo_with};
+use crate::harness::solo::{Engine, Solo};
+use crate::harness::support::{Einsora, processes_on};
+use crate::harness::workloads::{Owner, create, state, timeline, wait_for};
+use crate::harness::world::{a_notebook, call, launch, tenant};
 use host::{
     container_of, host_addresses, inspect, interfaces, is_loopback, listening, oom_kills, pid_of,
     sharing_namespaces_with, socket_inodes, status_field, uid_of,

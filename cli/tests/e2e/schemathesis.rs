@@ -6,8 +6,8 @@
 
 use std::process::Command;
 
-use crate::solo::Solo;
-use crate::world::{Credential, tenant};
+use crate::harness::solo::Solo;
+use crate::harness::world::{Credential, tenant};
 
 /// Calls hooks.py's `filter_failure` with schemathesis's own failures; prints one line per
 /// failure: `dropped` or `kept`.

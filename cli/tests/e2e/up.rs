@@ -10,9 +10,9 @@ use std::time::Duration;
 use einsora_testkit::{Port, eventually};
 use serde_json::json;
 
-use crate::cli_flow::dev_password;
-use crate::solo::{Engine, OWNER_EMAIL, OWNER_PASSWORD, Solo, make_owner};
-use crate::support::{Einsora, finish, processes_on, signal, stderr};
+use crate::harness::cli::dev_password;
+use crate::harness::solo::{Engine, OWNER_EMAIL, OWNER_PASSWORD, Solo, make_owner};
+use crate::harness::support::{Einsora, finish, processes_on, signal, stderr};
 
 const ROLES: [&str; 5] = ["api", "controller", "metering", "access", "gateway"];
 const WITHIN: Duration = Duration::from_secs(60);

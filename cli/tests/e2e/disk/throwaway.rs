@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::mounts::unmount_all_under;
+use crate::harness::mounts::unmount_all_under;
 
 pub struct Throwaway {
     /// Holds the image file and the mount point, on the machine's own disk.
@@ -57,7 +57,7 @@ impl Throwaway {
 impl Drop for Throwaway {
     fn drop(&mut self) {
         unmount_all_under(&self.mount);
-        let left = crate::mounts::mounts_under(&self.mount);
+        let left = crate::harness::mounts::mounts_under(&self.mount);
         if !left.is_empty() {
             eprintln!("still mounted after the test: {left:?}");
         }

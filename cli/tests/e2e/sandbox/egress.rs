@@ -14,10 +14,10 @@ use serde_json::json;
 
 use super::host::{container_of, host_addresses, inspect, interfaces, pid_of};
 use super::kernel::Kernel;
-use crate::docker::{open, solo};
-use crate::lan::{Host, Lan};
-use crate::lifecycle::wait_for;
-use crate::world::{a_notebook, launch, tenant};
+use crate::harness::lan::{Host, Lan};
+use crate::harness::notebooks::{open, solo};
+use crate::harness::workloads::wait_for;
+use crate::harness::world::{a_notebook, launch, tenant};
 
 /// Where the notebook listens, inside its container, on every address it has.
 const INSIDE_PORT: u16 = 8765;

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::docker::containers;
+use crate::harness::notebooks::containers;
 
 /// The workload's one container.
 pub fn container_of(id: &str) -> String {

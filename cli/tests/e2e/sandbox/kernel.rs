@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 
-use crate::docker::notebook;
-use crate::solo::Solo;
-use crate::wire::WebSocket;
+use crate::harness::notebooks::notebook;
+use crate::harness::solo::Solo;
+use crate::harness::wire::WebSocket;
 
 /// A kernel of the notebook, over its WebSocket through the proxy; cells run on it in turn.
 pub struct Kernel {

@@ -21,7 +21,7 @@ pub fn check(unexpected: &[String]) {
     if unexpected.is_empty() {
         return;
     }
-    let dir = crate::browser::test_output().join("log-gate");
+    let dir = crate::harness::output::test_output().join("log-gate");
     let _ = std::fs::create_dir_all(&dir);
     let name = std::thread::current()
         .name()
@@ -36,4 +36,20 @@ pub fn check(unexpected: &[String]) {
         "WARN or ERROR lines this test didn't expect (Solo::expect_log), also in {}:\n{text}",
         path.display()
     );
+}
+
+/// Fails if any log line of the processes holds any of `secrets`.
+pub fn assert_no_secret_logged<'s>(
+    solo: &crate::harness::solo::Solo,
+    secrets: impl IntoIterator<Item = &'s String>,
+) {
+    let logs = solo.logs();
+    assert!(!logs.is_empty(), "no log lines were captured");
+    for secret in secrets {
+        assert!(secret.len() >= 8, "a secret too short to check: {secret:?}");
+        assert!(
+            !logs.contains(secret.as_str()),
+            "a secret reached the log:\n{logs}"
+        );
+    }
 }

@@ -12,11 +12,11 @@ use einsora_core::sharing::SharingLevel;
 use einsora_store::{Admission, DatabaseUrl, MachineRegistration, Transition};
 use serde_json::{Value, json};
 
-use crate::cli_flow::dev_password;
+use crate::harness::cli::dev_password;
 use einsora_testkit::http::Answer;
 
-use crate::solo::Solo;
-use crate::support::Einsora;
+use crate::harness::solo::Solo;
+use crate::harness::support::Einsora;
 
 /// One way to call the API as someone.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@ use einsora_store::DatabaseUrl;
 use einsora_testkit::Port;
 use einsora_testkit::http::{self, Answer};
 
-use crate::support::{Einsora, Lines, children_of, stderr, terminate};
+use crate::harness::support::{Einsora, Lines, children_of, stderr, terminate};
 
 /// The owner `Solo` makes before `einsora up` in local auth mode.
 pub const OWNER_EMAIL: &str = "owner@solo.test";
@@ -259,9 +259,9 @@ impl Solo {
     /// what was started beside it (each marked with who said it).
     fn unexpected_logs(&self) -> Vec<String> {
         let expected = self.expected.lock().unwrap();
-        let mut unexpected = crate::log_gate::unexpected(&self.logs(), &expected);
+        let mut unexpected = crate::harness::log_gate::unexpected(&self.logs(), &expected);
         for (who, lines) in self.beside.lock().unwrap().iter() {
-            let theirs = crate::log_gate::unexpected(&lines.text(), &expected);
+            let theirs = crate::harness::log_gate::unexpected(&lines.text(), &expected);
             unexpected.extend(theirs.into_iter().map(|l| format!("[{who}] {l}")));
         }
         unexpected
@@ -276,7 +276,7 @@ impl Drop for Solo {
         if std::thread::panicking() {
             return;
         }
-        crate::log_gate::check(&self.unexpected_logs());
+        crate::harness::log_gate::check(&self.unexpected_logs());
     }
 }
 

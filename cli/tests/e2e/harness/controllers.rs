@@ -8,9 +8,9 @@ use std::time::Duration;
 use einsora_store::DatabaseUrl;
 use einsora_testkit::spawn::{Spawned, Stop};
 
-use crate::solo::{Engine, Solo};
-use crate::support::Einsora;
-use crate::world::catalog_with_a_second_region;
+use crate::harness::solo::{Engine, Solo};
+use crate::harness::support::Einsora;
+use crate::harness::world::catalog_with_a_second_region;
 
 /// The region the test's own controllers reconcile.
 pub const REGION: &str = "local";

@@ -1,0 +1,240 @@
+//! Solo on the real Docker engine, and notebooks opened through the access proxy as a browser
+//! would: cells run, files written, what a test leaves behind removed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::harness::solo::Solo;
+use einsora_testkit::http::{exchange, request};
+
+use crate::harness::wire::WebSocket;
+use crate::harness::world::{Credential, Tenant, call};
+
+/// What a test leaves on the shared engine: its machine's containers and the mounts its agent
+/// made for them, removed when dropped (workloads outlive their agent by design).
+pub struct Leftovers {
+    machine_id: PathBuf,
+    models: Option<tempfile::TempDir>,
+}
+
+impl Leftovers {
+    /// The containers of the machine `solo`'s agent enrols.
+    pub fn of(solo: &Solo) -> Leftovers {
+        Leftovers {
+            machine_id: solo.e.dir().join("agent").join("machine-id"),
+            models: None,
+        }
+    }
+
+    /// The models directory [`solo`] made.
+    pub fn models(&self) -> &Path {
+        self.models.as_ref().expect("a models directory").path()
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        let Ok(machine) = std::fs::read_to_string(&self.machine_id) else {
+            return;
+        };
+        einsora_testkit::docker::remove_machines(machine.trim());
+        // Their disks and run directories, which the agent mounted (when root).
+        if let Some(agent) = self.machine_id.parent() {
+            crate::harness::mounts::unmount_all_under(agent);
+        }
+    }
+}
+
+/// `einsora up` in dev auth mode on the agent backend, its machine owned by `acme`, with a
+/// models directory holding `tiny.gguf` (and `not-a-model.gguf`, which isn't one); and what to
+/// clean up after it.
+pub fn solo() -> (Solo, Leftovers) {
+    solo_with(&[])
+}
+
+/// [`solo`] with `extra` settings.
+pub fn solo_with(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
+    let mut env = vec![("EINSORA_AUTH_MODE", "dev")];
+    env.extend_from_slice(extra);
+    solo_on_docker(&env)
+}
+
+/// [`solo_with`] in local auth mode, as a fresh installation runs: one tenant, its owner
+/// ([`crate::harness::solo::OWNER_EMAIL`]) made by `einsora setup`, owning this machine.
+pub fn solo_as_owner(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
+    solo_on_docker(extra)
+}
+
+fn solo_on_docker(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
+    let answers = Command::new("docker").arg("info").output();
+    assert!(
+        answers.is_ok_and(|o| o.status.success()),
+        "these tests need a Docker engine and the local images: ./scripts/test starts one and \
+         builds them"
+    );
+    let model = std::env::var("EINSORA_TEST_MODEL")
+        .expect("EINSORA_TEST_MODEL names a small GGUF model (./scripts/test makes one)");
+    let models = tempfile::tempdir().unwrap();
+    std::fs::copy(&model, models.path().join("tiny.gguf")).unwrap();
+    // Never offered as a model: the dashboard's test checks.
+    std::fs::write(models.path().join("not-a-model.gguf"), "GGUF, it says").unwrap();
+    let catalog = catalog_with_small_disks(models.path());
+    let mut env = vec![
+        ("EINSORA_CLUSTER_BACKEND", "agent"),
+        ("EINSORA_MODELS_DIR", models.path().to_str().unwrap()),
+        ("EINSORA_CATALOG", catalog.as_str()),
+    ];
+    env.extend_from_slice(extra);
+    let solo = Solo::start(&env);
+    let mut leftovers = Leftovers::of(&solo);
+    leftovers.models = Some(models);
+    (solo, leftovers)
+}
+
+/// The built-in catalog, written in `dir`, with 1 GiB disks for the tests' class (cpu-1c-2g):
+/// each notebook sets its whole disk aside when it starts, and tests run several at once on
+/// one machine. Its path, for EINSORA_CATALOG.
+pub fn catalog_with_small_disks(dir: &Path) -> String {
+    let builtin = include_str!("../../../../catalog/catalog.yaml");
+    let class = "  - name: cpu-1c-2g\n    accelerator: cpu\n    cpus: 1\n    memory_gib: 2\n";
+    let sized = format!("{class}    disk_gib: 10\n");
+    assert!(
+        builtin.contains(&sized),
+        "the catalog's cpu-1c-2g moved: update this"
+    );
+    let text = builtin.replace(&sized, &format!("{class}    disk_gib: 1\n"));
+    let path = dir.join("catalog.yaml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+pub fn token(t: &Tenant) -> &str {
+    match &t.token {
+        Credential::Token(token) => token,
+        _ => unreachable!("a tenant's token"),
+    }
+}
+
+/// The access proxy's port, as links name it.
+pub fn port(solo: &Solo) -> &str {
+    solo.access.rsplit_once(':').unwrap().1
+}
+
+/// Opens the notebook as the dashboard's link does: its host, and the session cookie the
+/// ticket was traded for. Until its machine says where it listens (just after a restart), the
+/// proxy answers 503, and each try takes a new link.
+pub fn open(solo: &Solo, who: &Credential, id: &str) -> (String, String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let path = format!("/v1/workloads/{id}/access");
+        let grant = call(solo, who, "POST", &path, Some(json!({})));
+        assert_eq!(grant.status, 200, "{}", grant.body);
+        let link = grant.json()["notebook"]["link"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let host = format!("w-{id}.localhost:{}", port(solo));
+        let target = link
+            .split_once(&host)
+            .expect("the link names the workload's host")
+            .1;
+        let opened = exchange(&solo.access, &request("GET", target, &host, &[], ""));
+        if opened.status == 200 {
+            let cookie = opened
+                .header("set-cookie")
+                .and_then(|c| c.split(';').next())
+                .expect("a session cookie")
+                .to_owned();
+            return (host, cookie);
+        }
+        assert_eq!(opened.status, 503, "{}", opened.body);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never opened: {}",
+            opened.body
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// A request to the notebook through the proxy, as the browser sends it.
+pub fn notebook(
+    solo: &Solo,
+    host: &str,
+    cookie: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Value {
+    let origin = format!("http://{host}");
+    let headers = [
+        ("Cookie", cookie),
+        ("Origin", origin.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let answer = exchange(&solo.access, &request(method, path, host, &headers, body));
+    assert!(
+        (200..300).contains(&answer.status),
+        "{method} {path}: {} {}",
+        answer.status,
+        answer.body
+    );
+    serde_json::from_str(&answer.body).unwrap_or(Value::Null)
+}
+
+/// Runs `code` on a new kernel over its WebSocket, through the proxy; what it printed.
+pub fn run_cell(solo: &Solo, host: &str, cookie: &str, code: &str) -> String {
+    let mut ws = kernel_channels(solo, host, cookie);
+    let execute = json!({
+        "header": { "msg_id": "cell-1", "username": "test", "session": "s-1",
+                    "msg_type": "execute_request", "version": "5.3", "date": "" },
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": { "code": code, "silent": false, "store_history": false,
+                     "user_expressions": {}, "allow_stdin": false, "stop_on_error": true },
+    });
+    ws.send(&execute.to_string());
+    loop {
+        let message: Value = serde_json::from_str(&ws.receive()).unwrap();
+        let ours = message["parent_header"]["msg_id"] == "cell-1";
+        match message["header"]["msg_type"].as_str() {
+            Some("stream") if ours => return message["content"]["text"].as_str().unwrap().into(),
+            Some("error") if ours => panic!("the cell failed: {message}"),
+            _ => {}
+        }
+    }
+}
+
+/// A new kernel's channels, open through the proxy with the session `cookie`.
+pub fn kernel_channels(solo: &Solo, host: &str, cookie: &str) -> WebSocket {
+    let kernel = notebook(solo, host, cookie, "POST", "/api/kernels", "{}");
+    let path = format!("/api/kernels/{}/channels", kernel["id"].as_str().unwrap());
+    let origin = format!("http://{host}");
+    let headers = [("Cookie", cookie), ("Origin", origin.as_str())];
+    WebSocket::connect(&solo.access, host, &path, &headers).unwrap()
+}
+
+pub use einsora_testkit::docker::containers_of as containers;
+
+pub fn data_dir(solo: &Solo, id: &str) -> PathBuf {
+    solo.e.dir().join("agent").join("data").join(id)
+}
+
+/// What a machine that lost a stopped notebook's disk has left: no image, nothing mounted, no
+/// data directory.
+pub fn lose_its_disk(solo: &Solo, id: &str) {
+    let data = data_dir(solo, id);
+    crate::harness::mounts::unmount_all_under(&data);
+    let image = solo
+        .e
+        .dir()
+        .join("agent")
+        .join("disks")
+        .join(format!("{id}.img"));
+    match std::fs::remove_file(&image) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{}: {e}", image.display()),
+        _ => {}
+    }
+    std::fs::remove_dir_all(&data).unwrap();
+}
