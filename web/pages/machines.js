@@ -42,7 +42,15 @@ export function render(main) {
     drawnMachines = key;
     machineRows.replaceChildren(
       ...machines.map((m) => {
-        const gpus = (m.devices ?? []).map((/** @type {any} */ d) => d.model).join(', ') || 'None';
+        // Each device, and the workload holding it (the reader's own), or that it is free.
+        const devices = (m.devices ?? []).map((/** @type {import('../api-types').Device} */ d) => {
+          const holders = d.workload_ids ?? [];
+          const held = holders.length
+            ? holders.map((id) => h('a', { href: `/workloads/${encodeURIComponent(id)}` }, 'in use'))
+            : ['free'];
+          return h('li', {}, `${d.model} · `, ...held);
+        });
+        const gpus = devices.length ? h('ul', { class: 'devices' }, ...devices) : 'None';
         const revoked = m.status === 'revoked';
         const revoke = h('button', { type: 'button', class: 'danger small' }, 'Revoke');
         revoke.addEventListener('click', async () => {

@@ -25,6 +25,9 @@ pub struct Workload {
     pub region: Region,
     pub machine_id: Option<MachineId>,
     pub driver: Option<String>,
+    /// The devices it holds on its machine, by UUID: chosen with its latest admission, and
+    /// held while its state holds capacity. Empty for CPU classes, and on a cluster.
+    pub devices: Vec<String>,
     pub attempt: Attempt,
     /// Classes to try, in order, after `fallback_after_s` (the seeds' fallbacks, planned).
     pub fallback: Vec<String>,

@@ -179,6 +179,7 @@ async fn drive(store: &Arc<dyn Store>, plan: &[Vec<usize>]) -> anyhow::Result<f6
         placed_class: "cpu-1c-2g".into(),
         machine_id: None,
         driver: Some("sim".into()),
+        devices: Vec::new(),
     };
     // Read first, so only transitions are timed (the raw engines read nothing either).
     let mut walks = Vec::with_capacity(plan.len());

@@ -60,6 +60,8 @@ pub struct Admission {
     pub placed_class: String,
     pub machine_id: Option<MachineId>,
     pub driver: Option<String>,
+    /// The machine's devices it is given, by UUID (empty for CPU classes and clusters).
+    pub devices: Vec<String>,
 }
 
 /// One lifecycle step, compare-and-swapped on the workload as it was read.

@@ -88,6 +88,7 @@ impl Lifecycle {
                 placed_class: placed_class.into(),
                 machine_id: None,
                 driver: Some("sim".into()),
+                devices: Vec::new(),
             },
         }
     }

@@ -60,6 +60,7 @@ mod tests {
             region: Region::new("local").unwrap(),
             machine_id: None,
             driver: None,
+            devices: Vec::new(),
             attempt: Attempt::NONE,
             fallback: vec![],
             fallback_after_s: None,

@@ -144,6 +144,7 @@ mod tests {
             region: Region::new("local").unwrap(),
             machine_id: placed.then(MachineId::new),
             driver: None,
+            devices: Vec::new(),
             attempt: Attempt::NONE,
             fallback: vec![],
             fallback_after_s: None,

@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
-use einsora_core::ids::MachineId;
+use einsora_core::ids::{MachineId, TenantId};
+use einsora_core::lifecycle::State;
+use einsora_core::workload::Workload;
 use einsora_proto::machines::v1::machine_service_server::MachineService;
 use einsora_proto::machines::v1::{self as pb};
-use einsora_store::Store;
+use einsora_store::{Store, WorkloadFilter};
 use time::OffsetDateTime;
 use tonic::{Request, Response, Status};
 
@@ -23,6 +25,20 @@ impl MachinesApi {
     pub fn new(store: Arc<dyn Store>, auth: Arc<Auth>) -> Self {
         MachinesApi { store, auth }
     }
+
+    /// The tenant's workloads that hold capacity now: which of them holds each device.
+    async fn holding(&self, tenant: TenantId) -> Result<Vec<Workload>, Status> {
+        let filter = WorkloadFilter {
+            tenant: Some(tenant),
+            states: State::ALL
+                .iter()
+                .copied()
+                .filter(|s| s.holds_capacity())
+                .collect(),
+            ..WorkloadFilter::default()
+        };
+        self.store.workloads(&filter).await.map_err(status::store)
+    }
 }
 
 #[tonic::async_trait]
@@ -37,9 +53,13 @@ impl MachineService for MachinesApi {
             .machines_of(caller.tenant)
             .await
             .map_err(status::store)?;
+        let holding = self.holding(caller.tenant).await?;
         let now = OffsetDateTime::now_utc();
         Ok(Response::new(pb::ListMachinesResponse {
-            machines: found.iter().map(|m| wire::machine(m, now)).collect(),
+            machines: found
+                .iter()
+                .map(|m| wire::machine(m, &holding, now))
+                .collect(),
         }))
     }
 
@@ -55,8 +75,10 @@ impl MachineService for MachinesApi {
             .await
             .map_err(status::store)?
             .ok_or_else(status::not_found)?;
+        let holding = self.holding(caller.tenant).await?;
         Ok(Response::new(wire::machine(
             &found,
+            &holding,
             OffsetDateTime::now_utc(),
         )))
     }
@@ -74,8 +96,10 @@ impl MachineService for MachinesApi {
             .map_err(status::store)?
             .ok_or_else(status::not_found)?;
         tracing::info!(machine = %id, "machine revoked");
+        let holding = self.holding(caller.tenant).await?;
         Ok(Response::new(wire::machine(
             &revoked,
+            &holding,
             OffsetDateTime::now_utc(),
         )))
     }

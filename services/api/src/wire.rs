@@ -49,7 +49,13 @@ pub fn usage(r: &UsageRecord) -> usage_pb::UsageRecord {
     }
 }
 
-pub fn machine(r: &MachineRecord, now: OffsetDateTime) -> machines_pb::Machine {
+/// `r` as the API shows it; each device names the workloads of `holding` (the reader's, holding
+/// capacity) that hold it.
+pub fn machine(
+    r: &MachineRecord,
+    holding: &[Workload],
+    now: OffsetDateTime,
+) -> machines_pb::Machine {
     let status = match (r.revoked_at, r.last_seen_at) {
         (Some(_), _) => machines_pb::MachineStatus::Revoked,
         (None, Some(seen)) if now - seen <= ONLINE_WITHIN => machines_pb::MachineStatus::Online,
@@ -68,6 +74,19 @@ pub fn machine(r: &MachineRecord, now: OffsetDateTime) -> machines_pb::Machine {
             since: Some(timestamp(f.since)),
             last: Some(timestamp(f.last)),
         }),
+        devices: r
+            .machine
+            .devices
+            .iter()
+            .map(|d| machines_pb::Device {
+                workload_ids: holding
+                    .iter()
+                    .filter(|w| w.machine_id == Some(r.machine.id) && w.devices.contains(&d.uuid))
+                    .map(|w| w.id.to_string())
+                    .collect(),
+                ..machines_pb::Device::from(d)
+            })
+            .collect(),
         ..machines_pb::Machine::from(&r.machine)
     }
 }
@@ -124,7 +143,7 @@ mod tests {
     #[test]
     fn a_machine_is_online_within_three_minutes_of_its_last_sync() {
         let now = OffsetDateTime::now_utc();
-        let status = |r: &MachineRecord| machine(r, now).status;
+        let status = |r: &MachineRecord| machine(r, &[], now).status;
         let online = MachineStatus::Online as i32;
         let offline = MachineStatus::Offline as i32;
         assert_eq!(status(&record(Some(now))), online);
@@ -138,7 +157,7 @@ mod tests {
         };
         assert_eq!(status(&revoked), MachineStatus::Revoked as i32);
 
-        let pb = machine(&record(None), now);
+        let pb = machine(&record(None), &[], now);
         assert_eq!(
             (pb.name.as_str(), pb.cpus, pb.workload_count),
             ("studio", 12, 2)

@@ -107,6 +107,7 @@ pub fn place(w: &Workload, catalog: &Catalog, trusted: bool, free: &mut Free) ->
             placed_class: class.name().to_owned(),
             machine_id: None,
             driver: None,
+            devices: Vec::new(),
         },
         reason: Reason::Admitted {
             units: w.units,

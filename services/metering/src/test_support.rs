@@ -23,6 +23,7 @@ pub fn workload(machine: MachineId) -> Workload {
         region: Region::new("local").unwrap(),
         machine_id: Some(machine),
         driver: Some("sim".into()),
+        devices: Vec::new(),
         attempt: Attempt::new(2),
         fallback: vec!["gpu-a100".into()],
         fallback_after_s: None,

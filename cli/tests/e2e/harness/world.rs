@@ -246,6 +246,7 @@ fn run_on_machine(solo: &Solo, owner: TenantId, machine: MachineId, workload: Wo
             placed_class: "cpu-1c-2g".into(),
             machine_id: Some(machine),
             driver: Some("docker".into()),
+            devices: Vec::new(),
         };
         let step = |w, to, admission| Transition {
             workload: w,

@@ -2,7 +2,7 @@
 // a group of steps (same kind, same fence) as one `UPDATE … FROM (VALUES …)`, each row still
 // compare-and-swapped on its own version and state, the trigger appending each event.
 
-/// Rows per statement: far below either engine's limit on parameters (9 per row).
+/// Rows per statement: far below either engine's limit on parameters (10 per row).
 const ROWS_PER_STATEMENT: usize = 512;
 
 /// Applies `group` (all admissions or none, all under `fence`) and returns the workloads whose
@@ -15,7 +15,18 @@ async fn apply_group(
     now: i64,
 ) -> Result<std::collections::HashSet<Uuid>, StoreError> {
     let mut changed = std::collections::HashSet::with_capacity(group.len());
-    for rows in group.chunks(ROWS_PER_STATEMENT) {
+    let devices: Vec<String> = group
+        .iter()
+        .map(|c| {
+            c.admission
+                .map_or(Ok(String::new()), |a| devices_json(&a.devices))
+        })
+        .collect::<Result<_, _>>()?;
+    for (rows, devices) in group
+        .chunks(ROWS_PER_STATEMENT)
+        .zip(devices.chunks(ROWS_PER_STATEMENT))
+    {
+        let mut devices = devices.iter();
         let mut q = sqlx::QueryBuilder::<Db>::new(
             "UPDATE workloads SET state = v.column4, reason = v.column5, \
              version = workloads.version + 1, updated_at = ",
@@ -24,7 +35,7 @@ async fn apply_group(
         if admissions {
             q.push(
                 ", placed_class = v.column6, machine_id = v.column7, driver = v.column8, \
-                 attempt = v.column9",
+                 attempt = v.column9, devices = v.column10",
             );
         }
         q.push(" FROM (");
@@ -39,7 +50,8 @@ async fn apply_group(
                 row.push_bind(a.placed_class.clone())
                     .push_bind(a.machine_id.map(|m| *m.as_uuid()))
                     .push_bind(a.driver.clone())
-                    .push_bind(i64::from(w.attempt.next().get()));
+                    .push_bind(i64::from(w.attempt.next().get()))
+                    .push_bind(devices.next().cloned().unwrap_or_default());
             }
         });
         q.push(

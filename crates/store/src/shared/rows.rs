@@ -1,8 +1,8 @@
 // Decoding rows, shared by both engines (included; see shared/mod docs in sqlite.rs).
 
 const WORKLOAD_COLUMNS: &str = "id, tenant_id, kind, name, gpu_class, placed_class, units, \
-     image, region, machine_id, driver, attempt, fallback, fallback_after_s, params, state, \
-     reason, version, created_at, updated_at";
+     image, region, machine_id, driver, devices, attempt, fallback, fallback_after_s, params, \
+     state, reason, version, created_at, updated_at";
 
 fn parse_word<T: std::str::FromStr>(what: &'static str, s: &str) -> Result<T, StoreError> {
     s.parse().map_err(|_| StoreError::corrupt(what, s))
@@ -14,6 +14,7 @@ fn to_u32(what: &'static str, n: i64) -> Result<u32, StoreError> {
 
 fn workload_from_row(row: &<Db as sqlx::Database>::Row) -> Result<Workload, StoreError> {
     let fallback: String = row.try_get("fallback")?;
+    let devices: String = row.try_get("devices")?;
     let region: String = row.try_get("region")?;
     Ok(Workload {
         id: WorkloadId::from_uuid(row.try_get("id")?),
@@ -29,6 +30,8 @@ fn workload_from_row(row: &<Db as sqlx::Database>::Row) -> Result<Workload, Stor
             .try_get::<Option<Uuid>, _>("machine_id")?
             .map(MachineId::from_uuid),
         driver: row.try_get("driver")?,
+        devices: serde_json::from_str(&devices)
+            .map_err(|_| StoreError::corrupt("device list", &devices))?,
         attempt: Attempt::new(to_u32("attempt", row.try_get("attempt")?)?),
         fallback: serde_json::from_str(&fallback)
             .map_err(|_| StoreError::corrupt("fallback list", &fallback))?,

@@ -14,7 +14,7 @@ macro_rules! plain_update {
 macro_rules! admit_update {
     () => {
         "UPDATE workloads SET state = $1, reason = $2, version = version + 1, updated_at = $3, \
-         placed_class = $7, machine_id = $8, driver = $9, attempt = $10 \
+         placed_class = $7, machine_id = $8, driver = $9, attempt = $10, devices = $11 \
          WHERE id = $4 AND version = $5 AND state = $6"
     };
 }
@@ -143,6 +143,7 @@ impl crate::Store for ThisStore {
             region: new.region.clone(),
             machine_id: None,
             driver: None,
+            devices: Vec::new(),
             attempt: Attempt::NONE,
             fallback: new.fallback.clone(),
             fallback_after_s: new.fallback_after_s,
@@ -460,6 +461,7 @@ fn check_step(change: &Transition<'_>) -> Result<Workload, StoreError> {
         next.placed_class = Some(a.placed_class.clone());
         next.machine_id = a.machine_id;
         next.driver = a.driver.clone();
+        next.devices = a.devices.clone();
         next.attempt = w.attempt.next();
     }
     Ok(next)
@@ -477,7 +479,7 @@ async fn apply_step(
         (None, None) => plain_update!(),
         (None, Some(_)) => concat!(plain_update!(), fenced!(7, 8, 9, 10)),
         (Some(_), None) => admit_update!(),
-        (Some(_), Some(_)) => concat!(admit_update!(), fenced!(11, 12, 13, 14)),
+        (Some(_), Some(_)) => concat!(admit_update!(), fenced!(12, 13, 14, 15)),
     };
     let mut query = sqlx::query(sql)
         .bind(change.to.as_str())
@@ -491,7 +493,8 @@ async fn apply_step(
             .bind(&a.placed_class)
             .bind(a.machine_id.map(|m| *m.as_uuid()))
             .bind(&a.driver)
-            .bind(i64::from(w.attempt.next().get()));
+            .bind(i64::from(w.attempt.next().get()))
+            .bind(devices_json(&a.devices)?);
     }
     if let Some(lease) = change.fence {
         query = query
@@ -520,6 +523,12 @@ impl ThisStore {
         }
         results
     }
+}
+
+/// A device list as the `devices` column keeps it.
+fn devices_json(devices: &[String]) -> Result<String, StoreError> {
+    serde_json::to_string(devices)
+        .map_err(|e| StoreError::InvalidInput(format!("device list: {e}")))
 }
 
 /// Whether the workload's row is still at the version `w` was read at.

@@ -25,6 +25,7 @@ pub async fn held_by_placed_class_else_requested(db: TestDb) {
         placed_class: "l40s-48gb".into(),
         machine_id: None,
         driver: None,
+        devices: Vec::new(),
     };
     store
         .transition(&Transition {

@@ -141,6 +141,7 @@ pub async fn machines_count_the_tenants_workloads_holding_them(db: TestDb) {
         placed_class: "cpu-1c-2g".into(),
         machine_id: Some(m.machine.id),
         driver: Some("sim".into()),
+        devices: Vec::new(),
     };
     let mut placed = Vec::new();
     for name in ["a", "b", "c"] {
@@ -244,6 +245,7 @@ pub async fn a_removal_pends_until_the_machine_confirms_it(db: TestDb) {
         placed_class: "cpu-1c-2g".into(),
         machine_id: Some(id),
         driver: Some("sim".into()),
+        devices: Vec::new(),
     };
     let on_machine = &on_machine;
     let placed = |name: &'static str| async move {

@@ -122,9 +122,25 @@ pub async fn admission_records_placement_and_a_new_attempt(db: TestDb) {
         .start(&failed, &crate::harness::reason())
         .await
         .unwrap();
-    let second = step(store, &again, State::Provisioning).await;
+    // Admitted again, it is given devices: recorded with the placement, read back as given.
+    let given = einsora_store::Admission {
+        devices: vec!["GPU-7f3a".into(), "GPU-0b1e".into()],
+        ..admission()
+    };
+    let second = store
+        .transition(&Transition {
+            workload: &again,
+            to: State::Provisioning,
+            reason: &Reason::Ready,
+            admission: Some(&given),
+            fence: None,
+        })
+        .await
+        .unwrap();
     assert_eq!(second.attempt, Attempt::new(2));
+    assert_eq!(second.devices, given.devices);
     assert_eq!(store.workload(w.id).await.unwrap().unwrap(), second);
+    assert!(first.devices.is_empty(), "a CPU admission is given none");
     let events = store.events(w.id).await.unwrap();
     assert_eq!(events.last().unwrap().attempt, Attempt::new(2));
     let err = store
@@ -205,13 +221,30 @@ pub async fn a_batch_applies_each_step_on_its_own(db: TestDb) {
     let illegal = create(store, t, "illegal").await;
     // Another writer moves `raced` first: the batch holds a stale copy.
     step(store, &raced, State::Queued).await;
-    let admission = admission();
+    let also = create(store, t, "also").await;
+    let (admission, other) = (
+        einsora_store::Admission {
+            devices: vec!["GPU-1".into()],
+            ..admission()
+        },
+        einsora_store::Admission {
+            devices: vec!["GPU-2".into(), "GPU-3".into()],
+            ..admission()
+        },
+    );
     let steps = [
         Transition {
             workload: &good,
             to: State::Provisioning,
             reason: &Reason::Ready,
             admission: Some(&admission),
+            fence: None,
+        },
+        Transition {
+            workload: &also,
+            to: State::Provisioning,
+            reason: &Reason::Ready,
+            admission: Some(&other),
             fence: None,
         },
         Transition {
@@ -236,6 +269,16 @@ pub async fn a_batch_applies_each_step_on_its_own(db: TestDb) {
         (State::Provisioning, Attempt::new(1))
     );
     assert_eq!(store.workload(good.id).await.unwrap().unwrap(), *admitted);
+    assert_eq!(admitted.devices, ["GPU-1"], "each row its own devices");
+    let also = store.workload(also.id).await.unwrap().unwrap();
+    assert_eq!(
+        (&also, also.devices.as_slice()),
+        (
+            results[1].as_ref().unwrap(),
+            &["GPU-2".to_owned(), "GPU-3".to_owned()][..]
+        )
+    );
+    let results = &results[1..];
     assert!(
         matches!(
             results[1],

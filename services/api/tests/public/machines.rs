@@ -48,6 +48,11 @@ async fn machines_are_the_callers_own_with_status_and_workloads() {
     );
     assert_eq!(seen, [("studio", online, 1), ("old", offline, 0)]);
     assert_eq!(list[0].devices[0].model, "NVIDIA L40S");
+    assert_eq!(
+        list[0].devices[0].workload_ids,
+        std::slice::from_ref(&w.id),
+        "the workload holding the device"
+    );
     assert_eq!(list[0].drivers, ["docker"]);
     let models: Vec<_> = list[0]
         .models

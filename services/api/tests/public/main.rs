@@ -159,7 +159,8 @@ impl Env {
         Ok(created.into_inner())
     }
 
-    /// Moves a workload along the diagram as the controller would, placed on `machine`.
+    /// Moves a workload along the diagram as the controller would, placed on `machine` (given
+    /// its device `GPU-0` when its class has devices).
     pub async fn advance(&self, id: &str, to: &[State], machine: Option<MachineId>) -> Workload {
         let mut w = self
             .store
@@ -172,6 +173,10 @@ impl Env {
                 placed_class: w.gpu_class.clone(),
                 machine_id: machine,
                 driver: machine.map(|_| "sim".into()),
+                devices: machine
+                    .filter(|_| !w.gpu_class.starts_with("cpu"))
+                    .map(|_| vec!["GPU-0".to_owned()])
+                    .unwrap_or_default(),
             };
             w = self
                 .store

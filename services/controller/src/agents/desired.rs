@@ -55,7 +55,7 @@ pub fn workloads(
                         cpus: c.cpus(),
                         memory_bytes: c.memory_bytes(),
                         device_count: w.units.min(c.devices()),
-                        device_uuids: Vec::new(),
+                        device_uuids: w.devices.clone(),
                         disk_bytes: c.disk_bytes(),
                     }),
                     requires_strong_isolation: w.tenant_id != owner,
@@ -99,6 +99,7 @@ mod tests {
             region: einsora_core::region::Region::new("local").unwrap(),
             machine_id: None,
             driver: None,
+            devices: Vec::new(),
             attempt: einsora_core::attempt::Attempt::NONE,
             fallback: vec![],
             fallback_after_s: None,
@@ -160,6 +161,22 @@ mod tests {
                 tenant == owner
             );
         }
+    }
+
+    /// A GPU workload is sent exactly the devices its admission gave it: its agent passes those
+    /// to the runtime and no others.
+    #[test]
+    fn a_gpu_workload_is_sent_the_devices_it_was_given() {
+        let catalog = Catalog::builtin();
+        let owner = TenantId::new();
+        let mut w = workload(Notebook, State::Running, owner, "h100-80gb");
+        w.devices = vec!["GPU-1".into()];
+        let spec = workloads(&[w], &catalog, owner).remove(0).spec.unwrap();
+        let resources = spec.resources.unwrap();
+        assert_eq!(
+            (resources.device_count, resources.device_uuids),
+            (1, vec!["GPU-1".to_owned()])
+        );
     }
 
     /// A workload whose class or image left the catalog is sent as retired: kept as it was

@@ -7,15 +7,17 @@
 //!   (`Machine::permits`: weak isolation only for the owner's own workloads);
 //! - the class's devices, CPUs and memory are free there: NVIDIA and AMD devices by model, a
 //!   Mac's GPU by the largest Apple class its memory holds; a driver's per-machine limit holds;
+//! - the workload is given concrete devices, by UUID, that no workload holding capacity on the
+//!   machine holds (in the admission's own transaction: two waiting workloads never get one);
 //! - a VM or notebook that ran before returns to the machine and driver holding its disk, and
 //!   waits for them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::catalog::{Catalog, ComputeClass};
 use einsora_core::kind::WorkloadKind;
-use einsora_core::machine::Machine;
+use einsora_core::machine::{Device, Machine};
 use einsora_core::reasons::{CapacityUnit, Placement, Reason};
 use einsora_core::workload::Workload;
 use einsora_store::Admission;
@@ -40,6 +42,9 @@ pub struct Held {
     pub memory_bytes: u64,
     /// Devices taken, by class.
     pub devices: HashMap<String, u32>,
+    /// Devices taken, by UUID (workloads admitted before devices were recorded hold a count
+    /// only).
+    pub device_uuids: HashSet<String>,
     /// Workloads per driver.
     pub per_driver: HashMap<String, u32>,
 }
@@ -89,14 +94,17 @@ pub fn place(
         }
         any_offered = true;
         let devices = devices_needed(w, class);
-        let free_devices = devices_of(m, class, catalog).saturating_sub(
-            candidate
-                .held
-                .devices
-                .get(class.name())
-                .copied()
-                .unwrap_or(0),
-        );
+        let held_count = candidate
+            .held
+            .devices
+            .get(class.name())
+            .copied()
+            .unwrap_or(0);
+        let free: Vec<&Device> = matching(m, class, catalog)
+            .filter(|d| !candidate.held.device_uuids.contains(&d.uuid))
+            .collect();
+        let counted_free = devices_of(m, class, catalog).saturating_sub(held_count);
+        let free_devices = counted_free.min(u32::try_from(free.len()).unwrap_or(u32::MAX));
         let memory_fits = candidate.held.memory_bytes + class.memory_bytes() <= m.memory_bytes;
         let free_cpus = m.cpus.saturating_sub(candidate.held.cpus);
         most_free = most_free.max(match unit {
@@ -116,7 +124,13 @@ pub fn place(
         }) else {
             continue;
         };
+        let given: Vec<String> = free
+            .iter()
+            .take(devices as usize)
+            .map(|d| d.uuid.clone())
+            .collect();
         let held = &mut candidate.held;
+        held.device_uuids.extend(given.iter().cloned());
         held.cpus += class.cpus();
         held.memory_bytes += class.memory_bytes();
         *held.devices.entry(class.name().to_owned()).or_default() += devices;
@@ -130,6 +144,7 @@ pub fn place(
                 placed_class: class.name().to_owned(),
                 machine_id: Some(m.id),
                 driver: Some(driver.name.to_owned()),
+                devices: given,
             },
             reason: Reason::Admitted {
                 units: w.units,
@@ -169,9 +184,13 @@ fn devices_needed(w: &Workload, class: &ComputeClass) -> u32 {
     }
 }
 
-/// How many of the class's devices the machine has.
-fn devices_of(m: &Machine, class: &ComputeClass, catalog: &Catalog) -> u32 {
-    let matching = m.devices.iter().filter(|d| {
+/// The machine's devices of the class, in the order its agent listed them.
+fn matching<'m>(
+    m: &'m Machine,
+    class: &'m ComputeClass,
+    catalog: &'m Catalog,
+) -> impl Iterator<Item = &'m Device> {
+    m.devices.iter().filter(move |d| {
         d.vendor == class.accelerator()
             && match class.accelerator() {
                 AcceleratorKind::Apple => catalog
@@ -179,8 +198,12 @@ fn devices_of(m: &Machine, class: &ComputeClass, catalog: &Catalog) -> u32 {
                     .is_some_and(|c| c.name() == class.name()),
                 _ => class.matches_device_model(&d.model),
             }
-    });
-    u32::try_from(matching.count()).unwrap_or(u32::MAX)
+    })
+}
+
+/// How many of the class's devices the machine has.
+fn devices_of(m: &Machine, class: &ComputeClass, catalog: &Catalog) -> u32 {
+    u32::try_from(matching(m, class, catalog).count()).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

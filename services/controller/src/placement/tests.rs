@@ -27,6 +27,7 @@ pub(super) fn workload(kind: WorkloadKind, class: &str, units: u32, image: &str)
         region: Region::new("local").unwrap(),
         machine_id: None,
         driver: None,
+        devices: Vec::new(),
         attempt: Attempt::NONE,
         fallback: vec![],
         fallback_after_s: None,

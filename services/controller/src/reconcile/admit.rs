@@ -125,6 +125,7 @@ impl Reconciler {
             h.memory_bytes += class.memory_bytes();
             if class.accelerator() != AcceleratorKind::Cpu {
                 *h.devices.entry(class.name().to_owned()).or_default() += w.units;
+                h.device_uuids.extend(w.devices);
             }
             if let Some(driver) = w.driver {
                 *h.per_driver.entry(driver).or_default() += 1;

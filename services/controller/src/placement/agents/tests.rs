@@ -140,6 +140,58 @@ fn gpus_are_matched_by_model_and_counted() {
     ));
 }
 
+/// Each GPU workload is given its own devices, by UUID: two notebooks on a 2-GPU machine get
+/// different ones, a third waits with the real free count, and a device freed (its workload
+/// stopped, so it no longer holds it) is the one the waiter gets. A device held by a workload
+/// admitted before devices were recorded (a count only) is never given twice either.
+#[test]
+fn gpu_workloads_are_given_free_devices_by_uuid() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let gpus = vec![h100("GPU-1"), h100("GPU-2")];
+    let mut machines = [candidate(machine(owner, "box", 64, 512, gpus), &["sim"])];
+    let nb = workload(owner, WorkloadKind::Notebook, "h100-80gb", "jupyterlab");
+    let given = |d: &Decision| match d {
+        Decision::Admit { admission, .. } => admission.devices.clone(),
+        other => panic!("not admitted: {other:?}"),
+    };
+    let first = given(&place(&nb, &catalog, false, &mut machines));
+    let second = given(&place(&nb, &catalog, false, &mut machines));
+    assert_eq!(
+        (first.as_slice(), second.as_slice()),
+        (&["GPU-1".to_owned()][..], &["GPU-2".to_owned()][..])
+    );
+    assert_eq!(
+        reason(&place(&nb, &catalog, true, &mut machines)),
+        "waiting for h100-80gb capacity: requested 1 GPU(s), 0 free"
+    );
+    // The first stops: what its machine's workloads hold no longer has GPU-1.
+    let held = &mut machines[0].held;
+    held.device_uuids.remove("GPU-1");
+    *held.devices.get_mut("h100-80gb").unwrap() -= 1;
+    assert_eq!(
+        given(&place(&nb, &catalog, false, &mut machines)),
+        ["GPU-1"]
+    );
+
+    // Two held: one recorded as GPU-2, one by a workload from before devices were recorded
+    // (a count only). GPU-1 looks free by UUID, but the count says it isn't.
+    let gpus = vec![h100("GPU-1"), h100("GPU-2")];
+    let mut machines = [candidate(machine(owner, "box", 64, 512, gpus), &["sim"])];
+    machines[0].held.devices.insert("h100-80gb".into(), 2);
+    machines[0].held.device_uuids.insert("GPU-2".into());
+    assert!(matches!(
+        place(&nb, &catalog, false, &mut machines),
+        Decision::Wait(_)
+    ));
+    // CPU classes are given none.
+    let cpu = workload(owner, WorkloadKind::Notebook, "cpu-1c-2g", "jupyterlab");
+    assert_eq!(
+        given(&place(&cpu, &catalog, false, &mut machines)),
+        Vec::<String>::new()
+    );
+}
+
 #[test]
 fn a_macs_gpu_is_the_largest_apple_class_its_memory_holds() {
     let catalog = Catalog::builtin();
