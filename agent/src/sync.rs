@@ -201,15 +201,18 @@ fn refused(status: tonic::Status) -> SyncError {
 
 /// What this machine has, as a report; an inventory that can't be read reports an empty one,
 /// which the controller refuses: the machine isn't offered until it reads again.
-async fn inventory(drivers: &Drivers) -> pb::AgentReport {
+async fn inventory(drivers: &mut Drivers) -> pb::AgentReport {
     let inventory = match crate::inventory::collect().await {
-        Ok(machine) => InventoryReport {
-            machine,
-            drivers: drivers.names(),
-            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
-            models: drivers.model_files().await,
+        Ok(machine) => {
+            drivers.know_gpus(machine.devices.iter().map(|d| d.uuid.clone()));
+            InventoryReport {
+                machine,
+                drivers: drivers.names(),
+                agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+                models: drivers.model_files().await,
+            }
+            .into()
         }
-        .into(),
         Err(e) => {
             tracing::warn!(error = %e, "couldn't read this machine's inventory");
             pb::Inventory::default()

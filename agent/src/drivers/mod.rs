@@ -24,6 +24,9 @@ pub struct Drivers {
     sim: Option<sim::Sim>,
     /// Workloads no driver takes here, and why.
     refused: Vec<(String, u32, Mode, StatusCode)>,
+    /// The machine's GPUs by UUID, as its latest inventory read listed them; `None` until one
+    /// read (then nothing is refused for a missing GPU).
+    gpus: Option<std::collections::HashSet<String>>,
 }
 
 impl Drivers {
@@ -43,6 +46,7 @@ impl Drivers {
             changed,
             sim: sim.then(|| sim::Sim::open(state_dir.join("sim.json"))),
             refused: Vec::new(),
+            gpus: None,
         }
     }
 
@@ -63,6 +67,12 @@ impl Drivers {
             Some(docker) => docker.model_files().await,
             None => Vec::new(),
         }
+    }
+
+    /// The machine's GPUs as an inventory read just listed them: a workload given one that
+    /// isn't among them isn't started (`gpu_missing`).
+    pub fn know_gpus(&mut self, uuids: impl IntoIterator<Item = String>) {
+        self.gpus = Some(uuids.into_iter().collect());
     }
 
     /// Whether NVIDIA GPUs can be given to workloads here (a driver that can use them).
@@ -99,6 +109,7 @@ impl Drivers {
             match (&mut self.sim, &self.docker, d.spec.driver.as_str()) {
                 (Some(sim), _, sim::NAME) => sim.apply(&id, d.attempt, d.mode),
                 (_, Some(_), docker::NAME) => on_docker.push(docker::Wanted {
+                    gpus_missing: gpus_missing(&d.spec, self.gpus.as_ref()),
                     workload: id,
                     attempt: d.attempt,
                     mode: d.mode,
@@ -161,6 +172,14 @@ impl Drivers {
     }
 }
 
+/// Whether a device `spec` was given is missing from the machine's GPUs (when they are known).
+fn gpus_missing(spec: &PlacedSpec, gpus: Option<&std::collections::HashSet<String>>) -> bool {
+    let (Some(gpus), Some(resources)) = (gpus, spec.resources.as_ref()) else {
+        return false;
+    };
+    resources.device_uuids.iter().any(|u| !gpus.contains(u))
+}
+
 /// A weak-isolation driver refuses a workload that needs strong isolation: it never runs, so
 /// stopping it is done and removing it leaves nothing.
 fn refusal(spec: &PlacedSpec, mode: Mode) -> Option<StatusCode> {
@@ -188,6 +207,30 @@ mod tests {
             mode: Mode::Run.to_field(),
             spec,
         }
+    }
+
+    /// A workload given a GPU its machine no longer lists is flagged not to start; until an
+    /// inventory read lists the machine's GPUs, nothing is.
+    #[test]
+    fn a_gpu_the_machine_no_longer_lists_is_missing() {
+        let spec = |uuids: &[&str]| {
+            let raw = pb::WorkloadSpec {
+                kind: einsora_core::kind::WorkloadKind::Notebook.to_field(),
+                driver: docker::NAME.into(),
+                resources: Some(pb::Resources {
+                    device_count: u32::try_from(uuids.len()).unwrap(),
+                    device_uuids: uuids.iter().map(|u| (*u).to_owned()).collect(),
+                    ..pb::Resources::default()
+                }),
+                ..pb::WorkloadSpec::default()
+            };
+            PlacedSpec::try_from(raw).unwrap()
+        };
+        let listed: std::collections::HashSet<String> = ["GPU-1".to_owned()].into();
+        assert!(!gpus_missing(&spec(&["GPU-1"]), Some(&listed)));
+        assert!(gpus_missing(&spec(&["GPU-1", "GPU-2"]), Some(&listed)));
+        assert!(!gpus_missing(&spec(&[]), Some(&listed)), "a CPU workload");
+        assert!(!gpus_missing(&spec(&["GPU-9"]), None), "not known yet");
     }
 
     /// A desired workload that doesn't read is refused with a status, never run on a default;

@@ -41,6 +41,7 @@ word_enum! {
         SocketTampered = "socket_tampered",
         DiskLow = "disk_low",
         DiskLimitUnavailable = "disk_limit_unavailable",
+        GpuMissing = "gpu_missing",
         /// A problem the agent has no code for. Not "status unknown", which is what the
         /// controller reads for an offline machine and which decides nothing.
         Other = "other",
@@ -90,6 +91,10 @@ impl StatusCode {
                 "its machine can't give it a size-limited disk, so it wasn't started; the \
                  operator's log says why"
             }
+            StatusCode::GpuMissing => {
+                "a GPU it was given is no longer on its machine, so it wasn't started; start it \
+                 again to be given one that is"
+            }
             StatusCode::Other => "its machine reported a problem",
         }
     }
@@ -113,6 +118,7 @@ impl StatusCode {
                 | StatusCode::SocketTampered
                 | StatusCode::DiskLow
                 | StatusCode::DiskLimitUnavailable
+                | StatusCode::GpuMissing
                 | StatusCode::Other
         )
     }

@@ -151,6 +151,7 @@ enum_pair!(StatusCode, agent_pb::StatusCode, "code", Unspecified, {
     SocketTampered <=> SocketTampered,
     DiskLow <=> DiskLow,
     DiskLimitUnavailable <=> DiskLimitUnavailable,
+    GpuMissing <=> GpuMissing,
     Other <=> Other,
 });
 

@@ -63,6 +63,8 @@ pub struct DockerConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Wanted {
     pub workload: String,
+    /// A device it was given isn't among the machine's GPUs: not started (`gpu_missing`).
+    pub gpus_missing: bool,
     pub attempt: u32,
     pub mode: Mode,
     pub spec: PlacedSpec,

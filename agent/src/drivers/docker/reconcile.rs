@@ -207,6 +207,9 @@ impl Worker {
             // Started once already, and its container is gone: never started again.
             return refused(StatusCode::Exited);
         }
+        if w.gpus_missing {
+            return refused(StatusCode::GpuMissing);
+        }
         let held_by_another = |g: &String| busy_gpus.get(g).is_some_and(|by| *by != w.workload);
         if sandbox.gpus.iter().any(held_by_another) {
             return refused(StatusCode::GpuBusy);
