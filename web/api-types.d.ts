@@ -187,6 +187,7 @@ export interface Machine {
   devices: Device[];
   drivers: string[];
   flag?: MachineFlag;
+  gpu_note: string;
   id: string;
   last_seen_at?: string;
   memory_bytes: string;

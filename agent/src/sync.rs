@@ -206,6 +206,7 @@ async fn inventory(drivers: &mut Drivers) -> pb::AgentReport {
         Ok(machine) => {
             drivers.know_gpus(machine.devices.iter().map(|d| d.uuid.clone()));
             InventoryReport {
+                gpu_note: drivers.gpu_note(&machine.devices),
                 machine,
                 drivers: drivers.names(),
                 agent_version: env!("CARGO_PKG_VERSION").to_owned(),

@@ -50,7 +50,9 @@ export function render(main) {
             : ['free'];
           return h('li', {}, `${d.model} · `, ...held);
         });
-        const gpus = devices.length ? h('ul', { class: 'devices' }, ...devices) : 'None';
+        const listed = devices.length ? h('ul', { class: 'devices' }, ...devices) : 'None';
+        // Why its GPUs aren't offered (Docker can't use them), in words its owner can act on.
+        const gpus = m.gpu_note ? h('div', {}, listed, h('p', { class: 'hint' }, m.gpu_note)) : listed;
         const revoked = m.status === 'revoked';
         const revoke = h('button', { type: 'button', class: 'danger small' }, 'Revoke');
         revoke.addEventListener('click', async () => {

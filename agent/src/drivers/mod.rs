@@ -8,6 +8,7 @@ pub mod sim;
 
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::driver::Isolation;
+use einsora_core::machine::GpuNote;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::convert::{
     AccessTarget, DesiredWorkload, PlacedSpec, ProtoEnum, WorkloadStatus, WorkloadStatuses,
@@ -73,6 +74,16 @@ impl Drivers {
     /// isn't among them isn't started (`gpu_missing`).
     pub fn know_gpus(&mut self, uuids: impl IntoIterator<Item = String>) {
         self.gpus = Some(uuids.into_iter().collect());
+    }
+
+    /// Why the machine's GPUs can't be given to workloads here, if they can't: NVIDIA GPUs
+    /// need the docker driver with the engine's NVIDIA runtime (the sim driver, which runs
+    /// nothing, takes anything). The machine then offers CPU only, and says why.
+    pub fn gpu_note(&self, devices: &[einsora_core::machine::Device]) -> Option<GpuNote> {
+        let nvidia = devices
+            .iter()
+            .any(|d| d.vendor == einsora_core::accelerator::AcceleratorKind::Nvidia);
+        (nvidia && !self.nvidia() && self.sim.is_none()).then_some(GpuNote::NvidiaUnusable)
     }
 
     /// Whether NVIDIA GPUs can be given to workloads here (a driver that can use them).
@@ -231,6 +242,27 @@ mod tests {
         assert!(gpus_missing(&spec(&["GPU-1", "GPU-2"]), Some(&listed)));
         assert!(!gpus_missing(&spec(&[]), Some(&listed)), "a CPU workload");
         assert!(!gpus_missing(&spec(&["GPU-9"]), None), "not known yet");
+    }
+
+    /// NVIDIA GPUs no driver here can use are noted, so the machine offers CPU only and says
+    /// why; the sim driver takes anything.
+    #[tokio::test]
+    async fn gpus_no_driver_can_use_are_noted() {
+        let dir = tempfile::tempdir().unwrap();
+        let gpu = einsora_core::machine::Device {
+            vendor: einsora_core::accelerator::AcceleratorKind::Nvidia,
+            model: "NVIDIA L40S".into(),
+            uuid: "GPU-1".into(),
+            memory_bytes: 48 << 30,
+        };
+        let bare = Drivers::start(dir.path(), None, false).await;
+        assert_eq!(
+            bare.gpu_note(std::slice::from_ref(&gpu)),
+            Some(GpuNote::NvidiaUnusable)
+        );
+        assert_eq!(bare.gpu_note(&[]), None, "no GPUs, nothing to say");
+        let sim = Drivers::start(dir.path(), None, true).await;
+        assert_eq!(sim.gpu_note(&[gpu]), None);
     }
 
     /// A desired workload that doesn't read is refused with a status, never run on a default;

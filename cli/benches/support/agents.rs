@@ -130,6 +130,7 @@ pub fn inventory(hostname: &str, cpus: u32, memory_bytes: u64) -> pb::Inventory 
         drivers: vec!["sim".into()],
         agent_version: "bench".into(),
         models: vec![],
+        gpu_note: String::new(),
     }
 }
 

@@ -5,6 +5,7 @@ use crate::driver::{DriverInfo, Isolation};
 use crate::ids::{MachineId, TenantId};
 use crate::region::Region;
 use crate::sharing::SharingLevel;
+use crate::words::word_enum;
 
 /// One accelerator device as an agent reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +57,34 @@ pub struct Inventory {
     pub cpus: u32,
     pub memory_bytes: u64,
     pub devices: Vec<Device>,
+}
+
+word_enum! {
+    /// Why a machine's GPUs aren't offered for placement: its agent found them and has no
+    /// driver that can give them to workloads. A GPU request never becomes CPU instead.
+    pub enum GpuNote ("GPU note") {
+        /// `nvidia-smi` lists GPUs, but the Docker engine has no NVIDIA runtime.
+        NvidiaUnusable = "nvidia_unusable",
+    }
+}
+
+impl GpuNote {
+    /// Whether `d` is one of the devices the note keeps from placement.
+    pub fn hides(self, d: &Device) -> bool {
+        match self {
+            GpuNote::NvidiaUnusable => d.vendor == AcceleratorKind::Nvidia,
+        }
+    }
+
+    /// What the machine's page says, in words its owner can act on.
+    pub fn words(self) -> &'static str {
+        match self {
+            GpuNote::NvidiaUnusable => {
+                "NVIDIA GPUs found, but Docker can't use them: install the NVIDIA container \
+                 toolkit (its nvidia runtime), then restart the agent"
+            }
+        }
+    }
 }
 
 /// A machine as the store knows it. Its owner and region come from its registration (the

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use einsora_core::ids::{MachineId, TenantId, UsageRecordId, WorkloadId};
-use einsora_core::machine::{Machine, ModelFile};
+use einsora_core::machine::{GpuNote, Machine, ModelFile};
 use einsora_core::region::Region;
 use einsora_core::workload::Workload;
 use time::OffsetDateTime;
@@ -83,6 +83,8 @@ pub struct MachineRegistration {
     pub drivers: Vec<String>,
     /// The model files its agent validated in its models directory.
     pub models: Vec<ModelFile>,
+    /// Why its GPUs aren't offered, if its agent said.
+    pub gpu_note: Option<GpuNote>,
     pub last_seen_at: Option<OffsetDateTime>,
 }
 
@@ -93,6 +95,8 @@ pub struct MachineRecord {
     pub drivers: Vec<String>,
     /// As its agent last reported them.
     pub models: Vec<ModelFile>,
+    /// Why its GPUs aren't offered, as its agent last said.
+    pub gpu_note: Option<GpuNote>,
     pub last_seen_at: Option<OffsetDateTime>,
     pub revoked_at: Option<OffsetDateTime>,
     pub created_at: OffsetDateTime,

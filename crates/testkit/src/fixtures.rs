@@ -196,6 +196,7 @@ pub fn registration(
             path: "team/tiny.gguf".into(),
             size_bytes: 4096,
         }],
+        gpu_note: None,
         last_seen_at: seen,
     }
 }

@@ -6,7 +6,7 @@
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::ids::WorkloadId;
-use einsora_core::machine::{Device, Inventory, ModelFile, is_model_path};
+use einsora_core::machine::{Device, GpuNote, Inventory, ModelFile, is_model_path};
 
 use super::{ConvertError, Problem, ProtoEnum, parse_id};
 use crate::agent::v1 as pb;
@@ -48,6 +48,8 @@ pub struct InventoryReport {
     pub agent_version: String,
     /// Paths an endpoint can name, each once.
     pub models: Vec<ModelFile>,
+    /// Why its GPUs can't be given to workloads, if they can't.
+    pub gpu_note: Option<GpuNote>,
 }
 
 /// One workload's status as its machine reports it.
@@ -207,6 +209,12 @@ impl TryFrom<pb::Inventory> for InventoryReport {
             drivers: i.drivers,
             agent_version: text("agent_version", i.agent_version, true, MAX_TEXT)?,
             models,
+            gpu_note: match i.gpu_note.as_str() {
+                "" => None,
+                word => Some(word.parse().map_err(|_| {
+                    ConvertError::invalid("gpu_note", "a GPU note of Einsora's (nvidia_unusable)")
+                })?),
+            },
         })
     }
 }
@@ -240,6 +248,10 @@ impl From<InventoryReport> for pb::Inventory {
                     size_bytes: m.size_bytes,
                 })
                 .collect(),
+            gpu_note: i
+                .gpu_note
+                .map(|n| n.as_str().to_owned())
+                .unwrap_or_default(),
         }
     }
 }

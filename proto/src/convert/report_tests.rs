@@ -21,6 +21,7 @@ fn inventory() -> InventoryReport {
             path: "team/tiny.gguf".into(),
             size_bytes: 10,
         }],
+        gpu_note: Some(GpuNote::NvidiaUnusable),
     }
 }
 
@@ -47,6 +48,7 @@ fn reports_round_trip() {
     nameless.machine.hostname.clear();
     nameless.machine.devices.clear();
     nameless.models.clear();
+    nameless.gpu_note = None;
     let sent = pb::Inventory::from(nameless.clone());
     assert_eq!(InventoryReport::try_from(sent), Ok(nameless));
 
@@ -93,6 +95,7 @@ fn what_isnt_an_inventory_is_refused_naming_the_field() {
             Box::new(|i| i.devices = vec![i.devices[0].clone(); MAX_DEVICES + 1]),
         ),
         ("drivers[0]", Box::new(|i| i.drivers[0] = "chroot".into())),
+        ("gpu_note", Box::new(|i| i.gpu_note = "gpus_on_fire".into())),
         (
             "models[0].path",
             Box::new(|i| i.models[0].path = "/etc/passwd".into()),

@@ -64,6 +64,7 @@ pub fn machine(
     machines_pb::Machine {
         drivers: r.drivers.clone(),
         models: r.models.iter().map(Into::into).collect(),
+        gpu_note: r.gpu_note.map(|n| n.words().to_owned()).unwrap_or_default(),
         status: status.into(),
         last_seen_at: r.last_seen_at.map(timestamp),
         workload_count: r.workload_count,
@@ -132,6 +133,7 @@ mod tests {
             },
             drivers: vec!["macos-native".into()],
             models: vec![],
+            gpu_note: None,
             last_seen_at,
             revoked_at: None,
             created_at: OffsetDateTime::UNIX_EPOCH,
@@ -163,5 +165,15 @@ mod tests {
             ("studio", 12, 2)
         );
         assert_eq!(pb.drivers, ["macos-native"]);
+        assert_eq!(pb.gpu_note, "", "nothing to say");
+        let noted = MachineRecord {
+            gpu_note: Some(einsora_core::machine::GpuNote::NvidiaUnusable),
+            ..record(None)
+        };
+        let words = machine(&noted, &[], now).gpu_note;
+        assert!(
+            words.starts_with("NVIDIA GPUs found, but Docker can't use them"),
+            "{words}"
+        );
     }
 }

@@ -7,7 +7,7 @@ use crate::{MachineRecord, UsageRecord};
 
 const MACHINE_COLUMNS: &str = "id, owner_id, name, region, os, arch, cpus, memory_bytes, \
      accelerators, drivers, sharing, last_seen_at, revoked_at, created_at, flagged_for, \
-     flagged_at, flagged_last_at, models";
+     flagged_at, flagged_last_at, models, gpu_note";
 
 const USAGE_COLUMNS: &str =
     "id, tenant_id, workload_id, region, machine_id, placed_class, units, hour_start, seconds";
@@ -44,6 +44,10 @@ fn machine_from_row(row: &<Db as sqlx::Database>::Row) -> Result<MachineRecord, 
         drivers: serde_json::from_str(&drivers)
             .map_err(|_| StoreError::corrupt("driver list", &drivers))?,
         models: crate::model_files::from_json(&row.try_get::<String, _>("models")?)?,
+        gpu_note: row
+            .try_get::<Option<String>, _>("gpu_note")?
+            .map(|w| parse_word("GPU note", &w))
+            .transpose()?,
         last_seen_at: optional_ms(row.try_get("last_seen_at")?)?,
         revoked_at: optional_ms(row.try_get("revoked_at")?)?,
         created_at: from_ms(row.try_get("created_at")?)?,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use einsora_core::attempt::Attempt;
 use einsora_core::ids::{MachineId, TenantId, WorkloadId};
 use einsora_core::lifecycle::{self, State};
+use einsora_core::machine::GpuNote;
 use einsora_core::reasons::Reason;
 use einsora_core::region::Region;
 use einsora_core::workload::Workload;

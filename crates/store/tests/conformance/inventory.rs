@@ -87,6 +87,21 @@ pub async fn machines_are_read_by_their_owner_only(db: TestDb) {
     assert!(store.record_inventory(&reported).await.unwrap());
     let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
     assert!(read.models.is_empty(), "none offered any more");
+    assert_eq!(read.gpu_note, None);
+
+    // Its agent says its GPUs can't be used: kept until a report says they can.
+    reported.gpu_note = Some(einsora_core::machine::GpuNote::NvidiaUnusable);
+    assert!(store.record_inventory(&reported).await.unwrap());
+    let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
+    assert_eq!(read.gpu_note, reported.gpu_note);
+    assert_eq!(
+        read.machine.devices, a.machine.devices,
+        "still listed, for its page"
+    );
+    reported.gpu_note = None;
+    assert!(store.record_inventory(&reported).await.unwrap());
+    let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
+    assert_eq!(read.gpu_note, None);
     assert_eq!((mine[1].last_seen_at, mine[1].revoked_at), (None, None));
     assert_eq!(store.machine_of(other, a.machine.id).await.unwrap(), None);
     assert_eq!(store.machine_of(t, MachineId::new()).await.unwrap(), None);

@@ -27,6 +27,7 @@ pub fn registration(
         machine,
         drivers: report.drivers,
         models: report.models,
+        gpu_note: report.gpu_note,
         last_seen_at: Some(now),
     }
 }
@@ -57,6 +58,7 @@ mod tests {
             },
             drivers: vec![],
             models: vec![],
+            gpu_note: None,
             last_seen_at: None,
             revoked_at: None,
             created_at: OffsetDateTime::UNIX_EPOCH,
@@ -84,6 +86,7 @@ mod tests {
                 path: "tiny.gguf".into(),
                 size_bytes: 10,
             }],
+            gpu_note: None,
         };
         let now = OffsetDateTime::now_utc();
         let reg = registration(&known, report.clone(), now);

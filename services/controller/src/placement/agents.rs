@@ -77,6 +77,10 @@ pub fn place(
         if !m.can_host(w.tenant_id, &w.region) || returning.is_some_and(|id| id != m.id) {
             continue;
         }
+        // A machine without the class's devices can't run it, however idle.
+        if devices_needed(w, class) > 0 && devices_of(m, class, catalog) == 0 {
+            continue;
+        }
         any_host = true;
         let drivers: Vec<_> = image
             .drivers_for(w.kind, class.accelerator())

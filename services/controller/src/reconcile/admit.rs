@@ -133,11 +133,18 @@ impl Reconciler {
         }
         Ok(machines
             .into_iter()
-            .map(|record| Candidate {
-                offered: hub.offered(record.machine.id) && record.machine.cpus > 0,
-                held: held.remove(&record.machine.id).unwrap_or_default(),
-                drivers: record.drivers,
-                machine: record.machine,
+            .map(|record| {
+                let mut machine = record.machine;
+                // GPUs its agent can't give to workloads are never offered (never CPU instead).
+                if let Some(note) = record.gpu_note {
+                    machine.devices.retain(|d| !note.hides(d));
+                }
+                Candidate {
+                    offered: hub.offered(machine.id) && machine.cpus > 0,
+                    held: held.remove(&machine.id).unwrap_or_default(),
+                    drivers: record.drivers,
+                    machine,
+                }
             })
             .collect())
     }

@@ -192,6 +192,24 @@ fn gpu_workloads_are_given_free_devices_by_uuid() {
     );
 }
 
+/// A machine without a GPU class's devices can't run it, however idle: a GPU workload waits for
+/// a machine that can (never CPU instead), as on a machine whose agent can't use its GPUs
+/// (they are kept from placement: `reconcile::admit`).
+#[test]
+fn a_gpu_workload_waits_for_a_machine_with_its_devices() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let mut machines = [candidate(
+        machine(owner, "cpu-box", 64, 512, vec![]),
+        &["sim"],
+    )];
+    let nb = workload(owner, WorkloadKind::Notebook, "h100-80gb", "jupyterlab");
+    assert_eq!(
+        reason(&place(&nb, &catalog, true, &mut machines)),
+        "waiting for a machine that can run h100-80gb to come online"
+    );
+}
+
 #[test]
 fn a_macs_gpu_is_the_largest_apple_class_its_memory_holds() {
     let catalog = Catalog::builtin();

@@ -1,0 +1,4 @@
+-- Why a machine's GPUs aren't offered for placement, as its agent last said: a word of
+-- einsora_core's GpuNote, or NULL when they are (or it has none).
+
+ALTER TABLE machines ADD COLUMN gpu_note TEXT;
