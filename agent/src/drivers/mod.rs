@@ -28,6 +28,9 @@ pub struct Drivers {
     /// The machine's GPUs by UUID, as its latest inventory read listed them; `None` until one
     /// read (then nothing is refused for a missing GPU).
     gpus: Option<std::collections::HashSet<String>>,
+    /// The desired state last applied; `None` before the first (applying nothing would park
+    /// every workload).
+    desired: Option<Vec<pb::DesiredWorkload>>,
 }
 
 impl Drivers {
@@ -48,6 +51,7 @@ impl Drivers {
             sim: sim.then(|| sim::Sim::open(state_dir.join("sim.json"))),
             refused: Vec::new(),
             gpus: None,
+            desired: None,
         }
     }
 
@@ -72,8 +76,16 @@ impl Drivers {
 
     /// The machine's GPUs as an inventory read just listed them: a workload given one that
     /// isn't among them isn't started (`gpu_missing`).
+    /// When they changed, the last desired state is applied again, so no workload starts on a
+    /// GPU that just went.
     pub fn know_gpus(&mut self, uuids: impl IntoIterator<Item = String>) {
-        self.gpus = Some(uuids.into_iter().collect());
+        let now = Some(uuids.into_iter().collect());
+        if now != self.gpus {
+            self.gpus = now;
+            if let Some(last) = self.desired.take() {
+                self.apply(&last);
+            }
+        }
     }
 
     /// Why the machine's GPUs can't be given to workloads here, if they can't: NVIDIA GPUs
@@ -139,6 +151,7 @@ impl Drivers {
             sim.park_unlisted(&listed);
             sim.forget_removed(&listed);
         }
+        self.desired = Some(desired.to_vec());
     }
 
     /// Every workload's status, for the controller. Workloads are named by the IDs this agent
@@ -183,12 +196,16 @@ impl Drivers {
     }
 }
 
-/// Whether a device `spec` was given is missing from the machine's GPUs (when they are known).
+/// Whether a device `spec` needs is missing: fewer given than its class has (a workload
+/// admitted before devices were given by UUID: never started without them), or one given that
+/// isn't among the machine's GPUs (when they are known).
 fn gpus_missing(spec: &PlacedSpec, gpus: Option<&std::collections::HashSet<String>>) -> bool {
-    let (Some(gpus), Some(resources)) = (gpus, spec.resources.as_ref()) else {
+    let Some(resources) = spec.resources.as_ref() else {
         return false;
     };
-    resources.device_uuids.iter().any(|u| !gpus.contains(u))
+    let given = u32::try_from(resources.device_uuids.len()).unwrap_or(u32::MAX);
+    given < resources.device_count
+        || gpus.is_some_and(|gpus| resources.device_uuids.iter().any(|u| !gpus.contains(u)))
 }
 
 /// A weak-isolation driver refuses a workload that needs strong isolation: it never runs, so
@@ -242,6 +259,11 @@ mod tests {
         assert!(gpus_missing(&spec(&["GPU-1", "GPU-2"]), Some(&listed)));
         assert!(!gpus_missing(&spec(&[]), Some(&listed)), "a CPU workload");
         assert!(!gpus_missing(&spec(&["GPU-9"]), None), "not known yet");
+        // Admitted before devices were given by UUID: a count and none named. Never started
+        // without its GPU.
+        let mut unnamed = spec(&[]);
+        unnamed.resources.as_mut().unwrap().device_count = 1;
+        assert!(gpus_missing(&unnamed, None));
     }
 
     /// NVIDIA GPUs no driver here can use are noted, so the machine offers CPU only and says

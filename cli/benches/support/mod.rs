@@ -204,10 +204,13 @@ pub async fn token(http: &Http, base: &str, password: &str) -> anyhow::Result<St
     Ok(made["token"].as_str().unwrap_or_default().to_owned())
 }
 
-/// A role's process, stopped with SIGTERM (and waited for) when dropped, on every path out of
-/// a bench, errors included, so none outlives it holding a port.
+/// A role's process, stopped with SIGTERM (and waited for, then killed after 30 s) when
+/// dropped, on every path out of a bench, errors included, so none outlives it holding a port.
 pub fn spawn(cmd: Command) -> anyhow::Result<Spawned> {
-    Ok(Spawned::start(cmd, Stop::Term)?)
+    Ok(Spawned::start(
+        cmd,
+        Stop::TermWithin(Duration::from_secs(30)),
+    )?)
 }
 /// A loopback address for a process the bench starts, held (testkit's `Port`) for the rest of
 /// the bench's run, so nothing else takes it between the pick and that process's bind.

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use crate::POLL;
 
+/// How long [`Spawned::exits_within`] waits for its output's last lines after it exited.
+const READERS_FINISH: Duration = Duration::from_secs(2);
+
 /// What a child process writes to its pipes, line by line, as it writes it. Clones share the
 /// text.
 #[derive(Debug, Clone, Default)]
@@ -27,10 +30,15 @@ impl Lines {
     pub fn add(&self, from: impl Read + Send + 'static) -> JoinHandle<()> {
         let into = self.clone();
         std::thread::spawn(move || {
-            for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
+            // Bytes that aren't UTF-8 are kept, replaced: reading stops only when the pipe ends,
+            // so the child never writes to a closed pipe.
+            let mut reader = std::io::BufReader::new(from);
+            let mut line = Vec::new();
+            while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
                 let mut text = into.0.lock().unwrap();
-                text.push_str(&line);
+                text.push_str(String::from_utf8_lossy(&line).trim_end_matches('\n'));
                 text.push('\n');
+                line.clear();
             }
         })
     }
@@ -109,8 +117,17 @@ impl Spawned {
                     // What it left running would hold its pipes open.
                     kill_group(child.id());
                 }
-                for reader in self.readers.drain(..) {
-                    let _ = reader.join();
+                // Its pipes close with it, unless something it started holds them: then what
+                // was said by now is what there is.
+                let readers = std::mem::take(&mut self.readers);
+                let until = Instant::now() + READERS_FINISH;
+                for reader in readers {
+                    while !reader.is_finished() && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    if reader.is_finished() {
+                        let _ = reader.join();
+                    }
                 }
                 return Some(status);
             }
@@ -139,7 +156,10 @@ impl Spawned {
         };
         let pid = child.id();
         if self.stop == Stop::KillGroup {
-            send(pid, "KILL");
+            // Its own PID only while it isn't reaped (a reaped one's may be another's now).
+            if child.try_wait().ok().flatten().is_none() {
+                send(pid, "KILL");
+            }
             kill_group(pid);
             let _ = child.wait();
             return;

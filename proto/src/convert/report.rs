@@ -92,17 +92,28 @@ pub struct WorkloadStatuses {
 
 impl WorkloadStatuses {
     /// The report's well-formed entries, and what was wrong with each of the others: a
-    /// malformed entry decides nothing, and doesn't cost the report its good ones.
+    /// malformed entry decides nothing, and doesn't cost the report its good ones (a malformed
+    /// access target costs its entry the target only).
     pub fn received(raw: pb::WorkloadStatuses) -> (WorkloadStatuses, Vec<ConvertError>) {
         let mut problems = Vec::new();
         let workloads = raw
             .workloads
             .into_iter()
             .enumerate()
-            .filter_map(|(i, s)| {
-                WorkloadStatus::try_from(s)
-                    .map_err(|e| problems.push(e.within(&format!("workloads[{i}]"))))
-                    .ok()
+            .filter_map(|(i, mut s)| {
+                let within = format!("workloads[{i}]");
+                // A target that doesn't read costs the status its target only: the workload
+                // reads as not ready to open, and its status still counts.
+                let target = s.access_target.take().and_then(|t| {
+                    AccessTarget::try_from(t)
+                        .map_err(|e| problems.push(e.within(&within)))
+                        .ok()
+                });
+                let mut status = WorkloadStatus::try_from(s)
+                    .map_err(|e| problems.push(e.within(&within)))
+                    .ok()?;
+                status.access_target = target;
+                Some(status)
             })
             .collect();
         let statuses = WorkloadStatuses {
@@ -256,42 +267,43 @@ impl From<InventoryReport> for pb::Inventory {
     }
 }
 
+impl TryFrom<pb::AccessTarget> for AccessTarget {
+    type Error = ConvertError;
+
+    fn try_from(t: pb::AccessTarget) -> Result<Self, ConvertError> {
+        if !t.socket_path.starts_with('/') || t.socket_path.len() > MAX_SOCKET_PATH {
+            return Err(ConvertError::invalid(
+                "access_target.socket_path",
+                format!("an absolute path of at most {MAX_SOCKET_PATH} bytes"),
+            ));
+        }
+        if t.token.is_empty() {
+            return Err(ConvertError::new("access_target.token", Problem::Missing));
+        }
+        if t.token.len() > MAX_SECRET {
+            return Err(ConvertError::invalid(
+                "access_target.token",
+                format!("at most {MAX_SECRET} bytes"),
+            ));
+        }
+        Ok(AccessTarget {
+            socket_path: t.socket_path,
+            token: t.token,
+        })
+    }
+}
+
 impl TryFrom<pb::WorkloadStatus> for WorkloadStatus {
     type Error = ConvertError;
 
     fn try_from(s: pb::WorkloadStatus) -> Result<Self, ConvertError> {
-        let access_target = s
-            .access_target
-            .map(|t| {
-                let absolute = t.socket_path.starts_with('/');
-                if !absolute || t.socket_path.len() > MAX_SOCKET_PATH {
-                    return Err(ConvertError::invalid(
-                        "access_target.socket_path",
-                        format!("an absolute path of at most {MAX_SOCKET_PATH} bytes"),
-                    ));
-                }
-                if t.token.is_empty() {
-                    return Err(ConvertError::new("access_target.token", Problem::Missing));
-                }
-                if t.token.len() > MAX_SECRET {
-                    return Err(ConvertError::invalid(
-                        "access_target.token",
-                        format!("at most {MAX_SECRET} bytes"),
-                    ));
-                }
-                Ok(AccessTarget {
-                    socket_path: t.socket_path,
-                    token: t.token,
-                })
-            })
-            .transpose()?;
         Ok(WorkloadStatus {
             workload_id: parse_id("workload_id", &s.workload_id)?,
             attempt: s.attempt,
             mode: Mode::from_field("mode", s.mode)?,
             code: StatusCode::from_field("code", s.code)?,
             driver: text("driver", s.driver, true, MAX_NAME)?,
-            access_target,
+            access_target: s.access_target.map(AccessTarget::try_from).transpose()?,
         })
     }
 }

@@ -147,7 +147,15 @@ fn malformed_statuses_are_dropped_and_the_others_kept() {
         driver_restarts: 0,
     };
     let (read, problems) = WorkloadStatuses::received(raw);
-    assert_eq!(read.workloads, vec![status_from(&good)]);
+    let untargeted = WorkloadStatus {
+        access_target: None,
+        ..status_from(&good)
+    };
+    assert_eq!(
+        read.workloads,
+        vec![status_from(&good), untargeted.clone(), untargeted],
+        "a bad target costs its entry the target only"
+    );
     let fields: Vec<_> = problems.iter().map(|p| p.field.as_str()).collect();
     assert_eq!(
         fields,

@@ -116,16 +116,20 @@ impl Reconciler {
             .await?;
         let mut held: HashMap<MachineId, Held> = HashMap::new();
         for w in holding {
-            let placed = w.placed_class.as_deref().unwrap_or(&w.gpu_class);
-            let (Some(machine), Some(class)) = (w.machine_id, self.catalog.class(placed)) else {
+            let Some(machine) = w.machine_id else {
                 continue;
             };
+            // Its devices stay held even when its class left the catalog (it runs on, retired).
             let h = held.entry(machine).or_default();
+            h.device_uuids.extend(w.devices.iter().cloned());
+            let placed = w.placed_class.as_deref().unwrap_or(&w.gpu_class);
+            let Some(class) = self.catalog.class(placed) else {
+                continue;
+            };
             h.cpus += class.cpus();
             h.memory_bytes += class.memory_bytes();
             if class.accelerator() != AcceleratorKind::Cpu {
                 *h.devices.entry(class.name().to_owned()).or_default() += w.units;
-                h.device_uuids.extend(w.devices);
             }
             if let Some(driver) = w.driver {
                 *h.per_driver.entry(driver).or_default() += 1;
