@@ -2,8 +2,11 @@
 //! (docs/api.md, "The edge"). Secrets travel in some of them: never log their values.
 
 /// Names which 409 a FAILED_PRECONDITION is (`conflict`, `quota_exceeded`,
-/// `invalid_transition`).
+/// `invalid_transition`), or that an UNAVAILABLE is [`NOT_READY`].
 pub const ERROR: &str = "x-einsora-error";
+/// [`ERROR`]'s value on the controller's UNAVAILABLE for a running workload whose machine
+/// hasn't said where it listens yet: the workload's state, worth a retry, not a fault.
+pub const NOT_READY: &str = "not_ready";
 /// The caller's IP as the gateway saw it.
 pub const CLIENT_ADDR: &str = "x-einsora-client-addr";
 /// The `einsora_session` cookie's value (secret).

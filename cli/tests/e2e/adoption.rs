@@ -61,9 +61,9 @@ impl Drop for ChangedImage {
 #[test]
 fn an_agent_restart_adopts_containers_and_a_changed_sandbox_is_stopped() {
     let (mut solo, _leftovers) = solo();
-    // Opened just after `up` restarts, before its machine says where it listens: the
-    // proxy answers 503 and says so, and `open` tries again.
-    solo.expect_log("its machine hasn't reported it ready yet");
+    // Opened just after `up` restarts, before its machine says where it listens, the proxy
+    // answers 503 "it isn't ready yet" (not a fault: nothing logged above DEBUG), and `open`
+    // tries again.
     solo.expect_log("its sandbox changed; stopping it");
     let mut acme = tenant(&solo, "dev@acme");
     let id = running_notebook(&solo, &acme);
@@ -127,9 +127,9 @@ fn an_agent_restart_adopts_containers_and_a_changed_sandbox_is_stopped() {
 #[test]
 fn a_running_notebook_outlives_its_class_leaving_the_catalog() {
     let (mut solo, leftovers) = solo();
-    // Opened just after `up` restarts, before its machine says where it listens: the
-    // proxy answers 503 and says so, and `open` tries again.
-    solo.expect_log("its machine hasn't reported it ready yet");
+    // Opened just after `up` restarts, before its machine says where it listens, the proxy
+    // answers 503 "it isn't ready yet" (not a fault: nothing logged above DEBUG), and `open`
+    // tries again.
     let mut acme = tenant(&solo, "dev@acme");
     let id = running_notebook(&solo, &acme);
     let container = containers(&id);

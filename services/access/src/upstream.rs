@@ -60,6 +60,8 @@ pub(crate) enum LookupError {
     /// another machine, or its machine reported a socket that isn't the workload's); the
     /// controller's reason, in the vocabulary of the seeds.
     Unreachable(String),
+    /// The workload is running but its machine hasn't said where it listens yet.
+    NotReady,
     /// The service didn't answer; its status is for the operator's log only.
     Unavailable(Status),
 }
@@ -70,6 +72,11 @@ impl LookupError {
         match self {
             LookupError::Refused => refused,
             LookupError::Unreachable(why) => Failure::unreachable(why),
+            // The workload's state, not a fault: said to the caller, not logged as a failure.
+            LookupError::NotReady => {
+                tracing::debug!(service, "the workload isn't ready yet");
+                Failure::unavailable("it isn't ready yet; try again shortly")
+            }
             LookupError::Unavailable(status) => {
                 tracing::warn!(service, code = ?status.code(), message = status.message(), "lookup failed");
                 Failure::unavailable("the service is unavailable right now; try again shortly")
@@ -198,9 +205,38 @@ async fn call<T>(
         Ok(Err(status)) if status.code() == Code::FailedPrecondition => {
             Err(LookupError::Unreachable(status.message().to_owned()))
         }
+        Ok(Err(status))
+            if status.code() == Code::Unavailable
+                && status
+                    .metadata()
+                    .get(einsora_proto::metadata::ERROR)
+                    .is_some_and(|v| v == einsora_proto::metadata::NOT_READY) =>
+        {
+            Err(LookupError::NotReady)
+        }
         Ok(Err(status)) => Err(LookupError::Unavailable(status)),
         Err(_) => Err(LookupError::Unavailable(Status::deadline_exceeded(
             "no answer in time",
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The controller's "not ready yet" is the workload's state, told apart from an outage by
+    /// its mark: the caller is told to retry, and nothing is logged as a failure.
+    #[tokio::test]
+    async fn not_ready_is_told_apart_from_an_unavailable_service() {
+        let mut marked = Status::unavailable("its machine hasn't reported it ready yet");
+        marked.metadata_mut().insert(
+            einsora_proto::metadata::ERROR,
+            tonic::metadata::MetadataValue::from_static(einsora_proto::metadata::NOT_READY),
+        );
+        let answer = call::<()>(async { Err(marked) }).await;
+        assert!(matches!(answer, Err(LookupError::NotReady)), "{answer:?}");
+        let down = call::<()>(async { Err(Status::unavailable("connection refused")) }).await;
+        assert!(matches!(down, Err(LookupError::Unavailable(_))), "{down:?}");
     }
 }

@@ -109,6 +109,17 @@ fn not_found() -> Status {
     Status::not_found("no such workload is ready here")
 }
 
+/// A running workload whose machine hasn't said where it listens (yet, or again after a
+/// restart of either side): worth a retry, and marked so the proxy tells it from an outage.
+fn not_ready() -> Status {
+    let mut status = Status::unavailable("its machine hasn't reported it ready yet");
+    status.metadata_mut().insert(
+        einsora_proto::metadata::ERROR,
+        tonic::metadata::MetadataValue::from_static(einsora_proto::metadata::NOT_READY),
+    );
+    status
+}
+
 #[tonic::async_trait]
 impl ControllerInternalService for Internal {
     async fn resolve_access_target(
@@ -133,7 +144,7 @@ impl ControllerInternalService for Internal {
         let target = self
             .hub
             .target(machine, w.id, w.attempt.get())
-            .ok_or_else(|| Status::unavailable("its machine hasn't reported it ready yet"))?;
+            .ok_or_else(not_ready)?;
         self.reachable
             .admit(machine, w.id, w.kind, &target.socket_path)?;
         let placed_class = w
