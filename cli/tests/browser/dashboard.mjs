@@ -54,6 +54,12 @@ const pending = [];
 let signedIn = false;
 /** A mocked failure the test is causing on purpose: its console line is expected. */
 let expectedFailure = null;
+/**
+ * Loads Chromium aborted because this host's network changed under it (the other tests make
+ * network namespaces, bridges and containers as they run): the machine's doing, not the
+ * dashboard's. A reload they spoil is tried again (`reloadTo`).
+ */
+const networkChanged = [];
 
 function isDashboard(url) {
   try {
@@ -94,6 +100,7 @@ function listen(page) {
     if (message.type() !== 'error' || !isDashboard(page.url())) return;
     const text = message.text();
     const where = message.location().url;
+    if (text.includes('net::ERR_NETWORK_CHANGED')) return void networkChanged.push(`${text} (${where})`);
     const refused = /Failed to load resource: the server responded with a status of (\d+)/.exec(text);
     if (refused && refused[1] === '401' && !signedIn) return; // not signed in: the API says so
     if (refused && expectedFailure && where.includes(expectedFailure)) return;
@@ -139,6 +146,21 @@ async function nav(page, name) {
 
 function heading(page, name) {
   return page.getByRole('heading', { name, exact: true });
+}
+
+/** Reloads until `name`'s heading shows, again when the host's network changed under the load. */
+async function reloadTo(page, name) {
+  for (let tries = 1; ; tries++) {
+    const spoiled = networkChanged.length;
+    await page.reload();
+    try {
+      await heading(page, name).waitFor({ timeout: 15_000 });
+      return;
+    } catch (error) {
+      if (networkChanged.length === spoiled || tries === 3) throw error;
+      log(`the host's network changed during the reload (${networkChanged.length - spoiled} loads aborted); again`);
+    }
+  }
 }
 
 /** Confirms in the page's open <dialog> with the button `name`. */
@@ -269,8 +291,7 @@ async function main() {
     await waitFor('a timeline ending with running (newest last)', async () =>
       (await timeline.count()) >= 2 && /^\s*running/.test(await timeline.last().textContent({ timeout: 2000 })));
     await screenshot('workload');
-    await page.reload();
-    await heading(page, 'nb-browser').waitFor(); // the route survives a refresh
+    await reloadTo(page, 'nb-browser'); // the route survives a refresh
 
     stepStart('open: the link lands on the notebook\'s own origin and JupyterLab loads');
     const notebookOrigin = `http://w-${id}.localhost:${ACCESS_PORT}`;
@@ -353,8 +374,7 @@ async function main() {
       assert(reached(label).length > 0, `the attacks from ${label} reached the gateway`);
       assert(!reached(label).some(([, , , session]) => session), `no request from ${label} carried the session cookie`);
     }
-    await page.reload();
-    await heading(page, 'nb-browser').waitFor(); // still signed in
+    await reloadTo(page, 'nb-browser'); // still signed in
     await lab.close();
 
     stepStart('workloads: the list follows the workload live; filters');
