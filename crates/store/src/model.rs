@@ -104,6 +104,20 @@ pub struct WorkloadFilter {
     pub include_deleted: bool,
 }
 
+impl WorkloadFilter {
+    /// The workloads whose state holds capacity (and so their machine's devices).
+    pub fn holding_capacity() -> WorkloadFilter {
+        WorkloadFilter {
+            states: State::ALL
+                .iter()
+                .copied()
+                .filter(|s| s.holds_capacity())
+                .collect(),
+            ..WorkloadFilter::default()
+        }
+    }
+}
+
 /// A held lease. Every controller write checks `epoch`: a leader that was paused and lost its
 /// lease can't write after another took over.
 #[derive(Debug, Clone, PartialEq, Eq)]

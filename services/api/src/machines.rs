@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use einsora_core::ids::{MachineId, TenantId};
-use einsora_core::lifecycle::State;
 use einsora_core::workload::Workload;
 use einsora_proto::machines::v1::machine_service_server::MachineService;
 use einsora_proto::machines::v1::{self as pb};
@@ -30,12 +29,7 @@ impl MachinesApi {
     async fn holding(&self, tenant: TenantId) -> Result<Vec<Workload>, Status> {
         let filter = WorkloadFilter {
             tenant: Some(tenant),
-            states: State::ALL
-                .iter()
-                .copied()
-                .filter(|s| s.holds_capacity())
-                .collect(),
-            ..WorkloadFilter::default()
+            ..WorkloadFilter::holding_capacity()
         };
         self.store.workloads(&filter).await.map_err(status::store)
     }

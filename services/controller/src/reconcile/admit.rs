@@ -106,12 +106,7 @@ impl Reconciler {
             .store
             .workloads(&WorkloadFilter {
                 region: Some(self.region.clone()),
-                states: State::ALL
-                    .iter()
-                    .copied()
-                    .filter(|s| s.holds_capacity())
-                    .collect(),
-                ..WorkloadFilter::default()
+                ..WorkloadFilter::holding_capacity()
             })
             .await?;
         let mut held: HashMap<MachineId, Held> = HashMap::new();
