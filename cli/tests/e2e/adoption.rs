@@ -2,7 +2,7 @@
 //! their sandbox is unchanged, stopped as changed when it isn't; a notebook's lost disk never
 //! replaced by a fresh one; no engine, or no image, said so in the timeline.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::json;
 
@@ -34,16 +34,17 @@ struct ChangedImage(&'static str);
 impl ChangedImage {
     fn build() -> ChangedImage {
         let tag = "einsora/notebook:changed-by-test";
-        let mut build = Command::new("docker")
+        let mut build = Command::new("docker");
+        build
             .args(["build", "--network", "none", "-t", tag, "-"])
-            .env("DOCKER_BUILDKIT", "0")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
+            .env("DOCKER_BUILDKIT", "0");
         let dockerfile = "FROM einsora/notebook:local\nLABEL einsora.test=changed\n";
-        std::io::Write::write_all(&mut build.stdin.take().unwrap(), dockerfile.as_bytes()).unwrap();
-        assert!(build.wait().unwrap().success(), "docker build");
+        let built = crate::harness::support::fed(build, dockerfile);
+        assert!(
+            built.status.success(),
+            "docker build: {}",
+            crate::harness::support::stderr(&built)
+        );
         ChangedImage(tag)
     }
 }

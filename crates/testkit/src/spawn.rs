@@ -134,7 +134,7 @@ impl Spawned {
             if Instant::now() > deadline {
                 return None;
             }
-            std::thread::sleep(POLL.min(Duration::from_millis(20)));
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 

@@ -1,13 +1,12 @@
 //! The CLI as a test runs it: dev mode's announced passwords, and `einsora` commands with a
 //! data directory and a server of their own.
 
-use std::io::Write;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
 
 use crate::harness::solo::Solo;
-use crate::harness::support::stderr;
+use crate::harness::support::{fed, stderr};
 
 /// Dev mode's announced password for `email` (announced once the api has seeded; the latest,
 /// as a restarted api announces new ones).
@@ -61,17 +60,7 @@ impl<'a> Cli<'a> {
         if let Some(token) = &self.token {
             env.push(("EINSORA_TOKEN", token));
         }
-        let mut cmd = self.solo.e.command(args, &env);
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-        drop(input);
-        child.wait_with_output().unwrap()
+        fed(self.solo.e.command(args, &env), stdin.unwrap_or(""))
     }
 
     pub fn ok(&self, args: &[&str]) -> String {

@@ -131,18 +131,14 @@ impl Host {
 
     /// Drops every packet in and out of this machine.
     pub fn partition(&self) {
-        let mut nft = Command::new("ip")
-            .args(["netns", "exec", &self.netns, "nft", "-f", "-"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        nft.stdin
-            .take()
-            .unwrap()
-            .write_all(PARTITION.as_bytes())
-            .unwrap();
-        assert!(nft.wait().unwrap().success(), "nft partition");
+        let mut nft = Command::new("ip");
+        nft.args(["netns", "exec", &self.netns, "nft", "-f", "-"]);
+        let out = super::support::fed(nft, PARTITION);
+        assert!(
+            out.status.success(),
+            "nft partition: {}",
+            super::support::stderr(&out)
+        );
     }
 
     pub fn heal(&self) {

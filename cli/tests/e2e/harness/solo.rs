@@ -2,8 +2,7 @@
 //! line it and its children write captured (terminal and einsora.log, for the secrets test), its
 //! children findable by role, and a raw HTTP/1.1 client so tests control every byte they send.
 
-use std::io::Write;
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Output};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -282,16 +281,7 @@ impl Drop for Solo {
 
 pub fn make_owner(e: &Einsora, database: &str) {
     let args = ["setup", "--email", OWNER_EMAIL, "--password-stdin"];
-    let mut setup = e
-        .command(&args, &[("EINSORA_DATABASE_URL", database)])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = setup.stdin.take().unwrap();
-    input.write_all(OWNER_PASSWORD.as_bytes()).unwrap();
-    drop(input);
-    let out = setup.wait_with_output().unwrap();
+    let setup = e.command(&args, &[("EINSORA_DATABASE_URL", database)]);
+    let out = crate::harness::support::fed(setup, OWNER_PASSWORD);
     assert!(out.status.success(), "setup: {}", stderr(&out));
 }

@@ -119,3 +119,18 @@ pub fn dump(db: &Path) -> String {
 }
 
 pub use einsora_testkit::spawn::{Lines, signal};
+
+/// `cmd` run to its end with `input` on its standard input: its output, both streams kept.
+pub fn fed(mut cmd: Command, input: &str) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
