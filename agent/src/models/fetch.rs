@@ -27,7 +27,7 @@ use super::{
 };
 
 /// Temp files of unfinished fetches: removed before the next attempt.
-const PART_PREFIX: &str = ".model-";
+pub(super) const PART_PREFIX: &str = ".model-";
 /// A manifest is a few hundred bytes.
 const MAX_MANIFEST: u64 = 64 << 10;
 
@@ -204,9 +204,7 @@ fn finish(
         source_key,
         size,
         sha256: sha256.clone(),
-        fetched_at: time::OffsetDateTime::now_utc()
-            .format(&time::format_description::well_known::Rfc3339)
-            .map_err(|e| storage("dating the manifest", e))?,
+        fetched_at: now_rfc3339()?,
     };
     write_manifest(private_dir, &manifest)?;
     Ok(PreparedModel {
@@ -258,7 +256,7 @@ pub(super) fn read_manifest(private_dir: &Path) -> Option<Manifest> {
     serde_json::from_slice(&bytes).ok()
 }
 
-fn write_manifest(private_dir: &Path, manifest: &Manifest) -> Result<(), ModelProblem> {
+pub(super) fn write_manifest(private_dir: &Path, manifest: &Manifest) -> Result<(), ModelProblem> {
     let mut tmp = temp_file(private_dir)?;
     let json =
         serde_json::to_vec_pretty(manifest).map_err(|e| storage("writing the manifest", e))?;
@@ -271,7 +269,11 @@ fn write_manifest(private_dir: &Path, manifest: &Manifest) -> Result<(), ModelPr
 }
 
 /// Copies at most `max` bytes, hashing them; refuses a source that grew past it.
-fn copy_hashing(from: &mut File, to: &mut File, max: u64) -> Result<(u64, [u8; 32]), ModelProblem> {
+pub(super) fn copy_hashing(
+    from: &mut File,
+    to: &mut File,
+    max: u64,
+) -> Result<(u64, [u8; 32]), ModelProblem> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;
@@ -294,7 +296,7 @@ fn copy_hashing(from: &mut File, to: &mut File, max: u64) -> Result<(u64, [u8; 3
 }
 
 /// The private directory, owner-only, and without what an interrupted fetch left.
-fn make_private_dir(dir: &Path) -> Result<(), ModelProblem> {
+pub(super) fn make_private_dir(dir: &Path) -> Result<(), ModelProblem> {
     std::fs::create_dir_all(dir).map_err(|e| storage("creating the private directory", e))?;
     let meta =
         std::fs::symlink_metadata(dir).map_err(|e| storage("creating the private directory", e))?;
@@ -309,7 +311,11 @@ fn make_private_dir(dir: &Path) -> Result<(), ModelProblem> {
         std::fs::read_dir(dir).map_err(|e| storage("reading the private directory", e))?;
     for entry in entries.flatten() {
         if entry.file_name().to_string_lossy().starts_with(PART_PREFIX) {
-            let _ = std::fs::remove_file(entry.path());
+            // A temp file, or a temp copy of a model directory (`super::weights`).
+            let _ = match entry.file_type() {
+                Ok(t) if t.is_dir() => std::fs::remove_dir_all(entry.path()),
+                _ => std::fs::remove_file(entry.path()),
+            };
         }
     }
     Ok(())
@@ -323,7 +329,7 @@ fn temp_file(dir: &Path) -> Result<NamedTempFile, ModelProblem> {
         .map_err(|e| storage("creating a temp file", e))
 }
 
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ModelProblem> + Send + 'static,
 ) -> Result<T, ModelProblem> {
     tokio::task::spawn_blocking(f)
@@ -331,6 +337,13 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| storage("the model task", e))?
 }
 
-fn storage(what: &str, e: impl std::fmt::Display) -> ModelProblem {
+pub(super) fn storage(what: &str, e: impl std::fmt::Display) -> ModelProblem {
     ModelProblem::Storage(format!("{what}: {e}"))
+}
+
+/// Now, for a manifest's `fetched_at`.
+pub(super) fn now_rfc3339() -> Result<String, ModelProblem> {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .map_err(|e| storage("dating the manifest", e))
 }

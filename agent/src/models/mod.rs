@@ -26,6 +26,7 @@ pub mod gguf;
 mod http;
 pub mod listing;
 mod source;
+pub mod weights;
 
 #[cfg(test)]
 mod tests;
@@ -117,6 +118,18 @@ pub enum ModelProblem {
     Storage(String),
     #[error("the model isn't a valid GGUF file: {0}")]
     Invalid(GgufProblem),
+    #[error("the model directory isn't served: {0}")]
+    Weights(weights::WeightsProblem),
+}
+
+impl From<weights::WeightsProblem> for ModelProblem {
+    fn from(p: weights::WeightsProblem) -> Self {
+        use weights::WeightsProblem as W;
+        match p {
+            W::Storage(e) => ModelProblem::Storage(format!("reading the model directory: {e}")),
+            p => ModelProblem::Weights(p),
+        }
+    }
 }
 
 impl From<GgufProblem> for ModelProblem {
@@ -136,6 +149,7 @@ impl ModelProblem {
     pub fn status(&self) -> StatusCode {
         match self {
             ModelProblem::Invalid(_) => StatusCode::ModelInvalid,
+            ModelProblem::Weights(p) => p.status(),
             ModelProblem::BadSource(_)
             | ModelProblem::NoModelsDir
             | ModelProblem::OutsideModelsDir

@@ -330,7 +330,8 @@ fn a_bad_model_is_refused_with_a_clear_reason() {
     let after = call(&solo, &acme.session, "GET", "/v1/workloads", None).json();
     assert_eq!(before, after, "nothing was created");
 
-    const INVALID: &str = "its model isn't a valid GGUF file; nothing was served";
+    const INVALID: &str =
+        "its model isn't valid (a GGUF file, or a safetensors model directory); nothing was served";
     const REFUSED: &str =
         "its machine refused its model: not a file in its models directory, or too large";
     const UNAVAILABLE: &str = "its model couldn't be fetched onto its machine";

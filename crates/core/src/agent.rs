@@ -78,7 +78,9 @@ impl StatusCode {
             StatusCode::ModelChecksumMismatch => {
                 "its model file doesn't match its SHA-256 checksum"
             }
-            StatusCode::ModelInvalid => "its model isn't a valid GGUF file; nothing was served",
+            StatusCode::ModelInvalid => {
+                "its model isn't valid (a GGUF file, or a safetensors model directory); nothing was served"
+            }
             StatusCode::SocketTampered => {
                 "its server's socket was replaced from inside the workload; nothing was connected \
                  to it"

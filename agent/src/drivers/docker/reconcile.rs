@@ -320,7 +320,8 @@ impl Worker {
         dirs::secret_file(&sandbox.token_file(), &token, self.user).map_err(failed)?;
         if let Serves::Endpoint { .. } = &sandbox.serves {
             let models_dir = self.config.models_dir.as_deref();
-            super::model::prepare(&w.spec, models_dir, &places.model, self.user).await?;
+            let server = model_server(&w.spec.runtime);
+            super::model::prepare(&w.spec, server, models_dir, &places.model, self.user).await?;
         }
         Ok(token)
     }
@@ -365,11 +366,14 @@ impl Worker {
     ) -> Sandbox {
         let resources = w.spec.resources.clone().unwrap_or_default();
         let serves = match &w.spec.params {
-            Some(WorkloadParams::Endpoint { model }) => Serves::Endpoint {
-                model: places.model.join("model.gguf"),
-                alias: model.clone(),
-                server: ModelServer::for_runtime(&w.spec.runtime).unwrap_or(ModelServer::LlamaCpp),
-            },
+            Some(WorkloadParams::Endpoint { model }) => {
+                let server = model_server(&w.spec.runtime);
+                Serves::Endpoint {
+                    model: places.model.join(server.model_name()),
+                    alias: model.clone(),
+                    server,
+                }
+            }
             _ => Serves::Notebook {
                 data: places.data.clone(),
             },
@@ -512,4 +516,9 @@ async fn answers(socket: &Path, serves: &Serves, token: &str) -> Probe {
         Ok(Err(refused)) if refused.is_tampering() => Probe::Tampered(refused),
         _ => Probe::NotYet,
     }
+}
+
+/// The server an endpoint's runtime names; llama.cpp when it names none this driver has.
+fn model_server(runtime: &str) -> ModelServer {
+    ModelServer::for_runtime(runtime).unwrap_or(ModelServer::LlamaCpp)
 }

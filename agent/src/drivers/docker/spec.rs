@@ -26,7 +26,14 @@ pub const LABEL_NETWORK: &str = "einsora.network";
 const RUN_DIR: &str = "/run/einsora";
 const DATA_DIR: &str = "/work";
 const HOME: &str = "/home/einsora";
-const MODEL: &str = "/model/model.gguf";
+/// Where an endpoint's model is mounted: llama.cpp's GGUF file at `/model/model.gguf`, vLLM's
+/// model directory at `/model`.
+const MODEL_MOUNT: &str = "/model";
+/// Requests an endpoint serves at once, whichever its server.
+const PARALLEL: u32 = 2;
+/// The most tokens one request may hold, prompt and answer: llama.cpp's slot (its image's
+/// 2048-token context split over [`PARALLEL`] slots), so vLLM is held to the same.
+const CONTEXT_PER_REQUEST: u32 = 1024;
 /// Where the token file is mounted, read-only: not in a directory the workload can write.
 const SECRETS_DIR: &str = "/run/secrets/einsora";
 
@@ -54,6 +61,22 @@ pub enum ModelServer {
 }
 
 impl ModelServer {
+    /// The model's name in the endpoint's private directory: a file, or a directory.
+    pub fn model_name(self) -> &'static str {
+        match self {
+            ModelServer::LlamaCpp => crate::models::MODEL_FILE,
+            ModelServer::Vllm => crate::models::weights::MODEL_DIR,
+        }
+    }
+
+    /// Where the server finds its model, inside the container.
+    fn model_path(self) -> String {
+        match self {
+            ModelServer::LlamaCpp => format!("{MODEL_MOUNT}/{}", crate::models::MODEL_FILE),
+            ModelServer::Vllm => MODEL_MOUNT.to_owned(),
+        }
+    }
+
     /// The server for a catalog runtime, if this driver runs endpoints with it.
     pub fn for_runtime(runtime: &str) -> Option<ModelServer> {
         match runtime {
@@ -161,26 +184,52 @@ impl Sandbox {
                 alias,
                 server,
             } => {
-                binds.push(bind(model, MODEL, true));
+                binds.push(bind(model, &server.model_path(), true));
                 let socket = format!("{RUN_DIR}/{}", self.socket_name());
-                let env = vec![
+                let mut env = vec![
                     format!("EINSORA_LLM_SOCKET={socket}"),
                     format!("EINSORA_LLM_API_KEY_FILE={token_file}"),
                     format!("HOME={HOME}"),
                 ];
+                let parallel = PARALLEL.to_string();
                 let cmd = match server {
                     ModelServer::LlamaCpp => {
                         let threads = self.cpus.max(1).to_string();
-                        json!(["--alias", alias, "--threads", threads, "--parallel", "2"])
+                        json!([
+                            "--alias",
+                            alias,
+                            "--threads",
+                            threads,
+                            "--parallel",
+                            parallel
+                        ])
                     }
-                    ModelServer::Vllm => json!([
-                        "--model",
-                        MODEL,
-                        "--served-model-name",
-                        alias,
-                        "--uds",
-                        socket,
-                    ]),
+                    ModelServer::Vllm => {
+                        // Offline, and nothing phoned home; its caches in the tmpfs. Remote
+                        // code stays off (vLLM's default: no --trust-remote-code), and the
+                        // agent refused a model that asks for it.
+                        env.extend(
+                            [
+                                "HF_HUB_OFFLINE=1",
+                                "TRANSFORMERS_OFFLINE=1",
+                                "VLLM_NO_USAGE_STATS=1",
+                            ]
+                            .map(str::to_owned),
+                        );
+                        env.push("VLLM_CACHE_ROOT=/tmp/vllm".to_owned());
+                        json!([
+                            "--model",
+                            server.model_path(),
+                            "--served-model-name",
+                            alias,
+                            "--uds",
+                            socket,
+                            "--max-num-seqs",
+                            parallel,
+                            "--max-model-len",
+                            CONTEXT_PER_REQUEST.to_string(),
+                        ])
+                    }
                 };
                 (env, cmd)
             }
@@ -337,7 +386,7 @@ mod tests {
         let mut s = notebook();
         s.gpus = vec!["GPU-aaaa".into(), "GPU-bbbb".into()];
         s.serves = Serves::Endpoint {
-            model: "/state/models/w1/model.gguf".into(),
+            model: "/state/models/w1/model".into(),
             alias: "org/model".into(),
             server: ModelServer::Vllm,
         };
@@ -351,9 +400,10 @@ mod tests {
         assert_eq!(host["NetworkMode"], "none");
         let binds = host["Binds"].to_string();
         assert!(
-            binds.contains("/state/models/w1/model.gguf:/model/model.gguf:ro"),
-            "{binds}"
+            binds.contains("\"/state/models/w1/model:/model:ro\""),
+            "the model directory, read-only: {binds}"
         );
+        assert!(!binds.contains("model.gguf"), "{binds}");
         assert!(
             !binds.contains("/work"),
             "an endpoint has no notebook data: {binds}"
@@ -362,12 +412,17 @@ mod tests {
             body["Cmd"],
             json!([
                 "--model",
-                MODEL,
+                "/model",
                 "--served-model-name",
                 "org/model",
                 "--uds",
-                "/run/einsora/llm.sock"
-            ])
+                "/run/einsora/llm.sock",
+                "--max-num-seqs",
+                "2",
+                "--max-model-len",
+                "1024",
+            ]),
+            "llama.cpp's request limits: two at once, a slot's context each; no remote code"
         );
         assert_eq!(s.socket(), PathBuf::from("/state/run/w1/llm.sock"));
         let env = body["Env"].to_string();
@@ -379,6 +434,9 @@ mod tests {
             binds.contains("/state/secrets/w1/api-key:/run/secrets/einsora/api-key:ro"),
             "the key is mounted read-only from the agent's own directory: {binds}"
         );
+        for offline in ["HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1"] {
+            assert!(env.contains(offline), "served offline: {env}");
+        }
         assert!(
             !env.to_lowercase().contains("api_key="),
             "only the key file's path: {env}"
