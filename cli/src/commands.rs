@@ -72,8 +72,13 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum ImagesCommand {
     /// Build the notebook (JupyterLab) and endpoint (llama.cpp) images from Debian packages
-    /// and Python wheels (needs root and a Docker engine; started if none answers).
-    Build,
+    /// and Python wheels (needs root and a Docker engine; started if none answers). Name
+    /// `notebook-cuda` (PyTorch with CUDA) or `vllm` to build those instead: several GB each,
+    /// for machines with NVIDIA GPUs.
+    Build {
+        #[arg(value_enum)]
+        images: Vec<images::Image>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -114,8 +119,8 @@ impl Cli {
                 ..
             } => setup::run(&settings, &email, reset_password),
             Command::Images {
-                command: ImagesCommand::Build,
-            } => images::build(&settings),
+                command: ImagesCommand::Build { images },
+            } => images::build(&settings, &images),
             Command::Pki {
                 command: PkiCommand::Init,
             } => {

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use einsora_runtime::settings::Settings;
 
 /// The recipe's files, by their path under `images/`.
-const RECIPE: [(&str, &str); 8] = [
+const RECIPE: [(&str, &str); 13] = [
     ("build", include_str!("../../images/build")),
     ("dockerd", include_str!("../../images/dockerd")),
     (
@@ -37,9 +37,64 @@ const RECIPE: [(&str, &str); 8] = [
         "llamacpp/serve.py",
         include_str!("../../images/llamacpp/serve.py"),
     ),
+    (
+        "notebook-cuda/Dockerfile",
+        include_str!("../../images/notebook-cuda/Dockerfile"),
+    ),
+    (
+        "notebook-cuda/requirements.txt",
+        include_str!("../../images/notebook-cuda/requirements.txt"),
+    ),
+    (
+        "vllm/Dockerfile",
+        include_str!("../../images/vllm/Dockerfile"),
+    ),
+    (
+        "vllm/requirements.txt",
+        include_str!("../../images/vllm/requirements.txt"),
+    ),
+    ("vllm/serve.py", include_str!("../../images/vllm/serve.py")),
 ];
 
-pub fn build(settings: &Settings) -> anyhow::Result<()> {
+/// An image `einsora images build` makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Image {
+    /// JupyterLab (`einsora/notebook:local`).
+    Notebook,
+    /// llama.cpp's server (`einsora/llamacpp:local`).
+    Llamacpp,
+    /// JupyterLab with PyTorch and its CUDA wheels (`einsora/notebook-cuda:local`).
+    NotebookCuda,
+    /// vLLM's OpenAI server (`einsora/vllm:local`).
+    Vllm,
+}
+
+impl Image {
+    /// Its stage in the recipe's `build`.
+    fn stage(self) -> &'static str {
+        match self {
+            Image::Notebook => "notebook",
+            Image::Llamacpp => "llamacpp",
+            Image::NotebookCuda => "notebook-cuda",
+            Image::Vllm => "vllm",
+        }
+    }
+}
+
+/// The recipe's stages for `images`: the base and what was named, or, when nothing was, the
+/// notebook and llama.cpp images every machine uses.
+fn stages(images: &[Image]) -> Vec<&'static str> {
+    let named = if images.is_empty() {
+        &[Image::Notebook, Image::Llamacpp][..]
+    } else {
+        images
+    };
+    std::iter::once("base")
+        .chain(named.iter().map(|i| i.stage()))
+        .collect()
+}
+
+pub fn build(settings: &Settings, images: &[Image]) -> anyhow::Result<()> {
     let data_dir = settings.data_dir()?;
     let cache = data_dir.join("images-cache");
     let recipe = tempfile::Builder::new()
@@ -57,7 +112,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<()> {
     }
     let status = Command::new("bash")
         .arg(root.join("build"))
-        .args(["base", "notebook", "llamacpp"])
+        .args(stages(images))
         .env("EINSORA_IMAGES_CACHE", &cache)
         // A docker engine it had to start keeps running for the agent; its PID and log here.
         .env("EINSORA_DOCKERD_DIR", data_dir.join("dockerd"))
@@ -67,4 +122,105 @@ pub fn build(settings: &Settings) -> anyhow::Result<()> {
         bail!("the image build failed ({status}); its output above says why");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_named_builds_what_every_machine_uses_and_the_gpu_images_only_when_named() {
+        assert_eq!(stages(&[]), ["base", "notebook", "llamacpp"]);
+        assert_eq!(stages(&[Image::Vllm]), ["base", "vllm"]);
+        assert_eq!(
+            stages(&[Image::NotebookCuda, Image::Vllm]),
+            ["base", "notebook-cuda", "vllm"]
+        );
+    }
+
+    /// vLLM's entrypoint, run with a stand-in for vLLM: the key reaches it in its own
+    /// environment only, it is served offline, and what would trust remote code or open a TCP
+    /// port is refused.
+    #[test]
+    fn the_vllm_entrypoint_keeps_its_key_out_of_argv_and_serves_offline() {
+        let dir = tempfile::tempdir().unwrap();
+        let serve = dir.path().join("serve.py");
+        std::fs::write(&serve, include_str!("../../images/vllm/serve.py")).unwrap();
+        let stand_in = dir.path().join("vllm");
+        std::fs::write(
+            &stand_in,
+            "#!/bin/sh\necho \"argv: $*\"\necho \"key: $VLLM_API_KEY\"\necho \"offline: $HF_HUB_OFFLINE\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let model = dir.path().join("model");
+        std::fs::create_dir(&model).unwrap();
+        std::fs::write(model.join("config.json"), "{}").unwrap();
+        let key = dir.path().join("api-key");
+        std::fs::write(&key, "s3cret-key\n").unwrap();
+        let socket = dir.path().join("llm.sock");
+        let run = |extra: &[&str]| {
+            Command::new("python3")
+                .arg(&serve)
+                .args(["--model", model.to_str().unwrap()])
+                .args(["--uds", socket.to_str().unwrap()])
+                .args(extra)
+                .env("EINSORA_VLLM_BIN", &stand_in)
+                .env("EINSORA_LLM_API_KEY_FILE", &key)
+                .output()
+                .unwrap()
+        };
+        let out = run(&["--served-model-name", "org/m"]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{out:?}");
+        let argv = format!(
+            "argv: serve {} --uds {} --served-model-name org/m",
+            model.display(),
+            socket.display()
+        );
+        assert!(said.contains(&argv), "{said}");
+        assert!(
+            said.contains("key: s3cret-key") && said.contains("offline: 1"),
+            "{said}"
+        );
+        assert_eq!(
+            said.matches("s3cret-key").count(),
+            1,
+            "only in its environment: {said}"
+        );
+        for refused in ["--trust-remote-code", "--port=8000", "--host"] {
+            let out = run(&[refused]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && err.contains("not accepted"),
+                "{refused}: {err}"
+            );
+        }
+        std::fs::write(&socket, "not a socket").unwrap();
+        let out = run(&[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("not a socket"),
+            "{err}"
+        );
+    }
+
+    /// Every file of the recipe directory is built into the binary, so what `einsora images
+    /// build` unpacks is the recipe the repository holds.
+    #[test]
+    fn the_recipe_holds_every_file_of_images() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        let mut wanted = Vec::new();
+        for image in ["notebook", "llamacpp", "notebook-cuda", "vllm"] {
+            for entry in std::fs::read_dir(root.join(image)).unwrap() {
+                let name = entry.unwrap().file_name().into_string().unwrap();
+                wanted.push(format!("{image}/{name}"));
+            }
+        }
+        for path in wanted {
+            let bundled = RECIPE.iter().find(|(p, _)| *p == path);
+            let text = std::fs::read_to_string(root.join(&path)).unwrap();
+            assert_eq!(bundled.map(|(_, t)| *t), Some(text.as_str()), "{path}");
+        }
+    }
 }

@@ -16,9 +16,11 @@ pub const SOCKET: &str = "EINSORA_DOCKER_SOCKET";
 pub const IMAGES: &str = "EINSORA_DOCKER_IMAGES";
 
 /// The catalog runtimes this driver runs, and the image each becomes by default.
-const DEFAULT_IMAGES: [(&str, &str); 2] = [
+const DEFAULT_IMAGES: [(&str, &str); 4] = [
     ("jupyterlab-cpu", "einsora/notebook:local"),
+    ("jupyterlab-cuda", "einsora/notebook-cuda:local"),
     ("llama.cpp", "einsora/llamacpp:local"),
+    ("vllm", "einsora/vllm:local"),
 ];
 
 impl DockerConfig {
@@ -84,6 +86,8 @@ mod tests {
             .unwrap();
         assert_eq!(c.images["llama.cpp"], "mine:1");
         assert_eq!(c.images["jupyterlab-cpu"], "einsora/notebook:local");
+        assert_eq!(c.images["jupyterlab-cuda"], "einsora/notebook-cuda:local");
+        assert_eq!(c.images["vllm"], "einsora/vllm:local");
         assert!(config(&[("EINSORA_DATA_DIR", "/d"), (IMAGES, "nonsense")]).is_err());
         assert!(config(&[(ENABLED, "false")]).unwrap().is_none());
     }
