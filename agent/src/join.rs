@@ -84,7 +84,7 @@ pub async fn join(request: &Join) -> Result<Joined, JoinError> {
         why,
     };
     let (csr_pem, key) = einsora_runtime::pki::csr()?;
-    let hostname = crate::inventory::collect()
+    let hostname = crate::inventory::collect(&crate::inventory::Probe::default())
         .await
         .map(|i| i.hostname)
         .unwrap_or_else(|_| "machine".to_owned());

@@ -36,6 +36,8 @@ pub struct Config {
     pub inventory_every: std::time::Duration,
     /// `None` when the docker driver is turned off.
     pub docker: Option<drivers::docker::DockerConfig>,
+    /// The tools its inventory reads run (EINSORA_NVIDIA_SMI).
+    pub probe: inventory::Probe,
 }
 
 impl Config {
@@ -44,6 +46,7 @@ impl Config {
         let state_dir = settings.path(STATE_DIR, &default_state)?;
         Ok(Config {
             docker: drivers::docker::DockerConfig::from_settings(settings, &state_dir)?,
+            probe: inventory::Probe::from_settings(settings)?,
             controller: settings
                 .is_set(CONTROLLER)
                 .then(|| {
@@ -92,7 +95,12 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         heartbeat: cfg.heartbeat,
         inventory_every: cfg.inventory_every,
     };
-    sync::run(&cfg.state_dir, &controller, timing, &mut drivers, &shutdown).await?;
+    let link = sync::Link {
+        controller: &controller,
+        timing,
+        probe: &cfg.probe,
+    };
+    sync::run(&cfg.state_dir, &link, &mut drivers, &shutdown).await?;
     Ok(())
 }
 

@@ -58,11 +58,11 @@ pub struct Timing {
 /// identity as the state directory has it then, so a renewed certificate takes over.
 pub async fn run(
     state_dir: &Path,
-    controller: &str,
-    timing: Timing,
+    link: &Link<'_>,
     drivers: &mut Drivers,
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
+    let controller = link.controller;
     let mut backoff = FIRST_BACKOFF;
     // Since the agent started, or the controller last ended the stream itself: failing to
     // reach it for a while after is the two starting in some order, or the controller
@@ -74,12 +74,7 @@ pub async fn run(
         let tls = ClientTls::new(&identity.ca_pem, Some(&identity.cert), Role::Controller)
             .map_err(|e| SyncError::Lost(e.to_string()))?;
         let mut renewal = Renewal::new(state_dir, &identity.cert.cert_pem);
-        let link = Link {
-            tls: &tls,
-            controller,
-            timing,
-        };
-        match session(&link, drivers, &mut renewal, shutdown).await {
+        match session(link, &tls, drivers, &mut renewal, shutdown).await {
             Ok(()) => return Ok(()),
             Err(SyncError::Revoked) => return Err(SyncError::Revoked),
             Err(lost) => {
@@ -115,24 +110,25 @@ pub async fn run(
     Ok(())
 }
 
-/// Where and how often one session talks.
-struct Link<'a> {
-    tls: &'a ClientTls,
-    controller: &'a str,
-    timing: Timing,
+/// Where and how often a session talks, and how it reads the machine.
+pub struct Link<'a> {
+    pub controller: &'a str,
+    pub timing: Timing,
+    pub probe: &'a crate::inventory::Probe,
 }
 
 async fn session(
     link: &Link<'_>,
+    tls: &ClientTls,
     drivers: &mut Drivers,
     renewal: &mut Renewal,
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
     let lost = |e: &dyn std::fmt::Display| SyncError::Lost(e.to_string());
     let (controller, timing) = (link.controller, link.timing);
-    let channel = link.tls.connect(controller).await.map_err(|e| lost(&e))?;
+    let channel = tls.connect(controller).await.map_err(|e| lost(&e))?;
     let (tx, rx) = mpsc::channel(8);
-    let mut sent_inventory = inventory(drivers).await;
+    let mut sent_inventory = inventory(link.probe, drivers).await;
     tx.send(sent_inventory.clone())
         .await
         .map_err(|e| lost(&e))?;
@@ -164,7 +160,7 @@ async fn session(
             },
             _ = heartbeat.tick() => true,
             _ = recheck.tick() => {
-                let now = inventory(drivers).await;
+                let now = inventory(link.probe, drivers).await;
                 if now != sent_inventory {
                     tx.send(now.clone()).await.map_err(|e| lost(&e))?;
                     sent_inventory = now;
@@ -201,8 +197,8 @@ fn refused(status: tonic::Status) -> SyncError {
 
 /// What this machine has, as a report; an inventory that can't be read reports an empty one,
 /// which the controller refuses: the machine isn't offered until it reads again.
-async fn inventory(drivers: &mut Drivers) -> pb::AgentReport {
-    let inventory = match crate::inventory::collect().await {
+async fn inventory(probe: &crate::inventory::Probe, drivers: &mut Drivers) -> pb::AgentReport {
+    let inventory = match crate::inventory::collect(probe).await {
         Ok(machine) => {
             drivers.know_gpus(machine.devices.iter().map(|d| d.uuid.clone()));
             InventoryReport {

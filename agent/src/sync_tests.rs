@@ -164,7 +164,13 @@ impl Bench {
         };
         tokio::spawn(async move {
             let mut drivers = Drivers::start(&dir, None, true).await;
-            run(&dir, &addr, timing, &mut drivers, &shutdown).await
+            let probe = crate::inventory::Probe::default();
+            let link = Link {
+                controller: &addr,
+                timing,
+                probe: &probe,
+            };
+            run(&dir, &link, &mut drivers, &shutdown).await
         })
     }
 

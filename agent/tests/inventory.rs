@@ -1,22 +1,80 @@
-//! The inventory's parsers on outputs recorded from real machines, how the catalog classes
-//! what they find, and `collect` on the machine running the tests.
+//! The inventory on nvidia-smi's answers replayed by a stand-in (1, 2 and 8 GPUs, MIG, a GPU
+//! that vanishes) and on recorded `sysctl` and `/proc/meminfo` outputs, how the catalog
+//! classes what it finds, and `collect` on the machine running the tests.
 
 // A test harness: a failed unwrap is a failed test, and it reads its own environment.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
 use einsora_agent::inventory::{
-    APPLE_GPU_ID, collect, parse_meminfo, parse_nvidia_smi, parse_sysctl,
+    APPLE_GPU_ID, Probe, collect, parse_meminfo, parse_nvidia_smi, parse_sysctl,
 };
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::catalog::Catalog;
+use einsora_core::machine::Device;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-#[test]
-fn two_h100s_are_two_devices_of_the_h100_class() {
-    let devices = parse_nvidia_smi(include_str!("fixtures/inventory/nvidia-smi-2x-h100.csv"))
-        .expect("recorded nvidia-smi output parses");
+/// nvidia-smi's answers to the inventory's query, in the format it prints (written to that
+/// format; none yet captured on a GPU machine: `scripts/gpu-check` saves one there).
+const RECORDINGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/inventory");
+
+/// A stand-in `nvidia-smi` that prints what the file `answer` holds when it runs, so a test
+/// can change the machine between reads; it refuses any query but the inventory's.
+fn stand_in(dir: &Path, answer: &Path) -> Probe {
+    let script = dir.join("nvidia-smi");
+    let body = format!(
+        "#!/bin/sh\n[ \"$1\" = --query-gpu=uuid,name,memory.total,mig.mode.current ] || {{ echo \"unexpected: $*\" >&2; exit 9; }}\ncat '{}'\n",
+        answer.display()
+    );
+    std::fs::write(&script, body).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    Probe {
+        nvidia_smi: script.to_str().unwrap().to_owned(),
+        ..Probe::default()
+    }
+}
+
+/// The GPUs the agent's inventory finds with the stand-in replaying `recording`.
+async fn replayed(recording: &str) -> Vec<Device> {
+    let dir = tempfile::tempdir().unwrap();
+    let answer = dir.path().join("answer");
+    std::fs::copy(Path::new(RECORDINGS).join(recording), &answer).unwrap();
+    collect(&stand_in(dir.path(), &answer))
+        .await
+        .unwrap()
+        .devices
+}
+
+fn classes(devices: &[Device]) -> Vec<String> {
+    let catalog = Catalog::builtin();
+    devices
+        .iter()
+        .map(|d| {
+            let class = catalog.class_for_device_model(&d.model);
+            class.map_or("none".to_owned(), |c| c.name().to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn one_rtx_4090_is_one_device_of_the_4090_class() {
+    let devices = replayed("nvidia-smi-1x-rtx-4090.csv").await;
+    let [gpu] = devices.as_slice() else {
+        panic!("expected one GPU, got {devices:?}");
+    };
+    assert_eq!(gpu.model, "NVIDIA GeForce RTX 4090");
+    assert_eq!(gpu.uuid, "GPU-a3b9e1f0-5d27-4c8e-91b6-2f0d7e4c3a58");
+    assert_eq!(gpu.memory_bytes, 24564 * MIB);
+    assert_eq!(classes(&devices), ["rtx-4090-24gb"]);
+}
+
+#[tokio::test]
+async fn two_h100s_are_two_devices_of_the_h100_class() {
+    let devices = replayed("nvidia-smi-2x-h100.csv").await;
     let uuids: Vec<&str> = devices.iter().map(|d| d.uuid.as_str()).collect();
     assert_eq!(
         uuids,
@@ -25,29 +83,81 @@ fn two_h100s_are_two_devices_of_the_h100_class() {
             "GPU-0e8f4b7d-2c41-4f5a-8e9b-3a6d1c2b7f44"
         ]
     );
-    let catalog = Catalog::builtin();
     for device in &devices {
         assert_eq!(device.vendor, AcceleratorKind::Nvidia);
         assert_eq!(device.model, "NVIDIA H100 80GB HBM3");
         assert_eq!(device.memory_bytes, 81559 * MIB);
-        let class = catalog.class_for_device_model(&device.model);
-        assert_eq!(class.map(|c| c.name()), Some("h100-80gb"));
     }
+    assert_eq!(classes(&devices), ["h100-80gb", "h100-80gb"]);
 }
 
-#[test]
-fn an_rtx_4090_is_of_the_4090_class() {
-    let devices = parse_nvidia_smi(include_str!("fixtures/inventory/nvidia-smi-rtx-4090.csv"))
-        .expect("recorded nvidia-smi output parses");
-    let [gpu] = devices.as_slice() else {
-        panic!("expected one GPU, got {devices:?}");
+#[tokio::test]
+async fn eight_h200s_are_eight_devices_each_its_own_uuid() {
+    let devices = replayed("nvidia-smi-8x-h200.csv").await;
+    assert_eq!(devices.len(), 8, "{devices:?}");
+    let uuids: std::collections::HashSet<&str> = devices.iter().map(|d| d.uuid.as_str()).collect();
+    assert_eq!(uuids.len(), 8, "no UUID twice");
+    assert!(devices.iter().all(|d| d.memory_bytes == 143_771 * MIB));
+    assert_eq!(classes(&devices), vec!["h200-141gb"; 8]);
+}
+
+/// A GPU in MIG mode can't be given out whole (Einsora doesn't give out MIG instances yet):
+/// it is left out, and its sibling with MIG off is offered.
+#[tokio::test]
+async fn a_gpu_in_mig_mode_is_not_offered_whole() {
+    let devices = replayed("nvidia-smi-2x-a100-one-mig.csv").await;
+    let uuids: Vec<&str> = devices.iter().map(|d| d.uuid.as_str()).collect();
+    assert_eq!(uuids, ["GPU-649dda6e-b49c-43dc-acbc-408cc5521660"]);
+    assert_eq!(classes(&devices), ["a100-80gb"]);
+    let parsed = parse_nvidia_smi(
+        &std::fs::read_to_string(Path::new(RECORDINGS).join("nvidia-smi-2x-a100-one-mig.csv"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        parsed.in_mig_mode,
+        ["GPU-f3a3c571-7476-4899-b5a3-adb3254a9493"]
+    );
+}
+
+/// A GPU that falls off the bus is gone from the next read; a driver that stops answering
+/// fails the read (the machine isn't offered as smaller), and one that sees no GPU is none.
+#[tokio::test]
+async fn a_gpu_that_vanishes_is_gone_from_the_next_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let answer = dir.path().join("answer");
+    let two =
+        std::fs::read_to_string(Path::new(RECORDINGS).join("nvidia-smi-2x-h100.csv")).unwrap();
+    std::fs::write(&answer, &two).unwrap();
+    let probe = stand_in(dir.path(), &answer);
+    assert_eq!(collect(&probe).await.unwrap().devices.len(), 2);
+    std::fs::write(&answer, two.lines().nth(1).unwrap()).unwrap();
+    let left = collect(&probe).await.unwrap().devices;
+    let uuids: Vec<&str> = left.iter().map(|d| d.uuid.as_str()).collect();
+    assert_eq!(uuids, ["GPU-0e8f4b7d-2c41-4f5a-8e9b-3a6d1c2b7f44"]);
+    std::fs::write(
+        &answer,
+        "Unable to determine the device handle for GPU0000:41:00.0: Unknown Error\n",
+    )
+    .unwrap();
+    let err = collect(&probe).await.unwrap_err().to_string();
+    assert!(
+        err.contains("nvidia-smi") && err.contains("device handle"),
+        "{err}"
+    );
+    std::fs::write(&answer, "No devices were found\n").unwrap();
+    assert_eq!(collect(&probe).await.unwrap().devices, []);
+}
+
+/// An `EINSORA_NVIDIA_SMI` that names nothing is a machine without NVIDIA GPUs, as a missing
+/// `nvidia-smi` is.
+#[tokio::test]
+async fn a_missing_nvidia_smi_is_no_gpus() {
+    let probe = Probe {
+        nvidia_smi: "/nonexistent/nvidia-smi".into(),
+        ..Probe::default()
     };
-    assert_eq!(gpu.model, "NVIDIA GeForce RTX 4090");
-    assert_eq!(gpu.memory_bytes, 24564 * MIB);
-    let class = Catalog::builtin()
-        .class_for_device_model(&gpu.model)
-        .map(|c| c.name().to_owned());
-    assert_eq!(class.as_deref(), Some("rtx-4090-24gb"));
+    assert_eq!(collect(&probe).await.unwrap().devices, []);
 }
 
 #[test]
@@ -137,7 +247,9 @@ fn gpus_nvidia_smi_lists() -> Vec<String> {
 
 #[tokio::test]
 async fn collect_describes_this_machine() {
-    let inventory = collect().await.expect("this machine's inventory");
+    let inventory = collect(&Probe::default())
+        .await
+        .expect("this machine's inventory");
     assert_eq!(inventory.os, std::env::consts::OS);
     assert_eq!(inventory.arch, std::env::consts::ARCH);
     assert!(inventory.cpus > 0, "{inventory:?}");

@@ -23,6 +23,10 @@ const INTERNAL: &[(&str, &str)] = &[
         "EINSORA_DOCKERD_DIR",
         "`einsora images build` hands images/dockerd its directory",
     ),
+    (
+        "EINSORA_VLLM_BIN",
+        "the vLLM image's entrypoint's own test points it at a stand-in for vLLM",
+    ),
 ];
 
 fn root() -> PathBuf {

@@ -16,37 +16,61 @@ pub use apple::{APPLE_GPU_ID, MacHardware, parse_sysctl};
 pub use einsora_core::machine::Inventory;
 pub use error::InventoryError;
 pub use linux::{parse_cgroup_memory_max, parse_meminfo};
-pub use nvidia::parse_nvidia_smi;
+pub use nvidia::{NvidiaGpus, parse_nvidia_smi};
 
 use command::run_tool;
 
 /// How long one inventory tool may take before it is killed and the inventory fails.
 pub const TOOL_LIMIT: Duration = Duration::from_secs(10);
+/// The `nvidia-smi` the agent runs: a path, or a name found on PATH.
+pub const NVIDIA_SMI: &str = "EINSORA_NVIDIA_SMI";
 
-/// This machine's inventory, each tool given [`TOOL_LIMIT`].
-pub async fn collect() -> Result<Inventory, InventoryError> {
-    collect_within(TOOL_LIMIT).await
+/// The tools an inventory read runs, and how long each may take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub nvidia_smi: String,
+    pub limit: Duration,
 }
 
-/// This machine's inventory, each tool given `limit`. A missing `nvidia-smi` means no NVIDIA
-/// GPUs; one that fails, hangs or answers garbage is an error, never a silently smaller
+impl Default for Probe {
+    fn default() -> Self {
+        Probe {
+            nvidia_smi: nvidia::NVIDIA_SMI.to_owned(),
+            limit: TOOL_LIMIT,
+        }
+    }
+}
+
+impl Probe {
+    pub fn from_settings(
+        settings: &einsora_runtime::settings::Settings,
+    ) -> Result<Self, einsora_runtime::settings::ConfigError> {
+        Ok(Probe {
+            nvidia_smi: settings.string(NVIDIA_SMI, nvidia::NVIDIA_SMI)?,
+            ..Probe::default()
+        })
+    }
+}
+
+/// This machine's inventory, read with `probe`'s tools. A missing `nvidia-smi` means no
+/// NVIDIA GPUs; one that fails, hangs or answers garbage is an error, never a silently smaller
 /// machine.
-pub async fn collect_within(limit: Duration) -> Result<Inventory, InventoryError> {
+pub async fn collect(probe: &Probe) -> Result<Inventory, InventoryError> {
     match std::env::consts::OS {
-        "linux" => collect_linux(limit).await,
-        "macos" => collect_mac(limit).await,
+        "linux" => collect_linux(probe).await,
+        "macos" => collect_mac(probe.limit).await,
         other => Err(InventoryError::UnsupportedOs(other)),
     }
 }
 
-async fn collect_linux(limit: Duration) -> Result<Inventory, InventoryError> {
+async fn collect_linux(probe: &Probe) -> Result<Inventory, InventoryError> {
     Ok(Inventory {
         hostname: linux::hostname().await?,
         os: std::env::consts::OS.to_owned(),
         arch: std::env::consts::ARCH.to_owned(),
         cpus: usable_cpus()?,
         memory_bytes: linux::memory_bytes().await?,
-        devices: nvidia::nvidia_devices(limit).await?,
+        devices: nvidia::nvidia_devices(&probe.nvidia_smi, probe.limit).await?,
     })
 }
 
