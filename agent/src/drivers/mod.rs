@@ -129,10 +129,18 @@ impl Drivers {
                 self.refused.push((id, d.attempt, d.mode, code));
                 continue;
             }
+            let gpus_missing = gpus_missing(&d.spec, self.gpus.as_ref());
             match (&mut self.sim, &self.docker, d.spec.driver.as_str()) {
+                // Like a real driver, never started without the GPUs it was given.
+                (Some(sim), _, sim::NAME)
+                    if gpus_missing && d.mode == Mode::Run && !sim.has_attempt(&id, d.attempt) =>
+                {
+                    let code = StatusCode::GpuMissing;
+                    self.refused.push((id, d.attempt, d.mode, code));
+                }
                 (Some(sim), _, sim::NAME) => sim.apply(&id, d.attempt, d.mode),
                 (_, Some(_), docker::NAME) => on_docker.push(docker::Wanted {
-                    gpus_missing: gpus_missing(&d.spec, self.gpus.as_ref()),
+                    gpus_missing,
                     workload: id,
                     attempt: d.attempt,
                     mode: d.mode,
@@ -264,6 +272,48 @@ mod tests {
         let mut unnamed = spec(&[]);
         unnamed.resources.as_mut().unwrap().device_count = 1;
         assert!(gpus_missing(&unnamed, None));
+    }
+
+    /// A new attempt given a GPU the machine no longer lists isn't started, on the sim driver
+    /// as on a real one; one already started goes on, and a listed GPU starts.
+    #[tokio::test]
+    async fn a_new_attempt_on_a_gpu_that_went_is_not_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut drivers = Drivers::start(dir.path(), None, true).await;
+        let (started, new) = (
+            einsora_core::ids::WorkloadId::new().to_string(),
+            einsora_core::ids::WorkloadId::new().to_string(),
+        );
+        let on = |uuid: &str| pb::WorkloadSpec {
+            kind: einsora_core::kind::WorkloadKind::Notebook.to_field(),
+            driver: sim::NAME.into(),
+            resources: Some(pb::Resources {
+                device_count: 1,
+                device_uuids: vec![uuid.to_owned()],
+                ..pb::Resources::default()
+            }),
+            ..pb::WorkloadSpec::default()
+        };
+        drivers.know_gpus(["GPU-1".to_owned(), "GPU-2".to_owned()]);
+        drivers.apply(&[desired(&started, Some(on("GPU-1")))]);
+        drivers.know_gpus(["GPU-2".to_owned()]);
+        drivers.apply(&[
+            desired(&started, Some(on("GPU-1"))),
+            desired(&new, Some(on("GPU-1"))),
+        ]);
+        assert_eq!(codes_of(&mut drivers, &started), StatusCode::Starting);
+        assert_eq!(codes_of(&mut drivers, &new), StatusCode::GpuMissing);
+        drivers.apply(&[desired(&new, Some(on("GPU-2")))]);
+        assert_eq!(codes_of(&mut drivers, &new), StatusCode::Starting);
+    }
+
+    fn codes_of(drivers: &mut Drivers, id: &str) -> StatusCode {
+        let statuses = drivers.statuses().workloads;
+        statuses
+            .iter()
+            .find(|s| s.workload_id.to_string() == id)
+            .unwrap()
+            .code
     }
 
     /// NVIDIA GPUs no driver here can use are noted, so the machine offers CPU only and says

@@ -62,6 +62,13 @@ impl Sim {
         Sim { path, entries }
     }
 
+    /// Whether `attempt` of `workload` was started (or parked) here already.
+    pub fn has_attempt(&self, workload: &str, attempt: u32) -> bool {
+        self.entries
+            .get(workload)
+            .is_some_and(|e| e.attempt == attempt)
+    }
+
     /// Applies a workload's desired mode for an attempt.
     pub fn apply(&mut self, workload: &str, attempt: u32, mode: Mode) {
         let current = self.entries.get(workload);

@@ -15,6 +15,7 @@ mod disk;
 mod docker;
 mod enrolment;
 mod fencing;
+mod gpus;
 mod harness;
 mod hostile;
 mod images;

@@ -126,13 +126,19 @@ pub fn join(solo: &Solo, owner: &Owner, lan: &Lan, agents: &str, name: &str) -> 
 /// The machine's agent, in its namespace, with the sim driver, heartbeating well within the
 /// scaled-down offline thresholds. Its logs are held to the stack's gate.
 pub fn run_agent(solo: &Solo, machine: &Machine) -> Agent {
+    run_agent_with(solo, machine, &[])
+}
+
+/// [`run_agent`] with `extra` settings.
+pub fn run_agent_with(solo: &Solo, machine: &Machine, extra: &[(&str, &str)]) -> Agent {
     let heartbeat = setting(HEARTBEAT);
-    let env = [
+    let mut env = vec![
         ("EINSORA_AGENT_STATE_DIR", machine.state.to_str().unwrap()),
         ("EINSORA_AGENT_SIM", "true"),
         ("EINSORA_AGENT_DOCKER", "false"),
         ("EINSORA_AGENT_HEARTBEAT", heartbeat.as_str()),
     ];
+    env.extend_from_slice(extra);
     let mut cmd = machine.host.wrap(&solo.e.command(&["agent"], &env));
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let spawned = Spawned::start(cmd, Stop::TermWithin(AGENT_STOPS_WITHIN)).unwrap();

@@ -111,13 +111,15 @@ pub fn place(
         let free_devices = counted_free.min(u32::try_from(free.len()).unwrap_or(u32::MAX));
         let memory_fits = candidate.held.memory_bytes + class.memory_bytes() <= m.memory_bytes;
         let free_cpus = m.cpus.saturating_sub(candidate.held.cpus);
+        let host_fits = class.cpus() <= free_cpus && memory_fits;
         most_free = most_free.max(match unit {
-            CapacityUnit::Gpus => free_devices,
+            // GPUs it can't have for want of the class's CPUs or memory aren't free to it.
+            CapacityUnit::Gpus if host_fits => free_devices,
             // CPUs it can't have for want of memory aren't free to it.
             CapacityUnit::Cpus if memory_fits => free_cpus,
-            CapacityUnit::Cpus => 0,
+            CapacityUnit::Gpus | CapacityUnit::Cpus => 0,
         });
-        let fits = class.cpus() <= free_cpus && memory_fits && free_devices >= devices;
+        let fits = host_fits && free_devices >= devices;
         if !fits {
             continue;
         }

@@ -192,6 +192,27 @@ fn gpu_workloads_are_given_free_devices_by_uuid() {
     );
 }
 
+/// GPUs a workload can't have for want of its class's CPUs or memory aren't free to it: a
+/// machine with idle H100s but too few CPUs for the class says none are.
+#[test]
+fn gpus_without_the_cpus_or_memory_for_their_class_are_not_free() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let nb = workload(owner, WorkloadKind::Notebook, "h100-80gb", "jupyterlab");
+    for (cpus, memory_gib) in [(2, 512), (64, 24)] {
+        let gpus = vec![h100("GPU-1"), h100("GPU-2")];
+        let mut machines = [candidate(
+            machine(owner, "box", cpus, memory_gib, gpus),
+            &["sim"],
+        )];
+        assert_eq!(
+            reason(&place(&nb, &catalog, true, &mut machines)),
+            "waiting for h100-80gb capacity: requested 1 GPU(s), 0 free",
+            "{cpus} CPUs, {memory_gib} GiB"
+        );
+    }
+}
+
 /// A machine without a GPU class's devices can't run it, however idle: a GPU workload waits for
 /// a machine that can (never CPU instead), as on a machine whose agent can't use its GPUs
 /// (they are kept from placement: `reconcile::admit`).

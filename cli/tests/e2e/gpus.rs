@@ -1,0 +1,187 @@
+//! GPUs end to end on the agent backend: a machine whose `nvidia-smi` (a stand-in, named by
+//! EINSORA_NVIDIA_SMI, replaying two H100s in nvidia-smi's format) lists two GPUs. Two GPU
+//! notebooks get one each, by UUID; a third waits for capacity with the real free count; a
+//! stop frees its GPU for the waiter; an agent restart keeps every workload on its GPU; a GPU
+//! that vanishes leaves the machine's page, and its holder is never started on it again.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use einsora_testkit::eventually_or;
+use serde_json::Value;
+
+use crate::harness::agents::*;
+use crate::harness::solo::Solo;
+use crate::harness::workloads::{Owner, act, create, timeline, wait_for};
+use crate::harness::world::call;
+
+const CLASS: &str = "h100-80gb";
+
+/// The built-in catalog with the H100 class's CPUs and memory cut to what this test machine has
+/// (2 CPUs), written into `dir`; its path, for EINSORA_CATALOG.
+fn catalog_that_fits_here(dir: &Path) -> String {
+    let builtin = concat!(env!("CARGO_MANIFEST_DIR"), "/../catalog/catalog.yaml");
+    let text = std::fs::read_to_string(builtin).unwrap();
+    let h100 = "  - name: h100-80gb\n    accelerator: nvidia\n    devices: 1\n    cpus: 16\n    memory_gib: 128\n";
+    assert!(text.contains(h100), "the H100 class moved");
+    let small = h100
+        .replace("cpus: 16", "cpus: 1")
+        .replace("memory_gib: 128", "memory_gib: 1");
+    let path = dir.join("catalog.yaml");
+    std::fs::write(&path, text.replace(h100, &small)).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+const TWO_H100S: &str =
+    include_str!("../../../agent/tests/fixtures/inventory/nvidia-smi-2x-h100.csv");
+
+/// A stand-in `nvidia-smi` in `dir` that prints the file `answer` holds as it runs.
+fn stand_in(dir: &Path, answer: &Path) -> PathBuf {
+    let script = dir.join("nvidia-smi");
+    let body = format!("#!/bin/sh\ncat '{}'\n", answer.display());
+    std::fs::write(&script, body).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+/// Who holds each of the machine's GPUs, by UUID, as its page says.
+fn holders(solo: &Solo, owner: &Owner, machine: &str) -> BTreeMap<String, Vec<String>> {
+    let read = call(
+        solo,
+        &owner.session,
+        "GET",
+        &format!("/v1/machines/{machine}"),
+        None,
+    );
+    assert_eq!(read.status, 200, "{}", read.body);
+    let machine: Value = read.json();
+    machine["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let held = d["workload_ids"].as_array().unwrap();
+            let held = held
+                .iter()
+                .map(|w| w.as_str().unwrap().to_owned())
+                .collect();
+            (d["uuid"].as_str().unwrap().to_owned(), held)
+        })
+        .collect()
+}
+
+/// The GPU `workload` holds, once the machine's page says it holds one.
+fn gpu_of(solo: &Solo, owner: &Owner, machine: &str, workload: &str) -> String {
+    eventually_or(
+        "the workload holding a GPU",
+        PATIENCE,
+        || {
+            let held = holders(solo, owner, machine);
+            held.into_iter()
+                .find(|(_, by)| by.iter().any(|w| w == workload))
+                .map(|(uuid, _)| uuid)
+        },
+        || format!("{:?}", holders(solo, owner, machine)),
+    )
+}
+
+fn launch(solo: &Solo, owner: &Owner, name: &str) -> String {
+    let (status, made) = create(solo, &owner.session, name, CLASS);
+    assert_eq!(status, 202, "{made}");
+    made["id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn gpu_notebooks_get_their_own_gpus_by_uuid_and_keep_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = catalog_that_fits_here(dir.path());
+    let (solo, lan, agents) = solo(&[("EINSORA_CATALOG", catalog.as_str())]);
+    let owner = Owner::of(&solo);
+    let who = &owner.session;
+    let machine = join(&solo, &owner, &lan, &agents, "gpubox");
+    let answer = solo.e.dir().join("nvidia-smi-answer");
+    std::fs::write(&answer, TWO_H100S).unwrap();
+    let nvidia_smi = stand_in(solo.e.dir(), &answer);
+    let env = [
+        ("EINSORA_NVIDIA_SMI", nvidia_smi.to_str().unwrap()),
+        ("EINSORA_AGENT_INVENTORY_EVERY", "1s"),
+    ];
+    let agent = run_agent_with(&solo, &machine, &env);
+    online(&solo, &owner, &machine.id, &agent);
+    let uuids: Vec<String> = holders(&solo, &owner, &machine.id).into_keys().collect();
+    assert_eq!(uuids.len(), 2, "both GPUs listed: {uuids:?}");
+
+    let a = launch(&solo, &owner, "a");
+    let b = launch(&solo, &owner, "b");
+    wait_for(&solo, who, &a, "running");
+    wait_for(&solo, who, &b, "running");
+    let (gpu_a, gpu_b) = (
+        gpu_of(&solo, &owner, &machine.id, &a),
+        gpu_of(&solo, &owner, &machine.id, &b),
+    );
+    assert_ne!(gpu_a, gpu_b, "one GPU each");
+
+    let c = launch(&solo, &owner, "c");
+    let waiting = format!("queued: waiting for {CLASS} capacity: requested 1 GPU(s), 0 free");
+    eventually_or(
+        "the third waiting with the real free count",
+        PATIENCE,
+        || timeline(&solo, who, &c).contains(&waiting).then_some(()),
+        || format!("{:?}", timeline(&solo, who, &c)),
+    );
+
+    assert_eq!(act(&solo, who, &a, "stop").0, 202);
+    wait_for(&solo, who, &a, "stopped");
+    wait_for(&solo, who, &c, "running");
+    assert_eq!(
+        gpu_of(&solo, &owner, &machine.id, &c),
+        gpu_a,
+        "the waiter gets the GPU a stop freed"
+    );
+
+    // Restarted, the agent adopts both, each on its own GPU still.
+    drop(agent);
+    let agent = run_agent_with(&solo, &machine, &env);
+    online(&solo, &owner, &machine.id, &agent);
+    wait_for(&solo, who, &b, "running");
+    wait_for(&solo, who, &c, "running");
+    let held = holders(&solo, &owner, &machine.id);
+    assert_eq!(held[&gpu_a], vec![c.clone()], "{held:?}");
+    assert_eq!(held[&gpu_b], vec![b.clone()], "{held:?}");
+
+    // b's GPU falls off the bus: gone from the machine's page at the next read.
+    let kept: String = TWO_H100S
+        .lines()
+        .filter(|l| !l.starts_with(&gpu_b))
+        .collect();
+    std::fs::write(&answer, kept).unwrap();
+    eventually_or(
+        "the vanished GPU gone from the machine's page",
+        PATIENCE,
+        || (!holders(&solo, &owner, &machine.id).contains_key(&gpu_b)).then_some(()),
+        || {
+            format!(
+                "{:?}\n{}",
+                holders(&solo, &owner, &machine.id),
+                agent.logs()
+            )
+        },
+    );
+    assert_eq!(holders(&solo, &owner, &machine.id)[&gpu_a], vec![c.clone()]);
+    // Stopped, b can't start again on this machine's one GPU, which c holds: it waits.
+    assert_eq!(act(&solo, who, &b, "stop").0, 202);
+    wait_for(&solo, who, &b, "stopped");
+    assert_eq!(act(&solo, who, &b, "start").0, 202);
+    eventually_or(
+        "b waiting, not started without a GPU",
+        PATIENCE,
+        || {
+            let steps = timeline(&solo, who, &b);
+            steps
+                .last()
+                .filter(|s| s.starts_with("queued: waiting for"))
+                .cloned()
+        },
+        || format!("{:?}", timeline(&solo, who, &b)),
+    );
+}
