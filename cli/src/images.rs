@@ -170,11 +170,12 @@ mod tests {
                 .output()
                 .unwrap()
         };
-        let out = run(&["--served-model-name", "org/m"]);
+        // A value that looks like a flag is passed on as the value it is.
+        let out = run(&["--served-model-name", "--trust-remote-code"]);
         let said = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{out:?}");
         let argv = format!(
-            "argv: serve {} --uds {} --served-model-name org/m",
+            "argv: serve {} --uds={} --served-model-name=--trust-remote-code",
             model.display(),
             socket.display()
         );
@@ -188,13 +189,24 @@ mod tests {
             1,
             "only in its environment: {said}"
         );
-        for refused in ["--trust-remote-code", "--port=8000", "--host"] {
-            let out = run(&[refused]);
+        let refused: [&[&str]; 7] = [
+            &["--trust-remote-code"],
+            &["--trust_remote_code"],
+            &["--trust-remote"],
+            &["--port=8000"],
+            &["--config", "x.yaml"],
+            &["--max-num-seqs", "two"],
+            &["--served-model-name", "a", "--served-model-name=b"],
+        ];
+        for args in refused {
+            let out = run(args);
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(
-                !out.status.success() && err.contains("not accepted"),
-                "{refused}: {err}"
+                !out.status.success() && err.contains("serve.py:"),
+                "{args:?}: {err}"
             );
+            let ran = String::from_utf8_lossy(&out.stdout).contains("argv:");
+            assert!(!ran, "{args:?}: vLLM never ran");
         }
         std::fs::write(&socket, "not a socket").unwrap();
         let out = run(&[]);

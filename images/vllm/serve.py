@@ -8,16 +8,17 @@ Contract:
                mounts it read-only. It reaches vLLM as VLLM_API_KEY in the server's own
                environment: never in argv, never in the container's configuration.
   model        --model, a safetensors directory the agent checked (mount it read-only).
-  offline      HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE set here too; --trust-remote-code and
-               anything that names a host or a port are refused.
-Other arguments go to `vllm serve` as given (the agent sends --served-model-name,
---max-num-seqs and --max-model-len).
+  offline      HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE set here too.
+Only the flags below are passed on, each as one `--flag=value` argument (so no value can read as
+a flag of vLLM's); anything else (--trust-remote-code, --host, --port, --config, an
+abbreviation or an underscore spelling of any flag) is refused.
 """
 import os
 import stat
 import sys
 
-REFUSED = ("--trust-remote-code", "--host", "--port", "--api-key", "--download-dir")
+# The flags passed on to `vllm serve`, and whether their value is a whole number.
+PASSED = {"--served-model-name": False, "--max-num-seqs": True, "--max-model-len": True}
 # The image's vLLM; a stand-in in the recipe's own test.
 VLLM = os.environ.get("EINSORA_VLLM_BIN") or "/opt/venv/bin/vllm"
 
@@ -26,17 +27,26 @@ def fail(why):
     sys.exit(f"serve.py: {why}")
 
 
-def take(args, flag, default):
-    """Removes `flag VALUE` (or `flag=VALUE`) from args; its value, or default."""
-    for i, a in enumerate(args):
-        if a == flag and i + 1 < len(args):
-            value = args[i + 1]
-            del args[i:i + 2]
-            return value
-        if a.startswith(flag + "="):
-            del args[i]
-            return a.split("=", 1)[1]
-    return default
+def parse(argv):
+    """`--flag value` or `--flag=value` pairs of known flags, by flag; anything else fails."""
+    known = {"--uds", "--model", *PASSED}
+    given, i = {}, 0
+    while i < len(argv):
+        flag, eq, value = argv[i].partition("=")
+        if flag not in known:
+            fail(f"{flag[:40]!r} is not accepted")
+        if not eq:
+            if i + 1 >= len(argv):
+                fail(f"{flag} needs a value")
+            i += 1
+            value = argv[i]
+        if flag in given:
+            fail(f"{flag} is given twice")
+        if PASSED.get(flag) and not (value.isdigit() and int(value) > 0):
+            fail(f"{flag} must be a positive whole number")
+        given[flag] = value
+        i += 1
+    return given
 
 
 def read_key(path):
@@ -58,12 +68,9 @@ def remove_stale_socket(path):
 
 
 def main(argv):
-    args = list(argv)
-    for a in args:
-        if a.split("=", 1)[0] in REFUSED:
-            fail(f"{a.split('=', 1)[0]} is not accepted")
-    socket = take(args, "--uds", os.environ.get("EINSORA_LLM_SOCKET") or "/run/einsora/llm.sock")
-    model = take(args, "--model", "/model")
+    given = parse(argv)
+    socket = given.pop("--uds", None) or os.environ.get("EINSORA_LLM_SOCKET") or "/run/einsora/llm.sock"
+    model = given.pop("--model", "/model")
     if not os.path.isfile(os.path.join(model, "config.json")):
         fail(f"no model directory at {model}")
     key = read_key(os.environ.get("EINSORA_LLM_API_KEY_FILE") or "/run/einsora/api-key")
@@ -71,8 +78,9 @@ def main(argv):
     env = dict(os.environ)
     env.update(VLLM_API_KEY=key, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    passed = [f"{flag}={value}" for flag, value in given.items()]
     os.umask(0o077)
-    os.execve(VLLM, [VLLM, "serve", model, "--uds", socket, *args], env)
+    os.execve(VLLM, [VLLM, "serve", model, f"--uds={socket}", *passed], env)
 
 
 if __name__ == "__main__":

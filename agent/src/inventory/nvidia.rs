@@ -90,7 +90,9 @@ pub fn parse_nvidia_smi(output: &str) -> Result<NvidiaGpus, InventoryError> {
         }
         uuids.push(uuid.to_owned());
         let mig = mig.trim();
-        if ![MIG_ENABLED, "Disabled", "[N/A]"].contains(&mig) {
+        // A bracketed value ("[N/A]", "[Not Supported]") is a GPU without MIG.
+        let bracketed = mig.starts_with('[') && mig.ends_with(']');
+        if !(bracketed || [MIG_ENABLED, "Disabled"].contains(&mig)) {
             return Err(bad("the MIG mode is not Enabled, Disabled or [N/A]"));
         }
         if mig == MIG_ENABLED {
@@ -155,6 +157,13 @@ mod tests {
     fn a_huge_memory_figure_is_refused_not_wrapped() {
         let err = error_of("GPU-1, NVIDIA H200, 99999999999999999, Disabled");
         assert!(err.contains("MiB"), "{err}");
+    }
+
+    #[test]
+    fn a_gpu_without_mig_is_offered_whatever_nvidia_smi_calls_it() {
+        let gpus = parse_nvidia_smi("GPU-1, NVIDIA L40S, 46068, [Not Supported]\n").unwrap();
+        assert_eq!(gpus.devices.len(), 1);
+        assert!(gpus.in_mig_mode.is_empty());
     }
 
     #[test]

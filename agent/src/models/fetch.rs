@@ -5,12 +5,12 @@
 //!
 //! Files are copied, never hard-linked: workloads run as the agent's user, so a link would let
 //! an endpoint write through to the shared original (and `chmod` doesn't stop the owner).
-//! `std::io::copy` between files uses copy_file_range, which clones extents on filesystems
-//! that can (btrfs, XFS), so the copy is cheap where it matters.
+//! The copy is read and written (hashed on the way), so it takes the model's size again on
+//! disk.
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use tempfile::NamedTempFile;
 use tokio::io::AsyncWriteExt;
 
-use super::source::{Location, open_resolved, resolve_file};
+use super::source::{Location, identity_of, open_source, resolve_file};
 use super::{
     Limits, MANIFEST_FILE, MODEL_FILE, ModelProblem, ModelSource, PreparedModel, gguf, hex, http,
     open_no_follow,
@@ -125,14 +125,7 @@ fn prepare_file(
 ) -> Result<PreparedModel, ModelProblem> {
     let (root, resolved) = resolve_file(path, models_dir)?;
     // Resolved already: a symlink on the way now was swapped in since, and is refused.
-    let mut original = open_resolved(&root, &resolved).map_err(|e| {
-        use rustix::io::Errno;
-        match e.raw_os_error().map(Errno::from_raw_os_error) {
-            Some(Errno::NOENT) => ModelProblem::NotFound,
-            Some(Errno::LOOP | Errno::XDEV) => ModelProblem::OutsideModelsDir,
-            _ => storage("opening the model file", e),
-        }
-    })?;
+    let mut original = open_source(&root, &resolved, "the model file")?;
     let meta = original
         .metadata()
         .map_err(|e| storage("reading the model file", e))?;
@@ -145,15 +138,7 @@ fn prepare_file(
         });
     }
     // However the source spells it: the file it resolves to, as it is now.
-    let identity = format!(
-        "file:{}\n{}:{}\n{}\n{}.{}",
-        resolved.display(),
-        meta.dev(),
-        meta.ino(),
-        meta.len(),
-        meta.mtime(),
-        meta.mtime_nsec()
-    );
+    let identity = format!("file:{}\n{}", resolved.display(), identity_of(&meta));
     let key = hex(&Sha256::digest(identity));
     if let Some(model) = try_reuse(source, private_dir, &key, limits) {
         return Ok(model);

@@ -153,6 +153,26 @@ pub(super) fn open_resolved(root: &Path, resolved: &Path) -> std::io::Result<Fil
     super::open_no_follow(resolved)
 }
 
+/// [`open_resolved`], its failures as the model's problems: gone is not found, a symlink
+/// swapped in since it was resolved leads outside.
+pub(super) fn open_source(root: &Path, resolved: &Path, what: &str) -> Result<File, ModelProblem> {
+    open_resolved(root, resolved).map_err(|e| {
+        use rustix::io::Errno;
+        match e.raw_os_error().map(Errno::from_raw_os_error) {
+            Some(Errno::NOENT) => ModelProblem::NotFound,
+            Some(Errno::LOOP | Errno::XDEV) => ModelProblem::OutsideModelsDir,
+            _ => ModelProblem::Storage(format!("opening {what}: {e}")),
+        }
+    })
+}
+
+/// What identifies a file as it is now, for reuse: device and inode, size, modification time.
+pub(super) fn identity_of(meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let (dev, ino, len) = (meta.dev(), meta.ino(), meta.len());
+    format!("{dev}:{ino}\n{len}\n{}.{}", meta.mtime(), meta.mtime_nsec())
+}
+
 /// An http(s) URL, split for dialling.
 #[derive(Clone, PartialEq, Eq)]
 pub(super) struct Url {

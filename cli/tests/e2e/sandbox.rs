@@ -332,8 +332,8 @@ fn a_bad_model_is_refused_with_a_clear_reason() {
 
     const INVALID: &str =
         "its model isn't valid (a GGUF file, or a safetensors model directory); nothing was served";
-    const REFUSED: &str =
-        "its machine refused its model: not a file in its models directory, or too large";
+    const REFUSED: &str = "its machine refused its model: not in its models directory, too large, or holding \
+         what isn't served (pickled weights, code of its own)";
     const UNAVAILABLE: &str = "its model couldn't be fetched onto its machine";
     let cases = [
         (

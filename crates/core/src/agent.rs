@@ -73,7 +73,8 @@ impl StatusCode {
             }
             StatusCode::ModelUnavailable => "its model couldn't be fetched onto its machine",
             StatusCode::ModelRefused => {
-                "its machine refused its model: not a file in its models directory, or too large"
+                "its machine refused its model: not in its models directory, too large, or holding \
+                 what isn't served (pickled weights, code of its own)"
             }
             StatusCode::ModelChecksumMismatch => {
                 "its model file doesn't match its SHA-256 checksum"

@@ -179,10 +179,13 @@ fn foreign(network: &Value) -> Option<String> {
 
 async fn ensure_network(engine: &Engine) -> Result<(), FenceError> {
     if engine.network(NETWORK).await?.is_none() {
-        match engine.create_network(&network_spec()).await {
-            // Another agent on the same engine made it meanwhile: checked below like any.
-            Ok(()) | Err(EngineError::Conflict(_)) => {}
-            Err(e) => return Err(e.into()),
+        // Another agent on the same engine may make it meanwhile: the engine then answers 409
+        // or, when the two raced past its name check to the bridge, 403. Either way the
+        // network there now is checked below like any.
+        if let Err(e) = engine.create_network(&network_spec()).await
+            && engine.network(NETWORK).await?.is_none()
+        {
+            return Err(e.into());
         }
     }
     let network = engine

@@ -217,17 +217,13 @@ impl Sandbox {
                             .map(str::to_owned),
                         );
                         env.push("VLLM_CACHE_ROOT=/tmp/vllm".to_owned());
+                        // One argument per flag: no value can read as a flag.
                         json!([
-                            "--model",
-                            server.model_path(),
-                            "--served-model-name",
-                            alias,
-                            "--uds",
-                            socket,
-                            "--max-num-seqs",
-                            parallel,
-                            "--max-model-len",
-                            CONTEXT_PER_REQUEST.to_string(),
+                            format!("--model={}", server.model_path()),
+                            format!("--served-model-name={alias}"),
+                            format!("--uds={socket}"),
+                            format!("--max-num-seqs={parallel}"),
+                            format!("--max-model-len={CONTEXT_PER_REQUEST}"),
                         ])
                     }
                 };
@@ -411,16 +407,11 @@ mod tests {
         assert_eq!(
             body["Cmd"],
             json!([
-                "--model",
-                "/model",
-                "--served-model-name",
-                "org/model",
-                "--uds",
-                "/run/einsora/llm.sock",
-                "--max-num-seqs",
-                "2",
-                "--max-model-len",
-                "1024",
+                "--model=/model",
+                "--served-model-name=org/model",
+                "--uds=/run/einsora/llm.sock",
+                "--max-num-seqs=2",
+                "--max-model-len=1024",
             ]),
             "llama.cpp's request limits: two at once, a slot's context each; no remote code"
         );

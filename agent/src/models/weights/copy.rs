@@ -1,23 +1,25 @@
 //! Copies a model directory from the machine's models directory into the endpoint's private
 //! directory, then checks the copy ([`super::validate_dir`]) and only then names it
 //! `model/`. The source is read through one directory handle opened beneath the models
-//! directory with no symlink on the way, each entry opened from that handle without
-//! following a symlink: nothing swapped in while it is read leads elsewhere. A copy made from
-//! the same files before (names, inodes, sizes, times) is reused once it checks again.
+//! directory with no symlink on the way; each entry is looked at without following it (only
+//! regular files: nothing is opened that isn't one) and opened from that handle without
+//! following a symlink, and must still be the file first looked at. Sizes are checked before
+//! anything is copied. A copy made from the same files before (names, inodes, sizes, times) is
+//! reused once it checks again.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
 use super::{DirLimits, MODEL_DIR, WeightsProblem, WeightsSummary, check_name, quoted};
 use crate::models::fetch::{
-    Manifest, PART_PREFIX, blocking, copy_hashing, make_private_dir, read_manifest, storage,
-    write_manifest,
+    Manifest, PART_PREFIX, blocking, copy_hashing, make_private_dir, now_rfc3339, read_manifest,
+    storage, write_manifest,
 };
-use crate::models::source::{Location, open_resolved, resolve_file};
-use crate::models::{ModelProblem, ModelSource, hex};
+use crate::models::source::{Location, identity_of, open_source, resolve_file};
+use crate::models::{MANIFEST_FILE, ModelProblem, ModelSource, hex};
 
 /// A model directory ready to be served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,18 +45,21 @@ pub async fn prepare_dir(
             "a vLLM model is a directory in the machine's models directory, not a URL",
         ));
     };
-    let (src, path, dir, lim) = (
-        source.clone(),
-        path.clone(),
-        private_dir.to_owned(),
-        limits.clone(),
-    );
-    let models_dir = models_dir.map(Path::to_owned);
+    let (src, path, dir) = (source.clone(), path.clone(), private_dir.to_owned());
+    let (models_dir, lim) = (models_dir.map(Path::to_owned), limits.clone());
     blocking(move || {
         make_private_dir(&dir)?;
         copy_checked(&src, &path, models_dir.as_deref(), &dir, &lim)
     })
     .await
+}
+
+/// One file of the source directory as first looked at.
+struct Entry {
+    name: String,
+    meta: std::fs::Metadata,
+    /// The most it may hold: JSON files less than weights.
+    limit: u64,
 }
 
 fn copy_checked(
@@ -65,14 +70,7 @@ fn copy_checked(
     limits: &DirLimits,
 ) -> Result<PreparedWeights, ModelProblem> {
     let (root, resolved) = resolve_file(path, models_dir)?;
-    let handle = open_resolved(&root, &resolved).map_err(|e| {
-        use rustix::io::Errno;
-        match e.raw_os_error().map(Errno::from_raw_os_error) {
-            Some(Errno::NOENT) => ModelProblem::NotFound,
-            Some(Errno::LOOP | Errno::XDEV) => ModelProblem::OutsideModelsDir,
-            _ => storage("opening the model directory", e),
-        }
-    })?;
+    let handle = open_source(&root, &resolved, "the model directory")?;
     let meta = handle
         .metadata()
         .map_err(|e| storage("reading the model directory", e))?;
@@ -82,16 +80,7 @@ fn copy_checked(
     let entries = entries(&handle, limits)?;
     let identity: String = entries
         .iter()
-        .map(|(name, m)| {
-            format!(
-                "{name}\n{}:{}\n{}\n{}.{}\n",
-                m.dev(),
-                m.ino(),
-                m.len(),
-                m.mtime(),
-                m.mtime_nsec()
-            )
-        })
+        .map(|e| format!("{}\n{}\n", e.name, identity_of(&e.meta)))
         .collect();
     let key = hex(&Sha256::digest(format!(
         "dir:{}\n{identity}",
@@ -115,20 +104,30 @@ fn copy_checked(
         .map_err(|e| storage("creating a temp directory", e))?;
     let mut digests = Sha256::new();
     let mut size = 0u64;
-    for (name, _) in &entries {
-        let mut from = open_entry(&handle, name)?;
-        let mut to = std::fs::File::create_new(tmp.path().join(name))
+    for entry in &entries {
+        let mut from = open_entry(&handle, &entry.name)?;
+        let now = from
+            .metadata()
+            .map_err(|e| storage("reading a model file", e))?;
+        if (now.dev(), now.ino()) != (entry.meta.dev(), entry.meta.ino()) {
+            return Err(WeightsProblem::Storage(format!(
+                "{} was replaced while the directory was read",
+                quoted(&entry.name)
+            ))
+            .into());
+        }
+        let mut to = std::fs::File::create_new(tmp.path().join(&entry.name))
             .map_err(|e| storage("copying the model", e))?;
-        let (bytes, sha) =
-            copy_hashing(&mut from, &mut to, limits.max_file_size).map_err(|_| {
-                WeightsProblem::TooLarge {
-                    what: "a file",
-                    limit: limits.max_file_size,
-                }
-            })?;
+        let (bytes, sha) = copy_hashing(&mut from, &mut to, entry.limit).map_err(|p| match p {
+            ModelProblem::TooLarge { limit } => ModelProblem::Weights(WeightsProblem::TooLarge {
+                what: "a file (it grew while it was copied)",
+                limit,
+            }),
+            other => other,
+        })?;
         to.sync_all().map_err(|e| storage("writing the model", e))?;
         size += bytes;
-        digests.update(format!("{name}\0{}\n", hex(&sha)));
+        digests.update(format!("{}\0{}\n", entry.name, hex(&sha)));
     }
     let summary = super::validate_dir(tmp.path(), limits)?;
     match std::fs::remove_dir_all(&target) {
@@ -137,7 +136,7 @@ fn copy_checked(
         }
         _ => {}
     }
-    let _ = std::fs::remove_file(private_dir.join(crate::models::MANIFEST_FILE));
+    let _ = std::fs::remove_file(private_dir.join(MANIFEST_FILE));
     let sha256 = hex(&digests.finalize());
     std::fs::rename(tmp.keep(), &target).map_err(|e| storage("storing the model", e))?;
     let manifest = Manifest {
@@ -145,7 +144,7 @@ fn copy_checked(
         source_key: key,
         size,
         sha256: sha256.clone(),
-        fetched_at: crate::models::fetch::now_rfc3339()?,
+        fetched_at: now_rfc3339()?,
     };
     write_manifest(private_dir, &manifest)?;
     Ok(PreparedWeights {
@@ -156,15 +155,14 @@ fn copy_checked(
     })
 }
 
-/// The source directory's entries with what each is, sorted by name; each name one a model
-/// directory may hold and each a regular file (opened, not followed).
-fn entries(
-    handle: &std::fs::File,
-    limits: &DirLimits,
-) -> Result<Vec<(String, std::fs::Metadata)>, ModelProblem> {
+/// The source directory's entries, sorted by name: each of a name a model directory may hold,
+/// a regular file (looked at without following it, and only then opened), within its size
+/// limit, all of them within the total, before anything is copied.
+fn entries(handle: &std::fs::File, limits: &DirLimits) -> Result<Vec<Entry>, ModelProblem> {
     let read =
         |e: rustix::io::Errno| storage("reading the model directory", std::io::Error::from(e));
-    let mut found = Vec::new();
+    let mut found: Vec<Entry> = Vec::new();
+    let mut total = 0u64;
     for entry in rustix::fs::Dir::read_from(handle).map_err(read)? {
         let entry = entry.map_err(read)?;
         let name = entry.file_name().to_bytes();
@@ -178,12 +176,34 @@ fn entries(
         if found.len() as u64 >= limits.max_files {
             return Err(WeightsProblem::TooManyFiles(limits.max_files).into());
         }
+        let stat =
+            rustix::fs::statat(handle, name.as_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(read)?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(WeightsProblem::Unexpected(quoted(&name)).into());
+        }
         let meta = open_entry(handle, &name)?
             .metadata()
             .map_err(|e| storage("reading the model directory", e))?;
-        found.push((name, meta));
+        let (limit, what) = if name.ends_with(".json") {
+            (limits.max_json_size, "a JSON file")
+        } else {
+            (limits.max_file_size, "a file")
+        };
+        if meta.len() > limit {
+            return Err(WeightsProblem::TooLarge { what, limit }.into());
+        }
+        total = total.saturating_add(meta.len());
+        if total > limits.max_total_size {
+            let limit = limits.max_total_size;
+            return Err(WeightsProblem::TooLarge {
+                what: "all its files",
+                limit,
+            }
+            .into());
+        }
+        found.push(Entry { name, meta, limit });
     }
-    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(found)
 }
 
@@ -193,7 +213,9 @@ fn open_entry(handle: &std::fs::File, name: &str) -> Result<std::fs::File, Model
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let file = match rustix::fs::openat(handle, name, flags, Mode::empty()) {
         Ok(fd) => std::fs::File::from(fd),
-        Err(rustix::io::Errno::LOOP) => return Err(WeightsProblem::Unexpected(quoted(name)).into()),
+        Err(rustix::io::Errno::LOOP) => {
+            return Err(WeightsProblem::Unexpected(quoted(name)).into());
+        }
         Err(e) => return Err(storage("opening a model file", std::io::Error::from(e))),
     };
     let is_file = file

@@ -207,6 +207,7 @@ pub fn validate_dir(dir: &Path, limits: &DirLimits) -> Result<WeightsSummary, We
                 .or_else(|| value.get("model_type"));
             architecture = named
                 .and_then(Value::as_str)
+                .filter(|s| !s.chars().any(char::is_control))
                 .map(|s| s.chars().take(80).collect());
         }
         if name == INDEX {

@@ -6,7 +6,7 @@
 
 use std::io::Read;
 
-use serde_json::{Map, Value};
+use serde::de::{DeserializeSeed, Error as _, MapAccess, SeqAccess, Visitor};
 
 use super::{WeightsProblem, quoted};
 
@@ -71,21 +71,22 @@ pub fn validate(
     if header.first() != Some(&b'{') {
         return Err(bad("the header isn't a JSON object".into()));
     }
-    let Ok(Value::Object(entries)) = serde_json::from_slice::<Value>(&header) else {
-        return Err(bad("the header isn't a JSON object".into()));
-    };
-    let mut spans = Vec::with_capacity(entries.len());
-    for (name, entry) in &entries {
-        if name == METADATA {
-            check_metadata(entry)?;
-            continue;
-        }
-        if spans.len() as u64 >= max_tensors {
-            return Err(bad(format!("over {max_tensors} tensors")));
-        }
-        let tensor = entry
-            .as_object()
-            .ok_or_else(|| bad(format!("tensor {} isn't an object", quoted(name))))?;
+    // Read into typed values as it is parsed, never into a tree of JSON values: a header may
+    // be 100 MB, and one of tiny values would take many times that as a tree.
+    let seed = HeaderSeed { max_tensors };
+    let mut json = serde_json::Deserializer::from_slice(&header);
+    let tensors = seed
+        .deserialize(&mut json)
+        .and_then(|t| json.end().map(|()| t))
+        .map_err(|e| {
+            if e.is_data() {
+                bad(e.to_string())
+            } else {
+                bad("the header isn't a JSON object".into())
+            }
+        })?;
+    let mut spans = Vec::with_capacity(tensors.len());
+    for (name, tensor) in &tensors {
         spans.push(span(name, tensor)?);
     }
     spans.sort_unstable();
@@ -113,27 +114,13 @@ pub fn validate(
 }
 
 /// A tensor's data offsets, once its dtype and shape account for exactly their length.
-fn span<'a>(
-    name: &'a str,
-    tensor: &Map<String, Value>,
-) -> Result<(u64, u64, &'a str), WeightsProblem> {
+fn span<'a>(name: &'a str, tensor: &RawTensor) -> Result<(u64, u64, &'a str), WeightsProblem> {
     let bad = |why: &str| WeightsProblem::BadSafetensors(format!("tensor {} {why}", quoted(name)));
-    let bits = tensor
-        .get("dtype")
-        .and_then(Value::as_str)
-        .and_then(dtype_bits)
-        .ok_or_else(|| bad("has no dtype the format defines"))?;
-    let shape = tensor
-        .get("shape")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad("has no shape"))?;
+    let bits = dtype_bits(&tensor.dtype).ok_or_else(|| bad("has no dtype the format defines"))?;
     let mut elements = 1u64;
-    for dim in shape {
-        let dim = dim
-            .as_u64()
-            .ok_or_else(|| bad("has a shape that isn't whole numbers"))?;
+    for dim in &tensor.shape.0 {
         elements = elements
-            .checked_mul(dim)
+            .checked_mul(*dim)
             .ok_or_else(|| bad("has a shape too large"))?;
     }
     let bits_total = elements
@@ -142,30 +129,95 @@ fn span<'a>(
     if bits_total % 8 != 0 {
         return Err(bad("doesn't fill whole bytes"));
     }
-    let offsets = tensor
-        .get("data_offsets")
-        .and_then(Value::as_array)
-        .map(|o| o.iter().map(Value::as_u64).collect::<Option<Vec<u64>>>());
-    let Some(Some([begin, end])) =
-        offsets.map(|o| o.map(<[u64; 2]>::try_from).and_then(Result::ok))
-    else {
-        return Err(bad("has no data offsets [begin, end]"));
-    };
+    let [begin, end] = tensor.data_offsets;
     if end < begin || end - begin != bits_total / 8 {
         return Err(bad("has data offsets that don't match its dtype and shape"));
     }
     Ok((begin, end, name))
 }
 
-fn check_metadata(entry: &Value) -> Result<(), WeightsProblem> {
-    let strings = entry
-        .as_object()
-        .is_some_and(|m| m.values().all(Value::is_string));
-    if strings {
-        Ok(())
-    } else {
-        Err(WeightsProblem::BadSafetensors(
-            "its __metadata__ isn't a map of strings".into(),
-        ))
+/// The most dimensions a tensor's shape may have (models use up to 5 or so).
+const MAX_DIMS: usize = 16;
+
+/// One tensor's entry, as the header declares it.
+#[derive(Debug, serde::Deserialize)]
+struct RawTensor {
+    dtype: String,
+    shape: Shape,
+    data_offsets: [u64; 2],
+}
+
+/// A shape: at most [`MAX_DIMS`] whole numbers.
+#[derive(Debug)]
+struct Shape(Vec<u64>);
+
+impl<'de> serde::Deserialize<'de> for Shape {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Shape, D::Error> {
+        struct Dims;
+        impl<'de> Visitor<'de> for Dims {
+            type Value = Shape;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a shape of whole numbers")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape, A::Error> {
+                let mut dims = Vec::new();
+                loop {
+                    let dim = seq
+                        .next_element::<u64>()
+                        .map_err(|_| A::Error::custom("a shape that isn't whole numbers"))?;
+                    let Some(dim) = dim else {
+                        return Ok(Shape(dims));
+                    };
+                    if dims.len() == MAX_DIMS {
+                        return Err(A::Error::custom(format!(
+                            "a shape of over {MAX_DIMS} dimensions"
+                        )));
+                    }
+                    dims.push(dim);
+                }
+            }
+        }
+        d.deserialize_seq(Dims)
+    }
+}
+
+/// The header's entries read one by one: the tensors (at most `max_tensors`), and the
+/// `__metadata__` map checked to be strings and dropped.
+struct HeaderSeed {
+    max_tensors: u64,
+}
+
+impl<'de> DeserializeSeed<'de> for HeaderSeed {
+    type Value = Vec<(String, RawTensor)>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for HeaderSeed {
+    type Value = Vec<(String, RawTensor)>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object of tensors")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut tensors = Vec::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if name == METADATA {
+                map.next_value::<std::collections::BTreeMap<String, String>>()
+                    .map_err(|_| A::Error::custom("its __metadata__ isn't a map of strings"))?;
+                continue;
+            }
+            if tensors.len() as u64 >= self.max_tensors {
+                return Err(A::Error::custom(format!(
+                    "over {} tensors",
+                    self.max_tensors
+                )));
+            }
+            let tensor = map
+                .next_value::<RawTensor>()
+                .map_err(|e| A::Error::custom(format!("tensor {}: {e}", quoted(&name))))?;
+            tensors.push((name, tensor));
+        }
+        Ok(tensors)
     }
 }

@@ -242,6 +242,11 @@ fn headers_that_dont_fit_their_files_are_refused() {
             safetensors(&tensor("F4", json!([3]), json!([0, 1])), 1),
             "whole bytes",
         ),
+        (
+            "seventeen dimensions",
+            safetensors(&tensor("U8", json!(vec![1; 17]), json!([0, 1])), 1),
+            "over 16 dimensions",
+        ),
     ];
     for (case, bytes, expected) in cases {
         let tmp = tempfile::tempdir().unwrap();
@@ -337,6 +342,51 @@ async fn a_directory_is_copied_checked_and_reused() {
         matches!(p, Err(ModelProblem::Weights(WeightsProblem::Pickled(_)))),
         "{p:?}"
     );
+}
+
+/// A FIFO or a device is refused without being opened, and sizes are checked before anything
+/// is copied.
+#[tokio::test]
+async fn strange_files_and_oversized_ones_are_refused_before_copying() {
+    let models = tempfile::tempdir().unwrap();
+    model_dir(&models.path().join("tiny"));
+    let fifo = models.path().join("tiny/vocab.txt");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let private = tempfile::tempdir().unwrap();
+    let limits = DirLimits::default();
+    let p = prepare_dir(
+        &source("tiny"),
+        Some(models.path()),
+        private.path(),
+        &limits,
+    )
+    .await;
+    assert!(
+        matches!(p, Err(ModelProblem::Weights(WeightsProblem::Unexpected(ref n))) if n.contains("vocab")),
+        "{p:?}"
+    );
+    std::fs::remove_file(&fifo).unwrap();
+    let small = DirLimits {
+        max_json_size: 8,
+        ..DirLimits::default()
+    };
+    let p = prepare_dir(&source("tiny"), Some(models.path()), private.path(), &small).await;
+    assert!(
+        matches!(
+            p,
+            Err(ModelProblem::Weights(WeightsProblem::TooLarge {
+                what: "a JSON file",
+                ..
+            }))
+        ),
+        "{p:?}"
+    );
+    let left: Vec<_> = std::fs::read_dir(private.path()).unwrap().collect();
+    assert!(left.is_empty(), "nothing copied: {left:?}");
 }
 
 #[tokio::test]
