@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use einsora_runtime::settings::Settings;
 
 /// The recipe's files, by their path under `images/`.
-const RECIPE: [(&str, &str); 13] = [
+const RECIPE: [(&str, &str); 12] = [
     ("build", include_str!("../../images/build")),
     ("dockerd", include_str!("../../images/dockerd")),
     (
@@ -36,10 +36,6 @@ const RECIPE: [(&str, &str); 13] = [
     (
         "llamacpp/serve.py",
         include_str!("../../images/llamacpp/serve.py"),
-    ),
-    (
-        "notebook-cuda/Dockerfile",
-        include_str!("../../images/notebook-cuda/Dockerfile"),
     ),
     (
         "notebook-cuda/requirements.txt",
