@@ -298,20 +298,23 @@ fn source(s: &str) -> ModelSource {
     ModelSource::parse(s, None).unwrap()
 }
 
+/// `prepare_dir` of the model `name` in `models` into `private`.
+async fn copy_in(
+    models: &tempfile::TempDir,
+    private: &tempfile::TempDir,
+    name: &str,
+    limits: &DirLimits,
+) -> Result<PreparedWeights, ModelProblem> {
+    prepare_dir(&source(name), Some(models.path()), private.path(), limits).await
+}
+
 #[tokio::test]
 async fn a_directory_is_copied_checked_and_reused() {
     let models = tempfile::tempdir().unwrap();
     model_dir(&models.path().join("tiny"));
     let private = tempfile::tempdir().unwrap();
     let limits = DirLimits::default();
-    let first = prepare_dir(
-        &source("tiny"),
-        Some(models.path()),
-        private.path(),
-        &limits,
-    )
-    .await
-    .unwrap();
+    let first = copy_in(&models, &private, "tiny", &limits).await.unwrap();
     assert!(!first.reused);
     assert_eq!(first.path, private.path().join(MODEL_DIR));
     assert_eq!(
@@ -319,25 +322,14 @@ async fn a_directory_is_copied_checked_and_reused() {
         good_weights(),
         "a copy, byte for byte"
     );
-    let again = prepare_dir(
-        &source("file:tiny"),
-        Some(models.path()),
-        private.path(),
-        &limits,
-    )
-    .await
-    .unwrap();
+    let again = copy_in(&models, &private, "file:tiny", &limits)
+        .await
+        .unwrap();
     assert!(again.reused, "the same files: nothing copied");
     assert_eq!(again.sha256, first.sha256);
     // The original changes: copied again, and checked again.
     std::fs::write(models.path().join("tiny/model.pt"), b"pickle").unwrap();
-    let p = prepare_dir(
-        &source("tiny"),
-        Some(models.path()),
-        private.path(),
-        &limits,
-    )
-    .await;
+    let p = copy_in(&models, &private, "tiny", &limits).await;
     assert!(
         matches!(p, Err(ModelProblem::Weights(WeightsProblem::Pickled(_)))),
         "{p:?}"
@@ -358,13 +350,7 @@ async fn strange_files_and_oversized_ones_are_refused_before_copying() {
     assert!(made.success());
     let private = tempfile::tempdir().unwrap();
     let limits = DirLimits::default();
-    let p = prepare_dir(
-        &source("tiny"),
-        Some(models.path()),
-        private.path(),
-        &limits,
-    )
-    .await;
+    let p = copy_in(&models, &private, "tiny", &limits).await;
     assert!(
         matches!(p, Err(ModelProblem::Weights(WeightsProblem::Unexpected(ref n))) if n.contains("vocab")),
         "{p:?}"
@@ -374,7 +360,7 @@ async fn strange_files_and_oversized_ones_are_refused_before_copying() {
         max_json_size: 8,
         ..DirLimits::default()
     };
-    let p = prepare_dir(&source("tiny"), Some(models.path()), private.path(), &small).await;
+    let p = copy_in(&models, &private, "tiny", &small).await;
     assert!(
         matches!(
             p,
@@ -426,14 +412,9 @@ async fn only_directories_inside_the_models_directory_are_taken() {
         prepare("one.gguf").await,
         ModelProblem::Weights(WeightsProblem::NotADirectory)
     );
-    let url = prepare_dir(
-        &source("https://models.example/tiny"),
-        Some(models.path()),
-        private.path(),
-        &limits,
-    )
-    .await
-    .unwrap_err();
+    let url = copy_in(&models, &private, "https://models.example/tiny", &limits)
+        .await
+        .unwrap_err();
     assert!(matches!(url, ModelProblem::BadSource(_)), "{url:?}");
     assert!(
         !private.path().join(MODEL_DIR).exists(),
