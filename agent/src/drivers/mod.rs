@@ -3,6 +3,7 @@
 //! and tests.
 
 pub mod docker;
+pub mod local;
 pub mod process;
 pub mod sim;
 
@@ -139,7 +140,7 @@ impl Drivers {
                     self.refused.push((id, d.attempt, d.mode, code));
                 }
                 (Some(sim), _, sim::NAME) => sim.apply(&id, d.attempt, d.mode),
-                (_, Some(_), docker::NAME) => on_docker.push(docker::Wanted {
+                (_, Some(_), docker::NAME) => on_docker.push(local::Wanted {
                     gpus_missing,
                     workload: id,
                     attempt: d.attempt,

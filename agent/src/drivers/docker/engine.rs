@@ -11,7 +11,7 @@ use hyper::{Method, Request, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::uds;
+use crate::drivers::local::uds;
 
 /// A call that takes longer than this failed (pulls have their own, longer limit).
 const CALL_LIMIT: Duration = Duration::from_secs(30);

@@ -7,15 +7,10 @@
 //! engine has the `nvidia` runtime.
 
 mod config;
-mod dirs;
-mod disk;
 mod egress;
 mod engine;
-mod model;
 mod reconcile;
-mod records;
 mod spec;
-mod uds;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -23,16 +18,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::machine::ModelFile;
-use einsora_proto::convert::PlacedSpec;
 use tokio::sync::{Notify, watch};
 
 use crate::models::Limits;
 use crate::models::listing::Listing;
 
+pub use super::local::Seen;
+pub use super::local::{DISK_FLOOR, DISK_LIMITS, DiskConfig, LOG_LIMIT};
+use super::local::{SeenMap, Wanted};
 pub use config::{ENABLED, IMAGES, SOCKET};
-pub use disk::{DiskConfig, FLOOR as DISK_FLOOR, LIMITS as DISK_LIMITS, LOG_LIMIT};
 pub use egress::{EGRESS, EgressSetting, NETWORK as EGRESS_NETWORK};
 pub use engine::Engine;
 
@@ -58,39 +53,6 @@ pub struct DockerConfig {
     /// The controller the agent syncs with (`host:port`), which egress can't reach.
     pub controller: String,
 }
-
-/// What the controller wants of one workload on this driver.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Wanted {
-    pub workload: String,
-    /// A device it was given isn't among the machine's GPUs: not started (`gpu_missing`).
-    pub gpus_missing: bool,
-    pub attempt: u32,
-    pub mode: Mode,
-    pub spec: PlacedSpec,
-}
-
-/// One workload's status, as last seen.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Seen {
-    pub attempt: u32,
-    pub mode: Mode,
-    pub code: StatusCode,
-    /// A ready server's socket and token (SECRET).
-    pub target: Option<(String, String)>,
-}
-
-impl std::fmt::Debug for Seen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Seen")
-            .field("attempt", &self.attempt)
-            .field("mode", &self.mode)
-            .field("code", &self.code)
-            .finish_non_exhaustive()
-    }
-}
-
-pub type SeenMap = Arc<Mutex<BTreeMap<String, Seen>>>;
 
 /// The worker, started afresh (its records read again from disk) whenever it panics. Nothing
 /// a workload writes should make it panic; this is so that a bug never freezes a machine.

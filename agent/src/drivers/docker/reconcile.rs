@@ -3,28 +3,26 @@
 //! the sync loop.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_proto::convert::{PlacedSpec, WorkloadParams};
-use einsora_runtime::workload_socket;
-use http_body_util::Full;
 use tokio::sync::{Notify, watch};
 
-use super::dirs::{self, Places};
-use super::disk::Disks;
+use super::DockerConfig;
 use super::egress::{Fence, NETWORK as EGRESS_NETWORK, Network};
 use super::engine::{ContainerSummary, Engine, EngineError};
-use super::records::{Record, Records};
 use super::spec::{
     LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_NETWORK, LABEL_WORKLOAD, ModelServer,
     Sandbox, Serves,
 };
-use super::{DockerConfig, Seen, SeenMap, Wanted, uds};
+use crate::drivers::local::dirs::{self, Places};
+use crate::drivers::local::disk::Disks;
+use crate::drivers::local::probe::{Probe, answers};
+use crate::drivers::local::records::{Record, Records};
+use crate::drivers::local::{Seen, SeenMap, Wanted};
 
 const PASS_EVERY: Duration = Duration::from_secs(1);
 /// While a workload is starting: how soon it is ready decides how soon it opens.
@@ -74,7 +72,7 @@ impl Worker {
         };
         Worker {
             fence: Fence::new(config.egress, config.controller.clone()),
-            records: Records::open(&config.state_dir),
+            records: Records::open(&config.state_dir, super::NAME),
             disks: Disks::new(config.disks.clone(), &config.state_dir),
             engine,
             config,
@@ -320,8 +318,15 @@ impl Worker {
         dirs::secret_file(&sandbox.token_file(), &token, self.user).map_err(failed)?;
         if let Serves::Endpoint { .. } = &sandbox.serves {
             let models_dir = self.config.models_dir.as_deref();
-            let server = model_server(&w.spec.runtime);
-            super::model::prepare(&w.spec, server, models_dir, &places.model, self.user).await?;
+            let server = ModelServer::of_runtime(&w.spec.runtime);
+            crate::drivers::local::model::prepare(
+                &w.spec,
+                server,
+                models_dir,
+                &places.model,
+                self.user,
+            )
+            .await?;
         }
         Ok(token)
     }
@@ -367,7 +372,7 @@ impl Worker {
         let resources = w.spec.resources.clone().unwrap_or_default();
         let serves = match &w.spec.params {
             Some(WorkloadParams::Endpoint { model }) => {
-                let server = model_server(&w.spec.runtime);
+                let server = ModelServer::of_runtime(&w.spec.runtime);
                 Serves::Endpoint {
                     model: places.model.join(server.model_name()),
                     alias: model.clone(),
@@ -480,45 +485,4 @@ enum Adopt {
     SameSandbox,
     /// The one there, as it was made (its class or image left the catalog).
     AsMade,
-}
-
-/// What a readiness probe found.
-enum Probe {
-    Answered,
-    /// No server yet, or not answering its token.
-    NotYet,
-    /// Something other than the workload's own socket is under its name: nothing was dialled.
-    Tampered(workload_socket::SocketRefused),
-}
-
-/// Whether the server answers its own token on its own socket.
-async fn answers(socket: &Path, serves: &Serves, token: &str) -> Probe {
-    let (path, auth) = match serves {
-        Serves::Notebook { .. } => ("/api/status", format!("token {token}")),
-        Serves::Endpoint { .. } => ("/health", format!("Bearer {token}")),
-    };
-    let request = hyper::Request::get(path)
-        .header("host", "localhost")
-        .header("authorization", auth)
-        .body(Full::new(Bytes::new()));
-    let Ok(request) = request else {
-        // The agent's own hex token always makes a valid header; never panic if it didn't.
-        return Probe::NotYet;
-    };
-    let probe = async {
-        let stream = workload_socket::connect(socket).await?;
-        uds::send_over(stream, request)
-            .await
-            .map_err(workload_socket::SocketRefused::Io)
-    };
-    match tokio::time::timeout(Duration::from_secs(2), probe).await {
-        Ok(Ok((status, _))) if status.is_success() => Probe::Answered,
-        Ok(Err(refused)) if refused.is_tampering() => Probe::Tampered(refused),
-        _ => Probe::NotYet,
-    }
-}
-
-/// The server an endpoint's runtime names; llama.cpp when it names none this driver has.
-fn model_server(runtime: &str) -> ModelServer {
-    ModelServer::for_runtime(runtime).unwrap_or(ModelServer::LlamaCpp)
 }

@@ -8,9 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use einsora_core::run_dirs;
-
 use super::egress::Network;
+use crate::drivers::local::contract::{DATA_DIR, HOME, RUN_DIR};
+pub use crate::drivers::local::contract::{ModelServer, Serves};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -21,71 +21,6 @@ pub const LABEL_FINGERPRINT: &str = "einsora.fingerprint";
 /// Its network (`none` or the egress network), so a container adopted as it was made keeps
 /// its fence up.
 pub const LABEL_NETWORK: &str = "einsora.network";
-
-/// Inside the container: the run directory, the notebook's data, the endpoint's model.
-const RUN_DIR: &str = "/run/einsora";
-const DATA_DIR: &str = "/work";
-const HOME: &str = "/home/einsora";
-/// Where an endpoint's model is mounted: llama.cpp's GGUF file at `/model/model.gguf`, vLLM's
-/// model directory at `/model`.
-const MODEL_MOUNT: &str = "/model";
-/// Requests an endpoint serves at once, whichever its server.
-const PARALLEL: u32 = 2;
-/// The most tokens one request may hold, prompt and answer: llama.cpp's slot (its image's
-/// 2048-token context split over [`PARALLEL`] slots), so vLLM is held to the same.
-const CONTEXT_PER_REQUEST: u32 = 1024;
-/// Where the token file is mounted, read-only: not in a directory the workload can write.
-const SECRETS_DIR: &str = "/run/secrets/einsora";
-
-/// What the workload's container serves.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Serves {
-    /// JupyterLab, its notebooks in `data` (kept while the workload is stopped).
-    Notebook { data: PathBuf },
-    /// An OpenAI-compatible server with one fixed model, read-only.
-    Endpoint {
-        model: PathBuf,
-        alias: String,
-        server: ModelServer,
-    },
-}
-
-/// Which server an endpoint's image runs: both take the socket and the key file's path from
-/// the environment (the image's entrypoint reads the key; it is never in env or argv).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModelServer {
-    /// llama.cpp's server (any accelerator it supports, CPU included).
-    LlamaCpp,
-    /// vLLM's OpenAI server, on NVIDIA GPUs.
-    Vllm,
-}
-
-impl ModelServer {
-    /// The model's name in the endpoint's private directory: a file, or a directory.
-    pub fn model_name(self) -> &'static str {
-        match self {
-            ModelServer::LlamaCpp => crate::models::MODEL_FILE,
-            ModelServer::Vllm => crate::models::weights::MODEL_DIR,
-        }
-    }
-
-    /// Where the server finds its model, inside the container.
-    fn model_path(self) -> String {
-        match self {
-            ModelServer::LlamaCpp => format!("{MODEL_MOUNT}/{}", crate::models::MODEL_FILE),
-            ModelServer::Vllm => MODEL_MOUNT.to_owned(),
-        }
-    }
-
-    /// The server for a catalog runtime, if this driver runs endpoints with it.
-    pub fn for_runtime(runtime: &str) -> Option<ModelServer> {
-        match runtime {
-            "llama.cpp" => Some(ModelServer::LlamaCpp),
-            "vllm" => Some(ModelServer::Vllm),
-            _ => None,
-        }
-    }
-}
 
 /// Everything a workload's container is made from.
 #[derive(Debug, Clone)]
@@ -114,26 +49,12 @@ pub struct Sandbox {
 impl Sandbox {
     /// Where the server listens, on this machine.
     pub fn socket(&self) -> PathBuf {
-        self.run_dir.join(self.socket_name())
-    }
-
-    fn socket_name(&self) -> &'static str {
-        match self.serves {
-            Serves::Notebook { .. } => run_dirs::NOTEBOOK_SOCKET,
-            Serves::Endpoint { .. } => run_dirs::ENDPOINT_SOCKET,
-        }
+        self.run_dir.join(self.serves.socket_name())
     }
 
     /// The file, in the agent's own secret directory, that hands the server its token.
     pub fn token_file(&self) -> PathBuf {
-        self.secret_dir.join(self.token_name())
-    }
-
-    fn token_name(&self) -> &'static str {
-        match self.serves {
-            Serves::Notebook { .. } => "token",
-            Serves::Endpoint { .. } => "api-key",
-        }
+        self.secret_dir.join(self.serves.token_name())
     }
 
     pub fn name(&self) -> String {
@@ -163,72 +84,23 @@ impl Sandbox {
 
     fn body_without_labels(&self) -> Value {
         let (uid, gid) = self.user;
-        let token_file = format!("{SECRETS_DIR}/{}", self.token_name());
+        let token_file = self.serves.token_path();
         let mut binds = vec![
             bind(&self.run_dir, RUN_DIR, false),
             format!("{}:{token_file}:ro", self.token_file().display()),
         ];
-        let (env, cmd) = match &self.serves {
-            Serves::Notebook { data } => {
-                binds.push(bind(data, DATA_DIR, false));
-                let env = vec![
-                    format!("EINSORA_RUN_DIR={RUN_DIR}"),
-                    format!("EINSORA_TOKEN_FILE={token_file}"),
-                    format!("EINSORA_NOTEBOOK_DIR={DATA_DIR}"),
-                    format!("HOME={HOME}"),
-                ];
-                (env, Value::Null)
-            }
-            Serves::Endpoint {
-                model,
-                alias,
-                server,
-            } => {
+        match &self.serves {
+            Serves::Notebook { data } => binds.push(bind(data, DATA_DIR, false)),
+            Serves::Endpoint { model, server, .. } => {
                 binds.push(bind(model, &server.model_path(), true));
-                let socket = format!("{RUN_DIR}/{}", self.socket_name());
-                let mut env = vec![
-                    format!("EINSORA_LLM_SOCKET={socket}"),
-                    format!("EINSORA_LLM_API_KEY_FILE={token_file}"),
-                    format!("HOME={HOME}"),
-                ];
-                let parallel = PARALLEL.to_string();
-                let cmd = match server {
-                    ModelServer::LlamaCpp => {
-                        let threads = self.cpus.max(1).to_string();
-                        json!([
-                            "--alias",
-                            alias,
-                            "--threads",
-                            threads,
-                            "--parallel",
-                            parallel
-                        ])
-                    }
-                    ModelServer::Vllm => {
-                        // Offline, and nothing phoned home; its caches in the tmpfs. Remote
-                        // code stays off (vLLM's default: no --trust-remote-code), and the
-                        // agent refused a model that asks for it.
-                        env.extend(
-                            [
-                                "HF_HUB_OFFLINE=1",
-                                "TRANSFORMERS_OFFLINE=1",
-                                "VLLM_NO_USAGE_STATS=1",
-                            ]
-                            .map(str::to_owned),
-                        );
-                        env.push("VLLM_CACHE_ROOT=/tmp/vllm".to_owned());
-                        // One argument per flag: no value can read as a flag.
-                        json!([
-                            format!("--model={}", server.model_path()),
-                            format!("--served-model-name={alias}"),
-                            format!("--uds={socket}"),
-                            format!("--max-num-seqs={parallel}"),
-                            format!("--max-model-len={CONTEXT_PER_REQUEST}"),
-                        ])
-                    }
-                };
-                (env, cmd)
             }
+        }
+        // The notebook's image starts JupyterLab by itself: no command of its own.
+        let (env, args) = self.serves.launch(self.cpus);
+        let cmd = if args.is_empty() {
+            Value::Null
+        } else {
+            json!(args)
         };
         let memory = i64::try_from(self.memory_bytes).unwrap_or(i64::MAX);
         let mut host = json!({

@@ -36,13 +36,13 @@ impl Disks {
         if !mountable {
             match config.limits {
                 Limits::Auto => tracing::warn!(
-                    "the docker driver can't limit workloads' disks here: the agent can't mount \
+                    "this machine can't limit workloads' disks: the agent can't mount \
                      filesystems (it isn't root, or there are no loop devices). Notebooks' files \
                      have no size limit; only the free-space floor ({FLOOR}) guards this \
                      machine's disk. {LIMITS}=required refuses such workloads instead"
                 ),
                 Limits::Required => tracing::warn!(
-                    "the docker driver can't limit workloads' disks here: the agent can't mount \
+                    "this machine can't limit workloads' disks: the agent can't mount \
                      filesystems (it isn't root, or there are no loop devices), and {LIMITS} is \
                      required, so it refuses every workload"
                 ),

@@ -8,8 +8,8 @@ use std::path::Path;
 use einsora_core::agent::StatusCode;
 use einsora_proto::convert::{PlacedSpec, WorkloadParams};
 
+use super::contract::ModelServer;
 use super::dirs;
-use super::spec::ModelServer;
 use crate::models::weights::{DirLimits, prepare_dir};
 use crate::models::{Limits, ModelSource, prepare as fetch};
 

@@ -1,8 +1,8 @@
-//! What the docker driver must remember across agent restarts, in its state directory: the
+//! What a local driver must remember across agent restarts, in its state directory: the
 //! attempt it last started for each workload (so an attempt is started at most once, even if
 //! its container is gone), whether the workload's disk was ever made (so a notebook that ran
 //! before never silently gets a fresh one), and the token its server was started with: the
-//! agent's own copy, since the one the container reads is never read back. The file is the
+//! agent's own copy, since the one the workload reads is never read back. The file is the
 //! agent's own (mode 0600, in its state directory), never a workload's.
 
 use std::collections::BTreeMap;
@@ -45,9 +45,9 @@ pub struct Records {
 }
 
 impl Records {
-    /// Those kept in `state_dir` (none yet, or unreadable: none).
-    pub fn open(state_dir: &Path) -> Records {
-        let path = state_dir.join("docker.json");
+    /// Those `driver` keeps in `state_dir` (none yet, or unreadable: none).
+    pub fn open(state_dir: &Path, driver: &str) -> Records {
+        let path = state_dir.join(format!("{driver}.json"));
         let records = std::fs::read(&path)
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())

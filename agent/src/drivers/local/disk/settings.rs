@@ -1,4 +1,4 @@
-//! The docker driver's disk settings: the free-space floor below which it starts no new work,
+//! The local drivers' disk settings: the free-space floor below which they start no new work,
 //! whether a workload may run without a size-limited disk, and how much of its output a
 //! container's log keeps.
 

@@ -1,0 +1,54 @@
+//! What the drivers that run workloads on this machine itself (`docker`, `linux-native`) share:
+//! a workload's places under the agent's state directory and its disk, the records an agent
+//! restart reads again, its endpoint's model, the contract its server is started with (the same
+//! paths, arguments and environment in a container and in a native sandbox), and the readiness
+//! probe on its socket.
+
+pub mod contract;
+pub mod dirs;
+pub mod disk;
+pub mod model;
+pub mod probe;
+pub mod records;
+pub mod uds;
+
+pub use disk::{DiskConfig, FLOOR as DISK_FLOOR, LIMITS as DISK_LIMITS, LOG_LIMIT};
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use einsora_core::agent::{Mode, StatusCode};
+use einsora_proto::convert::PlacedSpec;
+
+/// What the controller wants of one workload on a local driver.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wanted {
+    pub workload: String,
+    /// A device it was given isn't among the machine's GPUs: not started (`gpu_missing`).
+    pub gpus_missing: bool,
+    pub attempt: u32,
+    pub mode: Mode,
+    pub spec: PlacedSpec,
+}
+
+/// One workload's status, as last seen.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub attempt: u32,
+    pub mode: Mode,
+    pub code: StatusCode,
+    /// A ready server's socket and token (SECRET).
+    pub target: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seen")
+            .field("attempt", &self.attempt)
+            .field("mode", &self.mode)
+            .field("code", &self.code)
+            .finish_non_exhaustive()
+    }
+}
+
+pub type SeenMap = Arc<Mutex<BTreeMap<String, Seen>>>;
