@@ -463,7 +463,7 @@ fn einsora_as_a_non_root_user() {
 
     let mut solo = Solo::launch(e, Engine::Sqlite, &[("EINSORA_CLUSTER_BACKEND", "agent")]);
     solo.expect_log("the egress fence can't be put up");
-    solo.expect_log("can't limit workloads' disks here");
+    solo.expect_log("can't limit workloads' disks");
     let leftovers = Leftovers::of(&solo);
     let running = processes_on(&dir);
     assert!(
