@@ -18,8 +18,8 @@ const RECIPE: [(&str, &str); 12] = [
         include_str!("../../images/notebook/Dockerfile"),
     ),
     (
-        "notebook/requirements.txt",
-        include_str!("../../images/notebook/requirements.txt"),
+        "notebook/requirements.lock",
+        include_str!("../../images/notebook/requirements.lock"),
     ),
     (
         "notebook/start.py",
@@ -30,24 +30,24 @@ const RECIPE: [(&str, &str); 12] = [
         include_str!("../../images/llamacpp/Dockerfile"),
     ),
     (
-        "llamacpp/requirements.txt",
-        include_str!("../../images/llamacpp/requirements.txt"),
+        "llamacpp/requirements.lock",
+        include_str!("../../images/llamacpp/requirements.lock"),
     ),
     (
         "llamacpp/serve.py",
         include_str!("../../images/llamacpp/serve.py"),
     ),
     (
-        "notebook-cuda/requirements.txt",
-        include_str!("../../images/notebook-cuda/requirements.txt"),
+        "notebook-cuda/requirements.lock",
+        include_str!("../../images/notebook-cuda/requirements.lock"),
     ),
     (
         "vllm/Dockerfile",
         include_str!("../../images/vllm/Dockerfile"),
     ),
     (
-        "vllm/requirements.txt",
-        include_str!("../../images/vllm/requirements.txt"),
+        "vllm/requirements.lock",
+        include_str!("../../images/vllm/requirements.lock"),
     ),
     ("vllm/serve.py", include_str!("../../images/vllm/serve.py")),
 ];

@@ -19,8 +19,11 @@ import sys
 
 # The flags passed on to `vllm serve`, and whether their value is a whole number.
 PASSED = {"--served-model-name": False, "--max-num-seqs": True, "--max-model-len": True}
-# The image's vLLM; a stand-in in the recipe's own test.
-VLLM = os.environ.get("EINSORA_VLLM_BIN") or "/opt/venv/bin/vllm"
+# vLLM's command line, run by this interpreter (not its console script, whose first line names
+# the path its environment was built at); a stand-in in the recipe's own test.
+VLLM = ([os.environ["EINSORA_VLLM_BIN"]] if os.environ.get("EINSORA_VLLM_BIN") else [
+    sys.executable, "-c",
+    "import sys; from vllm.entrypoints.cli.main import main; sys.argv[0] = 'vllm'; main()"])
 
 
 def fail(why):
@@ -80,7 +83,7 @@ def main(argv):
                VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
     passed = [f"{flag}={value}" for flag, value in given.items()]
     os.umask(0o077)
-    os.execve(VLLM, [VLLM, "serve", model, f"--uds={socket}", *passed], env)
+    os.execve(VLLM[0], [*VLLM, "serve", model, f"--uds={socket}", *passed], env)
 
 
 if __name__ == "__main__":
