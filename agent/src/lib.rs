@@ -36,6 +36,7 @@ pub struct Config {
     pub inventory_every: std::time::Duration,
     /// `None` when the docker driver is turned off.
     pub docker: Option<drivers::docker::DockerConfig>,
+    pub native: Option<drivers::native::NativeConfig>,
     /// The tools its inventory reads run (EINSORA_NVIDIA_SMI).
     pub probe: inventory::Probe,
 }
@@ -46,6 +47,7 @@ impl Config {
         let state_dir = settings.path(STATE_DIR, &default_state)?;
         Ok(Config {
             docker: drivers::docker::DockerConfig::from_settings(settings, &state_dir)?,
+            native: drivers::native::NativeConfig::from_settings(settings, &state_dir)?,
             probe: inventory::Probe::from_settings(settings)?,
             controller: settings
                 .is_set(CONTROLLER)
@@ -90,7 +92,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         controller: controller.clone(),
         ..docker
     });
-    let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, cfg.sim).await;
+    let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, cfg.native, cfg.sim).await;
     let timing = sync::Timing {
         heartbeat: cfg.heartbeat,
         inventory_every: cfg.inventory_every,

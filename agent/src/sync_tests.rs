@@ -163,7 +163,7 @@ impl Bench {
             inventory_every: Duration::from_secs(3600),
         };
         tokio::spawn(async move {
-            let mut drivers = Drivers::start(&dir, None, true).await;
+            let mut drivers = Drivers::start(&dir, None, None, true).await;
             let probe = crate::inventory::Probe::default();
             let link = Link {
                 controller: &addr,

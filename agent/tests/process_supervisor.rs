@@ -28,6 +28,7 @@ fn launch(dir: &Path) -> Launch {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         cwd: dir.to_owned(),
         log: dir.join("workload.log"),
+        own_session: false,
     }
 }
 

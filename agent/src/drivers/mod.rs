@@ -1,9 +1,11 @@
 //! Drivers: how a machine runs workloads. `docker` runs notebooks and endpoints as containers;
-//! `process` is the supervisor the native drivers build on; `sim` runs nothing, for development
-//! and tests.
+//! `linux-native` runs them as sandboxed processes where there is no Docker; `local` is what
+//! those two share; `process` is the supervisor the native drivers build on; `sim` runs
+//! nothing, for development and tests.
 
 pub mod docker;
 pub mod local;
+pub mod native;
 pub mod process;
 pub mod sim;
 
@@ -14,13 +16,22 @@ use einsora_proto::agent::v1 as pb;
 use einsora_proto::convert::{
     AccessTarget, DesiredWorkload, PlacedSpec, ProtoEnum, WorkloadStatus, WorkloadStatuses,
 };
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
+
+use crate::models::Limits;
+use crate::models::listing::Listing;
 
 /// The drivers this agent has, and what it last was told to run.
 #[derive(Debug)]
 pub struct Drivers {
     docker: Option<docker::Docker>,
+    native: Option<native::Native>,
+    /// Where endpoints' models may come from, and the model files found there (kept between
+    /// scans).
+    models_dir: Option<PathBuf>,
+    listing: Arc<Mutex<Listing>>,
     /// Notified when a driver's statuses changed between the sync loop's checks.
     changed: Arc<Notify>,
     sim: Option<sim::Sim>,
@@ -35,19 +46,35 @@ pub struct Drivers {
 }
 
 impl Drivers {
-    /// `docker` when its engine answers; `sim` only when asked for (development and tests).
+    /// `docker` when its engine answers; `linux-native` when turned on, or by default where
+    /// there is no docker driver, and bubblewrap works; `sim` only when asked for (development
+    /// and tests).
     pub async fn start(
         state_dir: &std::path::Path,
         docker: Option<docker::DockerConfig>,
+        native: Option<native::NativeConfig>,
         sim: bool,
     ) -> Drivers {
         let changed = Arc::new(Notify::new());
+        let models_dir = docker
+            .as_ref()
+            .and_then(|c| c.models_dir.clone())
+            .or_else(|| native.as_ref().and_then(|c| c.models_dir.clone()));
         let docker = match docker {
             Some(config) => docker::Docker::detect(config, Arc::clone(&changed)).await,
             None => None,
         };
+        let native = match native {
+            Some(config) if docker.is_none() || config.enabled == native::Enabled::On => {
+                native::Native::detect(config, Arc::clone(&changed)).await
+            }
+            _ => None,
+        };
         Drivers {
             docker,
+            native,
+            models_dir,
+            listing: Arc::default(),
             changed,
             sim: sim.then(|| sim::Sim::open(state_dir.join("sim.json"))),
             refused: Vec::new(),
@@ -58,8 +85,9 @@ impl Drivers {
 
     pub fn names(&self) -> Vec<String> {
         let docker = self.docker.iter().map(|_| docker::NAME);
+        let native = self.native.iter().map(|_| native::NAME);
         let sim = self.sim.iter().map(|_| sim::NAME);
-        docker.chain(sim).map(str::to_owned).collect()
+        docker.chain(native).chain(sim).map(str::to_owned).collect()
     }
 
     /// Notified when statuses changed (the sync loop also checks every few seconds).
@@ -69,10 +97,16 @@ impl Drivers {
 
     /// The model files endpoints can be started with here, sorted by path.
     pub async fn model_files(&self) -> Vec<einsora_core::machine::ModelFile> {
-        match &self.docker {
-            Some(docker) => docker.model_files().await,
-            None => Vec::new(),
-        }
+        let Some(dir) = self.models_dir.clone() else {
+            return Vec::new();
+        };
+        let listing = Arc::clone(&self.listing);
+        tokio::task::spawn_blocking(move || {
+            let mut listing = listing.lock().unwrap_or_else(PoisonError::into_inner);
+            listing.scan(&dir, &Limits::default())
+        })
+        .await
+        .unwrap_or_default()
     }
 
     /// The machine's GPUs as an inventory read just listed them: a workload given one that
@@ -90,8 +124,9 @@ impl Drivers {
     }
 
     /// Why the machine's GPUs can't be given to workloads here, if they can't: NVIDIA GPUs
-    /// need the docker driver with the engine's NVIDIA runtime (the sim driver, which runs
-    /// nothing, takes anything). The machine then offers CPU only, and says why.
+    /// need the docker driver with the engine's NVIDIA runtime, or the linux-native driver
+    /// with the NVIDIA driver's device nodes (the sim driver, which runs nothing, takes
+    /// anything). The machine then offers CPU only, and says why.
     pub fn gpu_note(&self, devices: &[einsora_core::machine::Device]) -> Option<GpuNote> {
         let nvidia = devices
             .iter()
@@ -102,6 +137,7 @@ impl Drivers {
     /// Whether NVIDIA GPUs can be given to workloads here (a driver that can use them).
     pub fn nvidia(&self) -> bool {
         self.docker.as_ref().is_some_and(docker::Docker::nvidia)
+            || self.native.as_ref().is_some_and(native::Native::nvidia)
     }
 
     /// Applies a complete desired state: each listed workload to its driver; a workload it
@@ -111,7 +147,7 @@ impl Drivers {
     pub fn apply(&mut self, desired: &[pb::DesiredWorkload]) {
         self.refused.clear();
         let listed: Vec<&str> = desired.iter().map(|d| d.workload_id.as_str()).collect();
-        let mut on_docker = Vec::new();
+        let (mut on_docker, mut on_native) = (Vec::new(), Vec::new());
         for raw in desired {
             let d = match DesiredWorkload::try_from(raw.clone()) {
                 Ok(d) => d,
@@ -147,6 +183,15 @@ impl Drivers {
                     mode: d.mode,
                     spec: d.spec,
                 }),
+                _ if d.spec.driver == native::NAME && self.native.is_some() => {
+                    on_native.push(local::Wanted {
+                        gpus_missing,
+                        workload: id,
+                        attempt: d.attempt,
+                        mode: d.mode,
+                        spec: d.spec,
+                    });
+                }
                 _ => {
                     let code = StatusCode::DriverMissing;
                     self.refused.push((id, d.attempt, d.mode, code));
@@ -155,6 +200,9 @@ impl Drivers {
         }
         if let Some(docker) = &self.docker {
             docker.apply(on_docker);
+        }
+        if let Some(native) = &self.native {
+            native.apply(on_native);
         }
         if let Some(sim) = &mut self.sim {
             sim.park_unlisted(&listed);
@@ -183,8 +231,12 @@ impl Drivers {
             .flat_map(|sim| sim.statuses())
             .filter_map(|s| status(&s.workload, s.attempt, s.mode, s.code, sim::NAME))
             .collect();
-        for (id, seen) in self.docker.iter().flat_map(docker::Docker::statuses) {
-            let Some(mut s) = status(&id, seen.attempt, seen.mode, seen.code, docker::NAME) else {
+        let docker = self.docker.iter().flat_map(docker::Docker::statuses);
+        let docker = docker.map(|(id, seen)| (docker::NAME, id, seen));
+        let native = self.native.iter().flat_map(native::Native::statuses);
+        let native = native.map(|(id, seen)| (native::NAME, id, seen));
+        for (driver, id, seen) in docker.chain(native) {
+            let Some(mut s) = status(&id, seen.attempt, seen.mode, seen.code, driver) else {
                 continue;
             };
             s.access_target = seen
@@ -197,7 +249,16 @@ impl Drivers {
                 .iter()
                 .filter_map(|(id, attempt, mode, code)| status(id, *attempt, *mode, *code, "")),
         );
-        let driver_restarts = self.docker.iter().map(docker::Docker::restarts).sum();
+        let driver_restarts = self
+            .docker
+            .iter()
+            .map(docker::Docker::restarts)
+            .sum::<u32>()
+            + self
+                .native
+                .iter()
+                .map(native::Native::restarts)
+                .sum::<u32>();
         WorkloadStatuses {
             workloads,
             driver_restarts,
@@ -280,7 +341,7 @@ mod tests {
     #[tokio::test]
     async fn a_new_attempt_on_a_gpu_that_went_is_not_started() {
         let dir = tempfile::tempdir().unwrap();
-        let mut drivers = Drivers::start(dir.path(), None, true).await;
+        let mut drivers = Drivers::start(dir.path(), None, None, true).await;
         let (started, new) = (
             einsora_core::ids::WorkloadId::new().to_string(),
             einsora_core::ids::WorkloadId::new().to_string(),
@@ -328,13 +389,13 @@ mod tests {
             uuid: "GPU-1".into(),
             memory_bytes: 48 << 30,
         };
-        let bare = Drivers::start(dir.path(), None, false).await;
+        let bare = Drivers::start(dir.path(), None, None, false).await;
         assert_eq!(
             bare.gpu_note(std::slice::from_ref(&gpu)),
             Some(GpuNote::NvidiaUnusable)
         );
         assert_eq!(bare.gpu_note(&[]), None, "no GPUs, nothing to say");
-        let sim = Drivers::start(dir.path(), None, true).await;
+        let sim = Drivers::start(dir.path(), None, None, true).await;
         assert_eq!(sim.gpu_note(&[gpu]), None);
     }
 
@@ -343,7 +404,7 @@ mod tests {
     #[tokio::test]
     async fn a_desired_workload_that_doesnt_read_is_refused_and_the_rest_run() {
         let dir = tempfile::tempdir().unwrap();
-        let mut drivers = Drivers::start(dir.path(), None, true).await;
+        let mut drivers = Drivers::start(dir.path(), None, None, true).await;
         let good = einsora_core::ids::WorkloadId::new().to_string();
         let bad = einsora_core::ids::WorkloadId::new().to_string();
         let spec = pb::WorkloadSpec {

@@ -22,6 +22,7 @@ mod images;
 mod isolation;
 mod lifecycle;
 mod models;
+mod native;
 mod outage;
 mod partition;
 mod roles;

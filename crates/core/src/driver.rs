@@ -7,7 +7,8 @@ use crate::kind::WorkloadKind;
 /// How well a driver separates a workload from its machine and its owner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
-    /// The workload shares the owner's kernel and user (macos-native, plain docker, sim):
+    /// The workload shares the owner's kernel and user (macos-native, linux-native, plain
+    /// docker, sim):
     /// only for the machine owner's own workloads.
     Weak,
     /// A VM or an equivalent boundary.
@@ -54,6 +55,15 @@ const DRIVERS: &[DriverInfo] = &[
     },
     DriverInfo {
         name: "docker",
+        isolation: Isolation::Weak,
+        kinds: &[Notebook, Endpoint],
+        accelerators: &[Nvidia, Cpu],
+        os: Os::Linux,
+        per_machine_limit: None,
+    },
+    // Sandboxed processes (bubblewrap) on Linux machines without Docker.
+    DriverInfo {
+        name: "linux-native",
         isolation: Isolation::Weak,
         kinds: &[Notebook, Endpoint],
         accelerators: &[Nvidia, Cpu],
@@ -115,7 +125,7 @@ mod tests {
             .filter(|d| d.isolation == Isolation::Weak)
             .map(|d| d.name)
             .collect();
-        assert_eq!(weak, ["sim", "docker", "macos-native"]);
+        assert_eq!(weak, ["sim", "docker", "linux-native", "macos-native"]);
     }
 
     #[test]

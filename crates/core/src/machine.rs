@@ -266,7 +266,7 @@ mod tests {
         let guest = TenantId::new();
         let mut m = draft(owner).validate().unwrap();
         m.sharing = SharingLevel::Community;
-        for weak in ["docker", "macos-native", "sim"] {
+        for weak in ["docker", "linux-native", "macos-native", "sim"] {
             let d = lookup(weak).unwrap();
             assert!(m.permits(d, owner), "{weak}");
             assert!(!m.permits(d, guest), "{weak}");

@@ -15,14 +15,10 @@ mod spec;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use einsora_core::machine::ModelFile;
 use tokio::sync::{Notify, watch};
-
-use crate::models::Limits;
-use crate::models::listing::Listing;
 
 pub use super::local::Seen;
 pub use super::local::{DISK_FLOOR, DISK_LIMITS, DiskConfig, LOG_LIMIT};
@@ -95,9 +91,6 @@ pub struct Docker {
     seen: SeenMap,
     nvidia: bool,
     restarts: Arc<AtomicU32>,
-    models_dir: Option<PathBuf>,
-    /// The model files found there, kept between scans.
-    listing: Arc<Mutex<Listing>>,
 }
 
 impl Docker {
@@ -116,7 +109,6 @@ impl Docker {
             .runtimes()
             .await
             .is_ok_and(|r| r.iter().any(|name| name == "nvidia"));
-        let models_dir = config.models_dir.clone();
         let (wanted, receiver) = watch::channel(None);
         let seen = SeenMap::default();
         let restarts = Arc::new(AtomicU32::new(0));
@@ -135,23 +127,7 @@ impl Docker {
             seen,
             nvidia,
             restarts,
-            models_dir,
-            listing: Arc::default(),
         })
-    }
-
-    /// The model files its endpoints can be started with here (`models::listing`).
-    pub async fn model_files(&self) -> Vec<ModelFile> {
-        let Some(dir) = self.models_dir.clone() else {
-            return Vec::new();
-        };
-        let listing = Arc::clone(&self.listing);
-        tokio::task::spawn_blocking(move || {
-            let mut listing = listing.lock().unwrap_or_else(PoisonError::into_inner);
-            listing.scan(&dir, &Limits::default())
-        })
-        .await
-        .unwrap_or_default()
     }
 
     /// How many times its worker crashed and was restarted.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
-use einsora_proto::convert::{PlacedSpec, WorkloadParams};
+use einsora_proto::convert::WorkloadParams;
 use tokio::sync::{Notify, watch};
 
 use super::DockerConfig;
@@ -18,7 +18,7 @@ use super::spec::{
     LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_NETWORK, LABEL_WORKLOAD, ModelServer,
     Sandbox, Serves,
 };
-use crate::drivers::local::dirs::{self, Places};
+use crate::drivers::local::dirs::Places;
 use crate::drivers::local::disk::Disks;
 use crate::drivers::local::probe::{Probe, answers};
 use crate::drivers::local::records::{Record, Records};
@@ -27,10 +27,8 @@ use crate::drivers::local::{Seen, SeenMap, Wanted};
 const PASS_EVERY: Duration = Duration::from_secs(1);
 /// While a workload is starting: how soon it is ready decides how soon it opens.
 const PASS_WHILE_STARTING: Duration = Duration::from_millis(100);
-const STOP_GRACE: Duration = Duration::from_secs(10);
+use crate::drivers::local::{STOP_GRACE, prepare::prepare};
 const PULL_LIMIT: Duration = Duration::from_secs(30 * 60);
-/// The user a workload runs as when the agent is root: no account of this machine's.
-const WORKLOAD_USER: (u32, u32) = (61_000, 61_000);
 
 pub struct Worker {
     engine: Engine,
@@ -63,13 +61,7 @@ impl Worker {
         changed: Arc<Notify>,
         nvidia: bool,
     ) -> Worker {
-        let euid = rustix::process::geteuid().as_raw();
-        // Not root: the agent's own user, so the workload's socket stays private to it.
-        let user = if euid == 0 {
-            WORKLOAD_USER
-        } else {
-            (euid, rustix::process::getegid().as_raw())
-        };
+        let user = crate::drivers::local::workload_user();
         Worker {
             fence: Fence::new(config.egress, config.controller.clone()),
             records: Records::open(&config.state_dir, super::NAME),
@@ -217,7 +209,17 @@ impl Worker {
         {
             return refused(code);
         }
-        let token = match self.prepare(&sandbox, &places, &record, w).await {
+        let models_dir = self.config.models_dir.as_deref();
+        let prepared = prepare(
+            &self.disks,
+            models_dir,
+            self.user,
+            &places,
+            &sandbox.serves,
+            &record,
+            w,
+        );
+        let token = match prepared.await {
             Ok(token) => token,
             Err(code) => {
                 self.unprepared
@@ -229,6 +231,7 @@ impl Worker {
             started_attempt: w.attempt,
             had_disk: record.had_disk || matches!(sandbox.serves, Serves::Notebook { .. }),
             token: Some(token),
+            fingerprint: None,
         };
         if let Err(e) = self.records.set(&w.workload, next) {
             tracing::warn!(error = %e, "can't record a start; not starting");
@@ -288,47 +291,6 @@ impl Worker {
                 Ok((StatusCode::SocketTampered, None))
             }
         }
-    }
-
-    /// Its places made, its token written, its model ready, and the token: or why it can't
-    /// start.
-    async fn prepare(
-        &self,
-        sandbox: &Sandbox,
-        places: &Places,
-        record: &Record,
-        w: &Wanted,
-    ) -> Result<String, StatusCode> {
-        let failed = |e: std::io::Error| {
-            tracing::warn!(workload = %w.workload, error = %e, "can't prepare its directories");
-            StatusCode::StartFailed
-        };
-        if let Serves::Notebook { data } = &sandbox.serves {
-            let bytes = disk_bytes(&w.spec);
-            self.disks
-                .provide_data(&w.workload, data, bytes, self.user, record.had_disk)
-                .await?;
-        }
-        self.disks
-            .provide_run_dir(&w.workload, &places.run, self.user)?;
-        // A stale socket from an earlier run would look ready.
-        let _ = std::fs::remove_file(sandbox.socket());
-        dirs::agent_dir(&places.secret).map_err(failed)?;
-        let token = dirs::new_token().map_err(failed)?;
-        dirs::secret_file(&sandbox.token_file(), &token, self.user).map_err(failed)?;
-        if let Serves::Endpoint { .. } = &sandbox.serves {
-            let models_dir = self.config.models_dir.as_deref();
-            let server = ModelServer::of_runtime(&w.spec.runtime);
-            crate::drivers::local::model::prepare(
-                &w.spec,
-                server,
-                models_dir,
-                &places.model,
-                self.user,
-            )
-            .await?;
-        }
-        Ok(token)
     }
 
     async fn park(&self, containers: &[ContainerSummary]) -> Result<StatusCode, EngineError> {
@@ -462,16 +424,6 @@ impl Worker {
         }
         busy
     }
-}
-
-/// The size limit of a notebook's files: its class's, or the catalog's default from a
-/// controller that doesn't say.
-fn disk_bytes(spec: &PlacedSpec) -> u64 {
-    let said = spec.resources.as_ref().map_or(0, |r| r.disk_bytes);
-    if said > 0 {
-        return said;
-    }
-    u64::from(einsora_core::catalog::DEFAULT_DISK_GIB) << 30
 }
 
 fn of_attempt(c: &ContainerSummary, attempt: u32) -> bool {

@@ -8,6 +8,7 @@ pub mod contract;
 pub mod dirs;
 pub mod disk;
 pub mod model;
+pub mod prepare;
 pub mod probe;
 pub mod records;
 pub mod uds;
@@ -16,6 +17,7 @@ pub use disk::{DiskConfig, FLOOR as DISK_FLOOR, LIMITS as DISK_LIMITS, LOG_LIMIT
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_proto::convert::PlacedSpec;
@@ -52,3 +54,19 @@ impl std::fmt::Debug for Seen {
 }
 
 pub type SeenMap = Arc<Mutex<BTreeMap<String, Seen>>>;
+
+/// The user a workload runs as when the agent is root: no account of this machine's.
+pub const WORKLOAD_USER: (u32, u32) = (61_000, 61_000);
+/// How long a stopping server has to end by itself.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// The user its workloads run as: [`WORKLOAD_USER`] when the agent is root; otherwise the
+/// agent's own, so a workload's socket stays private to it.
+pub fn workload_user() -> (u32, u32) {
+    let euid = rustix::process::geteuid().as_raw();
+    if euid == 0 {
+        WORKLOAD_USER
+    } else {
+        (euid, rustix::process::getegid().as_raw())
+    }
+}

@@ -19,6 +19,10 @@ pub struct Record {
     /// SECRET: the started attempt's token.
     #[serde(default)]
     pub token: Option<String>,
+    /// The sandbox it was started in, where the driver can't keep that with the workload
+    /// itself (a container keeps it as a label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
 }
 
 impl Record {

@@ -58,6 +58,10 @@ pub struct Launch {
     pub cwd: PathBuf,
     /// Where its standard output and error go (appended, owner-only).
     pub log: PathBuf,
+    /// Its program makes a session of its own (`setsid(1)`), so it has no controlling
+    /// terminal: the supervisor then doesn't make it a process group first (a group leader
+    /// can't start a session), and the session's group is the one it keeps.
+    pub own_session: bool,
 }
 
 /// A workload's process group, running.
@@ -125,7 +129,11 @@ impl Supervisor {
         let err_log = log
             .try_clone()
             .map_err(|e| ProcessError::io(&launch.log, e))?;
-        let mut child = Command::new(&launch.program)
+        let mut command = Command::new(&launch.program);
+        if !launch.own_session {
+            command.process_group(0);
+        }
+        let mut child = command
             .args(&launch.args)
             .env_clear()
             .envs(launch.env.iter().map(|(k, v)| (k, v)))
@@ -133,7 +141,6 @@ impl Supervisor {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err_log)
-            .process_group(0)
             .spawn()
             .map_err(|source| ProcessError::Spawn {
                 program: launch.program.display().to_string(),
@@ -163,6 +170,21 @@ impl Supervisor {
             return Err(e);
         }
         Ok(Running { pid, group: pid })
+    }
+
+    /// The workloads it has records of, running or not.
+    pub fn ids(&self) -> Result<Vec<String>, ProcessError> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| ProcessError::io(&self.dir, e))?;
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| ProcessError::io(&self.dir, e))?;
+            let name = entry.file_name();
+            let id = name.to_str().and_then(|n| n.strip_suffix(".json"));
+            if let Some(id) = id.filter(|id| record::path(&self.dir, id).is_ok()) {
+                ids.push(id.to_owned());
+            }
+        }
+        Ok(ids)
     }
 
     /// Ends the workload's whole process group: SIGTERM, then SIGKILL to whatever is left after

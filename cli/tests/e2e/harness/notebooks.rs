@@ -17,6 +17,7 @@ use crate::harness::world::{Credential, Tenant, call};
 pub struct Leftovers {
     machine_id: PathBuf,
     models: Option<tempfile::TempDir>,
+    wheels: Option<tempfile::TempDir>,
 }
 
 impl Leftovers {
@@ -25,6 +26,7 @@ impl Leftovers {
         Leftovers {
             machine_id: solo.e.dir().join("agent").join("machine-id"),
             models: None,
+            wheels: None,
         }
     }
 
@@ -40,11 +42,60 @@ impl Drop for Leftovers {
             return;
         };
         einsora_testkit::docker::remove_machines(machine.trim());
-        // Their disks and run directories, which the agent mounted (when root).
         if let Some(agent) = self.machine_id.parent() {
+            end_native_workloads(agent);
+            // Their disks and run directories, which the agent mounted (when root).
             crate::harness::mounts::unmount_all_under(agent);
         }
     }
+}
+
+/// The linux-native driver's workloads the agent under `agent` started (they outlive it by
+/// design), by the process groups its supervisor recorded.
+fn end_native_workloads(agent: &Path) {
+    let Ok(records) = std::fs::read_dir(agent.join("native").join("processes")) else {
+        return;
+    };
+    for record in records.flatten() {
+        let Ok(text) = std::fs::read_to_string(record.path()) else {
+            continue;
+        };
+        let group = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["group"].as_u64());
+        if let Some(group) = group.filter(|g| *g > 1) {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{group}")])
+                .status();
+        }
+    }
+}
+
+/// [`solo_with`] whose machine has the linux-native driver and not docker: its environments
+/// built from the wheels the images were (EINSORA_TEST_WHEELS), offline.
+pub fn solo_native(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
+    let built = std::env::var("EINSORA_TEST_WHEELS")
+        .expect("EINSORA_TEST_WHEELS names the images' wheel directories (./scripts/test sets it)");
+    let wheels = tempfile::tempdir().unwrap();
+    for name in ["notebook", "llamacpp"] {
+        let dir = Path::new(&built).join(name);
+        let entries = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e} (images/build makes it)", dir.display()));
+        for wheel in entries.map(Result::unwrap) {
+            std::os::unix::fs::symlink(wheel.path(), wheels.path().join(wheel.file_name()))
+                .unwrap();
+        }
+    }
+    let wheels_dir = wheels.path().to_str().unwrap().to_owned();
+    let mut env = vec![
+        ("EINSORA_AGENT_DOCKER", "false"),
+        ("EINSORA_AGENT_NATIVE", "on"),
+        ("EINSORA_NATIVE_WHEELS", wheels_dir.as_str()),
+    ];
+    env.extend_from_slice(extra);
+    let (solo, mut leftovers) = solo_with(&env);
+    leftovers.wheels = Some(wheels);
+    (solo, leftovers)
 }
 
 /// `einsora up` in dev auth mode on the agent backend, its machine owned by `acme`, with a

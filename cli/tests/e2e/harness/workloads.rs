@@ -66,7 +66,12 @@ pub fn state(solo: &Solo, who: &Credential, id: &str) -> String {
 }
 
 pub fn wait_for(solo: &Solo, who: &Credential, id: &str, wanted: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    wait_for_within(solo, who, id, wanted, Duration::from_secs(60));
+}
+
+/// [`wait_for`], for what takes longer (an environment built on its machine first).
+pub fn wait_for_within(solo: &Solo, who: &Credential, id: &str, wanted: &str, within: Duration) {
+    let deadline = Instant::now() + within;
     loop {
         let now = state(solo, who, id);
         if now == wanted {

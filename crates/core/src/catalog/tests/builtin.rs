@@ -85,7 +85,7 @@ fn driver_refs_pick_drivers_by_kind_and_accelerator() {
     };
     assert_eq!(
         names("openai-endpoint", Endpoint, Nvidia),
-        ["docker", "sim"]
+        ["docker", "linux-native", "sim"]
     );
     assert_eq!(
         names("openai-endpoint", Endpoint, Apple),
@@ -93,12 +93,18 @@ fn driver_refs_pick_drivers_by_kind_and_accelerator() {
     );
     assert_eq!(
         names("openai-endpoint", Endpoint, Cpu),
-        ["docker", "macos-native", "sim"]
+        ["docker", "linux-native", "macos-native", "sim"]
     );
     assert!(names("openai-endpoint", Notebook, Nvidia).is_empty());
     assert_eq!(
         names("jupyterlab", Notebook, Cpu),
-        ["docker", "macos-native", "macos-container", "sim"]
+        [
+            "docker",
+            "linux-native",
+            "macos-native",
+            "macos-container",
+            "sim"
+        ]
     );
     assert_eq!(
         names("ubuntu-24.04", Vm, Cpu),

@@ -1,0 +1,185 @@
+//! `linux-native`: notebooks and endpoints as sandboxed processes, for Linux machines without
+//! Docker (HPC boxes, GPU servers with only CUDA and Python). Each workload's server runs under
+//! the process supervisor (`drivers::process`: adopted again after an agent restart), in a
+//! bubblewrap sandbox (sandbox.rs), with the same entrypoint, paths and arguments as its image
+//! (`local::contract`), from an environment built from the image's lock (envs.rs). Weak
+//! isolation: the machine owner's own workloads only (`einsora_core::driver`). It has no
+//! outbound network and no CPU or memory limits of its own (docs/security.md).
+
+mod config;
+mod envs;
+mod gpus;
+mod runtimes;
+mod sandbox;
+mod worker;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+
+pub use config::{BWRAP, ENABLED, Enabled, PYTHON, WHEELS};
+
+use super::local::{DiskConfig, Seen, SeenMap, Wanted};
+
+pub const NAME: &str = "linux-native";
+
+/// How the driver is set up on this machine.
+#[derive(Debug, Clone)]
+pub struct NativeConfig {
+    pub enabled: Enabled,
+    pub state_dir: PathBuf,
+    pub models_dir: Option<PathBuf>,
+    pub disks: DiskConfig,
+    /// The operator's interpreter (`EINSORA_NATIVE_PYTHON`), used for every runtime.
+    pub python: Option<PathBuf>,
+    /// Wheels the environments are built from, offline (`EINSORA_NATIVE_WHEELS`).
+    pub wheels: Option<PathBuf>,
+    /// Bubblewrap's program (`EINSORA_NATIVE_BWRAP`).
+    pub bwrap: PathBuf,
+}
+
+#[derive(Debug)]
+pub struct Native {
+    wanted: watch::Sender<Option<Vec<Wanted>>>,
+    seen: SeenMap,
+    nvidia: bool,
+    restarts: Arc<AtomicU32>,
+}
+
+impl Native {
+    /// The driver, if bubblewrap is here and can make a sandbox (and the operator's
+    /// interpreter, when one is set, answers); why not is said in the log. Its worker runs
+    /// until the driver is dropped.
+    pub async fn detect(config: NativeConfig, changed: Arc<Notify>) -> Option<Native> {
+        if !config.bwrap.is_file() {
+            tracing::info!(
+                bwrap = %config.bwrap.display(),
+                "no linux-native driver: bubblewrap isn't installed (Debian and Ubuntu: apt install bubblewrap; elsewhere {BWRAP} names it)"
+            );
+            return None;
+        }
+        if let Err(why) = sandbox_works(&config.bwrap).await {
+            tracing::warn!(%why, "no linux-native driver: bubblewrap can't make a sandbox here");
+            return None;
+        }
+        let operator = match &config.python {
+            None => None,
+            Some(python) => match envs::operator_interpreter(python).await {
+                Ok(interpreter) => Some(interpreter),
+                Err(why) => {
+                    tracing::warn!(%why, setting = PYTHON, "no linux-native driver: its interpreter doesn't answer");
+                    return None;
+                }
+            },
+        };
+        let launchers = config.state_dir.join("native").join("launchers");
+        if let Err(e) = write_launchers(&launchers) {
+            tracing::warn!(error = %e, "no linux-native driver: can't write its entrypoints");
+            return None;
+        }
+        if rustix::process::geteuid().is_root()
+            && let Err(e) = std::fs::create_dir_all(sandbox::STAGE_DIR)
+        {
+            tracing::warn!(error = %e, dir = sandbox::STAGE_DIR, "no linux-native driver: can't make its staging directory");
+            return None;
+        }
+        let nvidia = Path::new("/dev/nvidiactl").exists();
+        let (wanted, receiver) = watch::channel(None);
+        let seen = SeenMap::default();
+        let restarts = Arc::new(AtomicU32::new(0));
+        let parts = worker::Parts {
+            config,
+            operator,
+            launchers,
+            seen: Arc::clone(&seen),
+            changed,
+            nvidia,
+        };
+        tokio::spawn(worker::supervised(parts, receiver, Arc::clone(&restarts)));
+        tracing::info!(nvidia, "linux-native driver ready");
+        Some(Native {
+            wanted,
+            seen,
+            nvidia,
+            restarts,
+        })
+    }
+
+    /// Whether NVIDIA classes can run here: the driver's device nodes are.
+    pub fn nvidia(&self) -> bool {
+        self.nvidia
+    }
+
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    /// The driver's whole desired state; applied by its worker at once.
+    pub fn apply(&self, wanted: Vec<Wanted>) {
+        self.wanted.send_if_modified(|current| {
+            let changed = current.as_ref() != Some(&wanted);
+            *current = Some(wanted);
+            changed
+        });
+    }
+
+    pub fn statuses(&self) -> Vec<(String, Seen)> {
+        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.iter().map(|(id, s)| (id.clone(), s.clone())).collect()
+    }
+}
+
+/// Whether bubblewrap makes a sandbox as a workload would get one (as the workload's user when
+/// the agent is root): user namespaces may be turned off, or forbidden to unprivileged users.
+async fn sandbox_works(bwrap: &Path) -> Result<(), String> {
+    let (uid, gid) = super::local::workload_user();
+    let mut command = if rustix::process::geteuid().is_root() {
+        let mut c = tokio::process::Command::new("/usr/bin/setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .args(["--clear-groups", "--no-new-privs", "--"])
+            .arg(bwrap);
+        c
+    } else {
+        tokio::process::Command::new(bwrap)
+    };
+    command
+        .args(["--unshare-all", "--ro-bind", "/", "/", "--", "/bin/true"])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(10), command.output())
+        .await
+        .map_err(|_| "bubblewrap didn't finish in 10 s".to_owned())?
+        .map_err(|e| format!("{}: {e}", bwrap.display()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&output.stderr);
+    Err(format!(
+        "{} ({}); user namespaces may be off (sysctl user.max_user_namespaces, \
+         kernel.apparmor_restrict_unprivileged_userns)",
+        said.trim(),
+        output.status
+    ))
+}
+
+/// The entrypoints, written afresh at each start (the agent's own files, readable by the
+/// workloads they are mounted into).
+fn write_launchers(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+    for runtime in runtimes::RUNTIMES {
+        let (name, text) = runtime.launcher;
+        let path = dir.join(name);
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+        std::fs::rename(&tmp, &path)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,439 @@
+//! The linux-native driver's worker: applies the desired state on every change and every
+//! second (a workload's process is found by the supervisor's records, so an agent restart
+//! adopts it), and keeps what it saw for the sync loop.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, PoisonError};
+use std::time::Duration;
+
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::agent::{Mode, StatusCode};
+use einsora_proto::convert::WorkloadParams;
+use tokio::sync::{Notify, watch};
+
+use super::envs::{EnvState, Envs, Interpreter};
+use super::sandbox::Sandbox;
+use super::{NAME, NativeConfig, gpus, runtimes};
+use crate::drivers::local::contract::{ModelServer, Serves};
+use crate::drivers::local::dirs::Places;
+use crate::drivers::local::disk::Disks;
+use crate::drivers::local::probe::{Probe, answers};
+use crate::drivers::local::records::{Record, Records};
+use crate::drivers::local::{STOP_GRACE, Seen, SeenMap, Wanted, prepare::prepare, workload_user};
+use crate::drivers::process::{Launch, Running, Supervisor};
+
+const PASS_EVERY: Duration = Duration::from_secs(1);
+const PASS_WHILE_STARTING: Duration = Duration::from_millis(100);
+
+/// What the worker is made from (again, when it restarts after a panic).
+#[derive(Clone)]
+pub struct Parts {
+    pub config: NativeConfig,
+    pub operator: Option<Interpreter>,
+    pub launchers: PathBuf,
+    pub seen: SeenMap,
+    pub changed: Arc<Notify>,
+    pub nvidia: bool,
+}
+
+/// The worker, started afresh (its records read again from disk) whenever it panics.
+pub async fn supervised(
+    parts: Parts,
+    wanted: watch::Receiver<Option<Vec<Wanted>>>,
+    restarts: Arc<AtomicU32>,
+) {
+    let counter = Arc::clone(&restarts);
+    einsora_runtime::panics::restart_on_panic(NAME, &counter, || {
+        parts.changed.notify_one();
+        let mut wanted = wanted.clone();
+        wanted.mark_changed();
+        let parts = parts.clone();
+        async move {
+            match Worker::new(parts) {
+                Ok(worker) => worker.run(wanted).await,
+                Err(e) => {
+                    tracing::error!(error = %e, "the linux-native driver can't keep its records")
+                }
+            }
+        }
+    })
+    .await;
+}
+
+/// What one workload came to in a pass.
+type Outcome = (StatusCode, Option<(String, String)>);
+
+struct Worker {
+    parts: Parts,
+    supervisor: Supervisor,
+    records: Records,
+    disks: Disks,
+    envs: Envs,
+    user: (u32, u32),
+    logs: PathBuf,
+    /// Attempts that couldn't be prepared, and why: not tried again.
+    unprepared: HashMap<String, (u32, StatusCode)>,
+}
+
+impl Worker {
+    fn new(parts: Parts) -> Result<Worker, crate::drivers::process::ProcessError> {
+        let root = parts.config.state_dir.join("native");
+        let supervisor = Supervisor::new(&root.join("processes"))?;
+        let logs = root.join("logs");
+        crate::drivers::local::dirs::agent_dir(&logs).map_err(|e| {
+            crate::drivers::process::ProcessError::Io {
+                path: logs.clone(),
+                source: e,
+            }
+        })?;
+        Ok(Worker {
+            records: Records::open(&parts.config.state_dir, NAME),
+            disks: Disks::new(parts.config.disks.clone(), &parts.config.state_dir),
+            envs: Envs::new(
+                root.join("envs"),
+                parts.config.wheels.clone(),
+                parts.operator.clone(),
+            ),
+            user: workload_user(),
+            supervisor,
+            logs,
+            parts,
+            unprepared: HashMap::new(),
+        })
+    }
+
+    async fn run(mut self, mut wanted: watch::Receiver<Option<Vec<Wanted>>>) {
+        let mut next = Duration::ZERO;
+        loop {
+            tokio::select! {
+                changed = wanted.changed() => if changed.is_err() { return },
+                () = tokio::time::sleep(next) => {}
+            }
+            let Some(current) = wanted.borrow_and_update().clone() else {
+                continue;
+            };
+            self.pass(&current).await;
+            let seen = self
+                .parts
+                .seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let starting = seen
+                .values()
+                .any(|s| matches!(s.code, StatusCode::Starting | StatusCode::PullingImage));
+            next = if starting {
+                PASS_WHILE_STARTING
+            } else {
+                PASS_EVERY
+            };
+        }
+    }
+
+    async fn pass(&mut self, wanted: &[Wanted]) {
+        let mut running = HashMap::new();
+        for id in self.supervisor.ids().unwrap_or_default() {
+            match self.supervisor.find(&id) {
+                Ok(Some(r)) => {
+                    running.insert(id, r);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(workload = %id, error = %e, "can't tell whether it runs"),
+            }
+        }
+        let busy = gpus_in_use(wanted, &running);
+        let mut seen = BTreeMap::new();
+        for w in wanted {
+            let runs = running.remove(&w.workload);
+            let (code, target) = match w.mode {
+                Mode::Run => self.run_one(w, runs, &busy).await,
+                Mode::Park => (self.stop(&w.workload).await, None),
+                Mode::Remove => (self.remove(w).await, None),
+            };
+            if runs.is_some() {
+                self.keep_log_bounded(&w.workload);
+            }
+            let s = Seen {
+                attempt: w.attempt,
+                mode: w.mode,
+                code,
+                target,
+            };
+            seen.insert(w.workload.clone(), s);
+        }
+        // One it wasn't told about: stopped and kept.
+        for id in running.keys() {
+            self.stop(id).await;
+        }
+        let mut current = self
+            .parts
+            .seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *current != seen {
+            *current = seen;
+            self.parts.changed.notify_one();
+        }
+    }
+
+    async fn run_one(
+        &mut self,
+        w: &Wanted,
+        runs: Option<Running>,
+        busy: &HashMap<String, String>,
+    ) -> Outcome {
+        let refused = |code| (code, None);
+        let nvidia = w.spec.accelerator == Some(AcceleratorKind::Nvidia);
+        if nvidia && !self.parts.nvidia {
+            // A GPU request never silently becomes CPU.
+            return refused(StatusCode::StartFailed);
+        }
+        let record = self.records.get(&w.workload);
+        let places = Places::of(&self.parts.config.state_dir, &w.workload);
+        let serves = serves(w, &places);
+        let mut runs = runs;
+        if runs.is_some() && !record.started(w.attempt) {
+            // An earlier attempt's server: this attempt replaces it.
+            self.stop(&w.workload).await;
+            runs = None;
+        }
+        if w.spec.retired {
+            // Its class or runtime left the catalog: the server of this attempt keeps running
+            // as it was started, and nothing new starts.
+            return match runs {
+                Some(_) => self.ready(&places, &serves, &record).await,
+                None => refused(StatusCode::Exited),
+            };
+        }
+        let Some(runtime) = runtimes::lookup(&w.spec.runtime) else {
+            return refused(StatusCode::ImageMissing);
+        };
+        if !record.started(w.attempt)
+            && let Err(code) = self.admit(w)
+        {
+            return refused(code);
+        }
+        let interpreter = match self.envs.ensure(runtime) {
+            EnvState::Ready(interpreter) => interpreter,
+            EnvState::Building => return refused(StatusCode::PullingImage),
+            EnvState::Failed => return refused(StatusCode::ImageMissing),
+        };
+        let reserved = w.spec.resources.clone().unwrap_or_default().device_uuids;
+        let nodes = gpus::device_nodes(Path::new(gpus::PROC_GPUS));
+        let mut gpu_nodes = Vec::new();
+        if !reserved.is_empty() {
+            gpu_nodes.extend(gpus::SHARED_NODES.iter().map(PathBuf::from));
+            gpu_nodes.extend(reserved.iter().filter_map(|u| nodes.get(u).cloned()));
+        }
+        let sandbox = Sandbox {
+            bwrap: self.parts.config.bwrap.clone(),
+            serves: serves.clone(),
+            cpus: w.spec.resources.as_ref().map_or(1, |r| r.cpus),
+            interpreter,
+            launcher: runtime.launcher.0,
+            launchers: self.parts.launchers.clone(),
+            run_dir: places.run.clone(),
+            token_file: places.secret.join(serves.token_name()),
+            gpus: reserved.clone(),
+            gpu_nodes,
+            user: rustix::process::geteuid().is_root().then_some(self.user),
+        };
+        let fingerprint = sandbox.fingerprint();
+        if runs.is_some() {
+            if record.fingerprint.as_deref() != Some(&fingerprint) {
+                tracing::warn!(workload = %w.workload, "its sandbox changed; stopping it");
+                self.stop(&w.workload).await;
+                return refused(StatusCode::SandboxChanged);
+            }
+            return self.ready(&places, &serves, &record).await;
+        }
+        if record.started(w.attempt) {
+            // Started once already, and its server is gone: never started again.
+            return refused(StatusCode::Exited);
+        }
+        let gone = reserved.iter().any(|u| !nodes.contains_key(u));
+        if w.gpus_missing || gone {
+            return refused(StatusCode::GpuMissing);
+        }
+        let held_by_another = |g: &String| busy.get(g).is_some_and(|by| *by != w.workload);
+        if reserved.iter().any(held_by_another) {
+            return refused(StatusCode::GpuBusy);
+        }
+        if let Some(&(attempt, code)) = self.unprepared.get(&w.workload)
+            && attempt == w.attempt
+        {
+            return refused(code);
+        }
+        let models_dir = self.parts.config.models_dir.as_deref();
+        let prepared = prepare(
+            &self.disks,
+            models_dir,
+            self.user,
+            &places,
+            &serves,
+            &record,
+            w,
+        );
+        let token = match prepared.await {
+            Ok(token) => token,
+            Err(code) => {
+                self.unprepared
+                    .insert(w.workload.clone(), (w.attempt, code));
+                return refused(code);
+            }
+        };
+        let next = Record {
+            started_attempt: w.attempt,
+            had_disk: record.had_disk || matches!(serves, Serves::Notebook { .. }),
+            token: Some(token),
+            fingerprint: Some(fingerprint),
+        };
+        if let Err(e) = self.records.set(&w.workload, next) {
+            tracing::warn!(error = %e, "can't record a start; not starting");
+            return refused(StatusCode::StartFailed);
+        }
+        let command = sandbox.command();
+        let launch = Launch {
+            program: command.program,
+            args: command.args,
+            env: command.env,
+            cwd: command.cwd,
+            log: self.log(&w.workload),
+            own_session: true,
+        };
+        match self.supervisor.start(&w.workload, &launch) {
+            Ok(_) => {
+                tracing::info!(workload = %w.workload, attempt = w.attempt, "process started");
+                refused(StatusCode::Starting)
+            }
+            Err(e) => {
+                tracing::warn!(workload = %w.workload, error = %e, "can't start its process");
+                refused(StatusCode::StartFailed)
+            }
+        }
+    }
+
+    /// A running server: ready once it answers, on its own socket, the token the agent keeps.
+    async fn ready(&self, places: &Places, serves: &Serves, record: &Record) -> Outcome {
+        let Some(token) = record.token.as_deref() else {
+            return (StatusCode::SandboxChanged, None);
+        };
+        let socket = places.run.join(serves.socket_name());
+        match answers(&socket, serves, token).await {
+            Probe::Answered => {
+                let target = (socket.display().to_string(), token.to_owned());
+                (StatusCode::Ready, Some(target))
+            }
+            Probe::NotYet => (StatusCode::Starting, None),
+            Probe::Tampered(why) => {
+                tracing::warn!(%why, "its socket was tampered with; failing it");
+                (StatusCode::SocketTampered, None)
+            }
+        }
+    }
+
+    async fn stop(&self, id: &str) -> StatusCode {
+        match self.supervisor.stop(id, STOP_GRACE).await {
+            Ok(()) => StatusCode::Stopped,
+            Err(e) => {
+                tracing::warn!(workload = %id, error = %e, "can't stop its process yet");
+                StatusCode::Stopping
+            }
+        }
+    }
+
+    async fn remove(&mut self, w: &Wanted) -> StatusCode {
+        if self.stop(&w.workload).await != StatusCode::Stopped {
+            return StatusCode::Stopping;
+        }
+        let places = Places::of(&self.parts.config.state_dir, &w.workload);
+        let log = self.log(&w.workload);
+        let removed = self
+            .disks
+            .release(&w.workload, &places.run, &places.data)
+            .and_then(|()| places.remove_all())
+            .and_then(|()| remove_file(&log))
+            .and_then(|()| remove_file(&log.with_extension("log.1")))
+            .and_then(|()| self.records.forget(&w.workload));
+        if let Err(e) = removed {
+            tracing::warn!(workload = %w.workload, error = %e, "can't delete its data yet");
+            return StatusCode::Stopping;
+        }
+        StatusCode::Removed
+    }
+
+    fn admit(&mut self, w: &Wanted) -> Result<(), StatusCode> {
+        if let Some(&(attempt, code)) = self.unprepared.get(&w.workload)
+            && attempt == w.attempt
+        {
+            return Err(code);
+        }
+        self.disks.admit(&w.workload).inspect_err(|&code| {
+            self.unprepared
+                .insert(w.workload.clone(), (w.attempt, code));
+        })
+    }
+
+    /// Its output, in the agent's own directory (never one the workload can write).
+    fn log(&self, id: &str) -> PathBuf {
+        self.logs.join(format!("{id}.log"))
+    }
+
+    /// Its output keeps a bounded tail, as a container's does: past half the log limit, it is
+    /// moved to `<id>.log.1` (replacing the one before) and the log starts again. Checked each
+    /// pass, so a workload may write past it for up to a second.
+    fn keep_log_bounded(&self, id: &str) {
+        let log = self.log(id);
+        let half = (self.disks.log_bytes() / 2).max(1);
+        let Ok(meta) = std::fs::symlink_metadata(&log) else {
+            return;
+        };
+        if meta.len() <= half {
+            return;
+        }
+        let kept = log.with_extension("log.1");
+        let rotated = std::fs::copy(&log, &kept).and_then(|_| {
+            let file = std::fs::OpenOptions::new().write(true).open(&log)?;
+            file.set_len(0)
+        });
+        if let Err(e) = rotated {
+            tracing::warn!(workload = %id, error = %e, "can't keep its log bounded");
+        }
+    }
+}
+
+fn remove_file(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// What the workload serves, from its places.
+fn serves(w: &Wanted, places: &Places) -> Serves {
+    match &w.spec.params {
+        Some(WorkloadParams::Endpoint { model }) => {
+            let server = ModelServer::of_runtime(&w.spec.runtime);
+            Serves::Endpoint {
+                model: places.model.join(server.model_name()),
+                alias: model.clone(),
+                server,
+            }
+        }
+        _ => Serves::Notebook {
+            data: places.data.clone(),
+        },
+    }
+}
+
+/// The GPUs held by workloads whose processes run, and by which.
+fn gpus_in_use(wanted: &[Wanted], running: &HashMap<String, Running>) -> HashMap<String, String> {
+    let mut busy = HashMap::new();
+    for w in wanted.iter().filter(|w| running.contains_key(&w.workload)) {
+        for gpu in w.spec.resources.clone().unwrap_or_default().device_uuids {
+            busy.insert(gpu, w.workload.clone());
+        }
+    }
+    busy
+}
