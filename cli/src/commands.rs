@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand};
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 
-use crate::{client, images, join, migrate, role, setup, up};
+use crate::{client, images, join, machine_check, migrate, role, setup, up};
 
 /// Einsora turns the machines you own into a small GPU cloud. Every setting is an EINSORA_*
 /// environment variable with a Solo default (docs/operations.md).
@@ -93,6 +93,25 @@ pub enum AgentCommand {
         #[arg(long)]
         controller: String,
     },
+    /// Print what this machine's agent would report of it (its NVIDIA GPUs from nvidia-smi
+    /// among them), as JSON; with `--nvidia-smi-recording FILE`, also save nvidia-smi's own
+    /// answer to the agent's query there (a recording for the inventory's tests).
+    Inventory {
+        #[arg(long)]
+        nvidia_smi_recording: Option<std::path::PathBuf>,
+    },
+    /// Run a Python script in the sandbox a linux-native notebook gets, with exactly the GPUs
+    /// named (by UUID) and no others, with the interpreter given: to check a machine
+    /// (scripts/gpu-check). Its exit status is the script's.
+    Sandbox {
+        /// An interpreter that has what the script imports (EINSORA_NATIVE_PYTHON's kind).
+        #[arg(long)]
+        python: std::path::PathBuf,
+        /// A GPU it may see, by UUID (repeat for more; none: no GPU).
+        #[arg(long = "gpu")]
+        gpus: Vec<String>,
+        script: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -161,6 +180,20 @@ impl Cli {
             Command::Agent {
                 command: Some(AgentCommand::Join { token, controller }),
             } => join::run(&settings, token, controller),
+            Command::Agent {
+                command:
+                    Some(AgentCommand::Inventory {
+                        nvidia_smi_recording,
+                    }),
+            } => machine_check::inventory(&settings, nvidia_smi_recording.as_deref()),
+            Command::Agent {
+                command:
+                    Some(AgentCommand::Sandbox {
+                        python,
+                        gpus,
+                        script,
+                    }),
+            } => machine_check::sandbox(&settings, python, gpus, script),
             Command::Agent { command: None } => role::run(
                 &settings,
                 "agent",

@@ -4,6 +4,7 @@ mod client;
 mod commands;
 mod images;
 mod join;
+mod machine_check;
 mod migrate;
 mod role;
 mod setup;

@@ -199,10 +199,10 @@ impl Drivers {
             }
         }
         if let Some(docker) = &self.docker {
-            docker.apply(on_docker);
+            docker.handle().apply(on_docker);
         }
         if let Some(native) = &self.native {
-            native.apply(on_native);
+            native.handle().apply(on_native);
         }
         if let Some(sim) = &mut self.sim {
             sim.park_unlisted(&listed);
@@ -231,9 +231,9 @@ impl Drivers {
             .flat_map(|sim| sim.statuses())
             .filter_map(|s| status(&s.workload, s.attempt, s.mode, s.code, sim::NAME))
             .collect();
-        let docker = self.docker.iter().flat_map(docker::Docker::statuses);
+        let docker = self.docker.iter().flat_map(|d| d.handle().statuses());
         let docker = docker.map(|(id, seen)| (docker::NAME, id, seen));
-        let native = self.native.iter().flat_map(native::Native::statuses);
+        let native = self.native.iter().flat_map(|n| n.handle().statuses());
         let native = native.map(|(id, seen)| (native::NAME, id, seen));
         for (driver, id, seen) in docker.chain(native) {
             let Some(mut s) = status(&id, seen.attempt, seen.mode, seen.code, driver) else {
@@ -397,6 +397,29 @@ mod tests {
         assert_eq!(bare.gpu_note(&[]), None, "no GPUs, nothing to say");
         let sim = Drivers::start(dir.path(), None, None, true).await;
         assert_eq!(sim.gpu_note(&[gpu]), None);
+    }
+
+    /// Another tenant's workload (the controller says it needs strong isolation) is refused by
+    /// each weak driver, docker and linux-native alike, whether or not the driver is here.
+    #[tokio::test]
+    async fn a_weak_driver_refuses_another_tenants_workload() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut drivers = Drivers::start(dir.path(), None, None, true).await;
+        for driver in [docker::NAME, native::NAME] {
+            let id = einsora_core::ids::WorkloadId::new().to_string();
+            let spec = pb::WorkloadSpec {
+                kind: einsora_core::kind::WorkloadKind::Notebook.to_field(),
+                driver: driver.into(),
+                requires_strong_isolation: true,
+                ..pb::WorkloadSpec::default()
+            };
+            drivers.apply(&[desired(&id, Some(spec))]);
+            assert_eq!(
+                codes_of(&mut drivers, &id),
+                StatusCode::IsolationRefused,
+                "{driver}"
+            );
+        }
     }
 
     /// A desired workload that doesn't read is refused with a status, never run on a default;

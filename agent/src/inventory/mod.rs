@@ -16,7 +16,7 @@ pub use apple::{APPLE_GPU_ID, MacHardware, parse_sysctl};
 pub use einsora_core::machine::Inventory;
 pub use error::InventoryError;
 pub use linux::{parse_cgroup_memory_max, parse_meminfo};
-pub use nvidia::{NvidiaGpus, parse_nvidia_smi};
+pub use nvidia::{NvidiaGpus, QUERY as NVIDIA_SMI_QUERY, parse_nvidia_smi};
 
 use command::run_tool;
 

@@ -10,7 +10,7 @@ use super::error::InventoryError;
 
 pub(crate) const NVIDIA_SMI: &str = "nvidia-smi";
 /// One line per GPU: `GPU-<uuid>, <name>, <memory in MiB>, <MIG mode>`.
-pub(crate) const QUERY: [&str; 2] = [
+pub const QUERY: [&str; 2] = [
     "--query-gpu=uuid,name,memory.total,mig.mode.current",
     "--format=csv,noheader,nounits",
 ];

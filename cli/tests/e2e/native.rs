@@ -66,6 +66,40 @@ fn a_native_notebook_runs_opens_keeps_its_files_and_is_deleted() {
     assert!(steps.iter().all(|s| !s.starts_with("running")), "{steps:?}");
 }
 
+/// `einsora up` restarted: the notebook's server is adopted (the same process: its supervisor
+/// record and JupyterLab's start time unchanged), not started again, and still serves.
+#[test]
+fn an_agent_restart_adopts_a_native_notebook() {
+    let (mut solo, _leftovers) = solo_native(&[]);
+    let acme = tenant(&solo, "dev@acme");
+    let cli = Cli::with_token(&solo, token(&acme));
+    let id = cli.launch_notebook("kept")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_for_within(&solo, &acme.session, &id, "running", FIRST_START);
+    let (host, cookie) = open(&solo, &acme.session, &id);
+    let started = notebook(&solo, &host, &cookie, "GET", "/api/status", "")["started"].clone();
+    let record = solo
+        .e
+        .dir()
+        .join("agent/native/processes")
+        .join(format!("{id}.json"));
+    let before = std::fs::read_to_string(&record).unwrap();
+
+    solo.restart();
+    wait_for(&solo, &acme.session, &id, "running");
+    let after = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(after, before, "the same process");
+    let (host, cookie) = open(&solo, &acme.session, &id);
+    let status = notebook(&solo, &host, &cookie, "GET", "/api/status", "");
+    assert_eq!(
+        status["started"], started,
+        "JupyterLab wasn't started again"
+    );
+    assert_eq!(run_cell(&solo, &host, &cookie, "print(6 * 7)"), "42\n");
+}
+
 /// From inside the notebook: nothing outside its files is writable, its token is read-only,
 /// its network is loopback alone (nothing reaches the controller, nothing from outside reaches
 /// a listener it opens), it has no GPU, and it sees none of the agent's directories.
@@ -203,4 +237,124 @@ fn agent_is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
+/// `einsora agent sandbox` runs a script in a notebook's sandbox: given no GPU it sees no NVIDIA
+/// device and no CUDA_VISIBLE_DEVICES; a GPU this machine doesn't have is refused by name.
+#[test]
+fn the_sandbox_command_runs_a_script_and_refuses_a_gpu_the_machine_lacks() {
+    let e = crate::harness::support::Einsora::new();
+    let script = e.dir().join("probe.py");
+    std::fs::write(
+        &script,
+        "import json, os\nprint(json.dumps({'uid': os.getuid(), 'cuda': os.environ.get('CUDA_VISIBLE_DEVICES'), \
+         'nvidia': [d for d in os.listdir('/dev') if d.startswith('nvidia')], 'cwd': os.getcwd()}))\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let sandbox = ["agent", "sandbox", "--python", "/usr/bin/python3"];
+    let out = e
+        .command(&[&sandbox[..], &[script]].concat(), &[])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_str(said.trim()).unwrap();
+    assert_eq!(seen["cuda"], Value::Null, "{seen}");
+    assert_eq!(seen["nvidia"], json!([]), "{seen}");
+    assert_eq!(seen["cwd"], "/work", "{seen}");
+    if agent_is_root() {
+        assert_eq!(seen["uid"], 61_000, "{seen}");
+    }
+    let out = e
+        .command(
+            &[&sandbox[..], &["--gpu", "GPU-absent", script]].concat(),
+            &[],
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("GPU-absent isn't one of this machine's GPUs"),
+        "{err}"
+    );
+}
+
+/// scripts/gpu-check runs here against an nvidia-smi stand-in replaying a 2×H100 recording and
+/// a Python without PyTorch: the inventory matches and its recording is nvidia-smi's answer
+/// byte for byte, the negative control sees no GPU, and the GPU steps fail saying why (this
+/// machine's NVIDIA driver lists none): the report says all of it, and the script fails.
+#[test]
+fn gpu_check_reports_what_ran_and_what_failed() {
+    let e = crate::harness::support::Einsora::new();
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../agent/tests/fixtures/inventory/nvidia-smi-2x-h100.csv"
+    );
+    let bin = e.dir().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let stand_in = bin.join("nvidia-smi");
+    std::fs::write(
+        &stand_in,
+        format!(
+            "#!/bin/sh\ncase \"$*\" in\n\
+             *uuid,name,memory.total*) cat {fixture} ;;\n\
+             -L) echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-6c3c1e2a-9d0f-4a36-b0a2-5f1e8c7d9b10)'\n    \
+                 echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-0e8f4b7d-2c41-4f5a-8e9b-3a6d1c2b7f44)' ;;\n\
+             *) echo 570.86.15 ;;\nesac\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &stand_in,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out_dir = e.dir().join("report");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/gpu-check");
+    let path = format!("{}:/usr/bin:/bin:/usr/sbin:/sbin", bin.display());
+    let run = std::process::Command::new("bash")
+        .arg(script)
+        .args(["--python", "/usr/bin/python3", "--einsora"])
+        .arg(env!("CARGO_BIN_EXE_einsora"))
+        .arg("--out")
+        .arg(&out_dir)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap_or_default();
+    assert!(!run.status.success(), "no GPU here: {report}");
+    assert!(
+        report.contains("- PASS: the inventory lists the GPUs"),
+        "{report}"
+    );
+    assert!(
+        report.contains("- PASS: given no GPU, it sees none"),
+        "{report}"
+    );
+    let gpu_steps = report.matches("- FAIL: given GPU-").count();
+    assert_eq!(gpu_steps, 2, "{report}");
+    assert!(
+        report.contains("isn't one of this machine's GPUs"),
+        "{report}"
+    );
+    let recorded = std::fs::read(out_dir.join(format!("nvidia-smi-{}.csv", hostname()))).unwrap();
+    assert_eq!(
+        recorded,
+        std::fs::read(fixture).unwrap(),
+        "the recording is nvidia-smi's answer"
+    );
+}
+
+fn hostname() -> String {
+    let out = std::process::Command::new("hostname")
+        .arg("-s")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }

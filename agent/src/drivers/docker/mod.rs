@@ -15,14 +15,14 @@ mod spec;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
 pub use super::local::Seen;
 pub use super::local::{DISK_FLOOR, DISK_LIMITS, DiskConfig, LOG_LIMIT};
-use super::local::{SeenMap, Wanted};
+use super::local::{Handle, SeenMap, Wanted};
 pub use config::{ENABLED, IMAGES, SOCKET};
 pub use egress::{EGRESS, EgressSetting, NETWORK as EGRESS_NETWORK};
 pub use engine::Engine;
@@ -86,9 +86,7 @@ impl Supervised {
 
 #[derive(Debug)]
 pub struct Docker {
-    /// `None` until the first desired state: before it, nothing is "unlisted".
-    wanted: watch::Sender<Option<Vec<Wanted>>>,
-    seen: SeenMap,
+    handle: Handle,
     nvidia: bool,
     restarts: Arc<AtomicU32>,
 }
@@ -109,13 +107,13 @@ impl Docker {
             .runtimes()
             .await
             .is_ok_and(|r| r.iter().any(|name| name == "nvidia"));
-        let (wanted, receiver) = watch::channel(None);
         let seen = SeenMap::default();
+        let (handle, receiver) = Handle::new(Arc::clone(&seen));
         let restarts = Arc::new(AtomicU32::new(0));
         let worker = Supervised {
             engine,
             config,
-            seen: Arc::clone(&seen),
+            seen,
             changed,
             nvidia,
             restarts: Arc::clone(&restarts),
@@ -123,8 +121,7 @@ impl Docker {
         tokio::spawn(worker.run(receiver));
         tracing::info!(nvidia, "docker driver ready");
         Some(Docker {
-            wanted,
-            seen,
+            handle,
             nvidia,
             restarts,
         })
@@ -140,17 +137,7 @@ impl Docker {
         self.nvidia
     }
 
-    /// The driver's whole desired state; applied by its worker at once.
-    pub fn apply(&self, wanted: Vec<Wanted>) {
-        self.wanted.send_if_modified(|current| {
-            let changed = current.as_ref() != Some(&wanted);
-            *current = Some(wanted);
-            changed
-        });
-    }
-
-    pub fn statuses(&self) -> Vec<(String, Seen)> {
-        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.iter().map(|(id, s)| (id.clone(), s.clone())).collect()
+    pub fn handle(&self) -> &Handle {
+        &self.handle
     }
 }

@@ -21,13 +21,14 @@ use super::spec::{
 use crate::drivers::local::dirs::Places;
 use crate::drivers::local::disk::Disks;
 use crate::drivers::local::probe::{Probe, answers};
-use crate::drivers::local::records::{Record, Records};
+use crate::drivers::local::records::Records;
 use crate::drivers::local::{Seen, SeenMap, Wanted};
 
 const PASS_EVERY: Duration = Duration::from_secs(1);
 /// While a workload is starting: how soon it is ready decides how soon it opens.
 const PASS_WHILE_STARTING: Duration = Duration::from_millis(100);
-use crate::drivers::local::{STOP_GRACE, prepare::prepare};
+use crate::drivers::local::STOP_GRACE;
+use crate::drivers::local::prepare::{Preparation, Unprepared};
 const PULL_LIMIT: Duration = Duration::from_secs(30 * 60);
 
 pub struct Worker {
@@ -45,9 +46,7 @@ pub struct Worker {
     pulls: HashMap<String, watch::Receiver<Option<bool>>>,
     /// The egress network's fence, put up when a workload wants egress.
     fence: Fence,
-    /// Attempts that couldn't be prepared, and why: not tried again (a large model isn't
-    /// copied again every second). A new attempt tries afresh.
-    unprepared: HashMap<String, (u32, StatusCode)>,
+    unprepared: Unprepared,
 }
 
 /// What one workload came to in a pass.
@@ -73,7 +72,7 @@ impl Worker {
             nvidia,
             user,
             pulls: HashMap::new(),
-            unprepared: HashMap::new(),
+            unprepared: Unprepared::default(),
         }
     }
 
@@ -175,7 +174,7 @@ impl Worker {
         };
         let new_work =
             !record.started(w.attempt) && !containers.iter().any(|c| of_attempt(c, w.attempt));
-        if new_work && let Err(code) = self.admit(w) {
+        if new_work && let Err(code) = self.unprepared.admit(&self.disks, w) {
             return refused(code);
         }
         let Some(image_id) = self.image(&image).await? else {
@@ -204,34 +203,17 @@ impl Worker {
         if sandbox.gpus.iter().any(held_by_another) {
             return refused(StatusCode::GpuBusy);
         }
-        if let Some(&(attempt, code)) = self.unprepared.get(&w.workload)
-            && attempt == w.attempt
-        {
-            return refused(code);
-        }
-        let models_dir = self.config.models_dir.as_deref();
-        let prepared = prepare(
-            &self.disks,
-            models_dir,
-            self.user,
-            &places,
-            &sandbox.serves,
-            &record,
-            w,
-        );
-        let token = match prepared.await {
-            Ok(token) => token,
-            Err(code) => {
-                self.unprepared
-                    .insert(w.workload.clone(), (w.attempt, code));
-                return refused(code);
-            }
+        let preparation = Preparation {
+            disks: &self.disks,
+            models_dir: self.config.models_dir.as_deref(),
+            user: self.user,
+            places: &places,
+            serves: &sandbox.serves,
+            record: &record,
         };
-        let next = Record {
-            started_attempt: w.attempt,
-            had_disk: record.had_disk || matches!(sandbox.serves, Serves::Notebook { .. }),
-            token: Some(token),
-            fingerprint: None,
+        let next = match self.unprepared.prepare(preparation, w, None).await {
+            Ok(next) => next,
+            Err(code) => return refused(code),
         };
         if let Err(e) = self.records.set(&w.workload, next) {
             tracing::warn!(error = %e, "can't record a start; not starting");
@@ -361,20 +343,6 @@ impl Worker {
             secret_dir: places.secret.clone(),
             serves,
         }
-    }
-
-    /// Whether new work may start (the free-space floor, the disk-limit setting): decided once
-    /// per attempt, like a failed preparation.
-    fn admit(&mut self, w: &Wanted) -> Result<(), StatusCode> {
-        if let Some(&(attempt, code)) = self.unprepared.get(&w.workload)
-            && attempt == w.attempt
-        {
-            return Err(code);
-        }
-        self.disks.admit(&w.workload).inspect_err(|&code| {
-            self.unprepared
-                .insert(w.workload.clone(), (w.attempt, code));
-        })
     }
 
     /// The image's ID; `None` while it is being pulled (a pull starts in the background).

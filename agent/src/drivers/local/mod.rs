@@ -70,3 +70,37 @@ pub fn workload_user() -> (u32, u32) {
         (euid, rustix::process::getegid().as_raw())
     }
 }
+
+/// A local driver's side of its worker: the desired state it hands over, and the statuses the
+/// worker saw.
+#[derive(Debug)]
+pub struct Handle {
+    /// `None` until the first desired state: before it, nothing is "unlisted".
+    wanted: tokio::sync::watch::Sender<Option<Vec<Wanted>>>,
+    seen: SeenMap,
+}
+
+impl Handle {
+    /// The handle, and what its worker reads the desired state from.
+    pub fn new(seen: SeenMap) -> (Handle, tokio::sync::watch::Receiver<Option<Vec<Wanted>>>) {
+        let (wanted, receiver) = tokio::sync::watch::channel(None);
+        (Handle { wanted, seen }, receiver)
+    }
+
+    /// The driver's whole desired state; applied by its worker at once.
+    pub fn apply(&self, wanted: Vec<Wanted>) {
+        self.wanted.send_if_modified(|current| {
+            let changed = current.as_ref() != Some(&wanted);
+            *current = Some(wanted);
+            changed
+        });
+    }
+
+    pub fn statuses(&self) -> Vec<(String, Seen)> {
+        let seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.iter().map(|(id, s)| (id.clone(), s.clone())).collect()
+    }
+}

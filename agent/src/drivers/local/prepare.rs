@@ -2,6 +2,7 @@
 //! (no stale socket left in it), its token (a fresh one, the agent's own copy kept in its
 //! secret directory), its endpoint's model.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use einsora_core::agent::StatusCode;
@@ -13,16 +14,79 @@ use super::dirs::{self, Places};
 use super::disk::Disks;
 use super::records::Record;
 
+/// What a workload's start is prepared from.
+#[derive(Debug, Clone, Copy)]
+pub struct Preparation<'a> {
+    pub disks: &'a Disks,
+    pub models_dir: Option<&'a Path>,
+    /// The user its server runs as, who is given its places.
+    pub user: (u32, u32),
+    pub places: &'a Places,
+    pub serves: &'a Serves,
+    /// What the driver recorded of it before.
+    pub record: &'a Record,
+}
+
+/// Attempts that couldn't be admitted or prepared, and why: not tried again (a large model
+/// isn't copied again every second). A new attempt tries afresh.
+#[derive(Debug, Default)]
+pub struct Unprepared(HashMap<String, (u32, StatusCode)>);
+
+impl Unprepared {
+    fn earlier(&self, w: &Wanted) -> Result<(), StatusCode> {
+        match self.0.get(&w.workload) {
+            Some(&(attempt, code)) if attempt == w.attempt => Err(code),
+            _ => Ok(()),
+        }
+    }
+
+    fn remember(&mut self, w: &Wanted, code: StatusCode) {
+        self.0.insert(w.workload.clone(), (w.attempt, code));
+    }
+
+    /// Whether new work may start (the free-space floor, the disk-limit setting): decided once
+    /// per attempt.
+    pub fn admit(&mut self, disks: &Disks, w: &Wanted) -> Result<(), StatusCode> {
+        self.earlier(w)?;
+        disks
+            .admit(&w.workload)
+            .inspect_err(|&code| self.remember(w, code))
+    }
+
+    /// Its places made, once per attempt, and the record of its start (its fresh token, the
+    /// sandbox's `fingerprint` where the driver keeps it there), to be saved before it starts.
+    pub async fn prepare(
+        &mut self,
+        p: Preparation<'_>,
+        w: &Wanted,
+        fingerprint: Option<String>,
+    ) -> Result<Record, StatusCode> {
+        self.earlier(w)?;
+        match prepare(&p, w).await {
+            Ok(token) => Ok(Record {
+                started_attempt: w.attempt,
+                had_disk: p.record.had_disk || matches!(p.serves, Serves::Notebook { .. }),
+                token: Some(token),
+                fingerprint,
+            }),
+            Err(code) => {
+                self.remember(w, code);
+                Err(code)
+            }
+        }
+    }
+}
+
 /// The token its server is started with, or why it can't start (the reason in the log).
-pub async fn prepare(
-    disks: &Disks,
-    models_dir: Option<&Path>,
-    user: (u32, u32),
-    places: &Places,
-    serves: &Serves,
-    record: &Record,
-    w: &Wanted,
-) -> Result<String, StatusCode> {
+async fn prepare(p: &Preparation<'_>, w: &Wanted) -> Result<String, StatusCode> {
+    let Preparation {
+        disks,
+        models_dir,
+        user,
+        places,
+        serves,
+        record,
+    } = *p;
     let failed = |e: std::io::Error| {
         tracing::warn!(workload = %w.workload, error = %e, "can't prepare its directories");
         StatusCode::StartFailed

@@ -6,6 +6,7 @@
 //! isolation: the machine owner's own workloads only (`einsora_core::driver`). It has no
 //! outbound network and no CPU or memory limits of its own (docs/security.md).
 
+mod check;
 mod config;
 mod envs;
 mod gpus;
@@ -14,15 +15,16 @@ mod sandbox;
 mod worker;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 
+pub use check::{ScriptRun, run_script};
 pub use config::{BWRAP, ENABLED, Enabled, PYTHON, WHEELS};
 
-use super::local::{DiskConfig, Seen, SeenMap, Wanted};
+use super::local::{DiskConfig, Handle, SeenMap};
 
 pub const NAME: &str = "linux-native";
 
@@ -43,8 +45,7 @@ pub struct NativeConfig {
 
 #[derive(Debug)]
 pub struct Native {
-    wanted: watch::Sender<Option<Vec<Wanted>>>,
-    seen: SeenMap,
+    handle: Handle,
     nvidia: bool,
     restarts: Arc<AtomicU32>,
 }
@@ -87,22 +88,21 @@ impl Native {
             return None;
         }
         let nvidia = Path::new("/dev/nvidiactl").exists();
-        let (wanted, receiver) = watch::channel(None);
         let seen = SeenMap::default();
+        let (handle, receiver) = Handle::new(Arc::clone(&seen));
         let restarts = Arc::new(AtomicU32::new(0));
         let parts = worker::Parts {
             config,
             operator,
             launchers,
-            seen: Arc::clone(&seen),
+            seen,
             changed,
             nvidia,
         };
         tokio::spawn(worker::supervised(parts, receiver, Arc::clone(&restarts)));
         tracing::info!(nvidia, "linux-native driver ready");
         Some(Native {
-            wanted,
-            seen,
+            handle,
             nvidia,
             restarts,
         })
@@ -117,18 +117,8 @@ impl Native {
         self.restarts.load(Ordering::Relaxed)
     }
 
-    /// The driver's whole desired state; applied by its worker at once.
-    pub fn apply(&self, wanted: Vec<Wanted>) {
-        self.wanted.send_if_modified(|current| {
-            let changed = current.as_ref() != Some(&wanted);
-            *current = Some(wanted);
-            changed
-        });
-    }
-
-    pub fn statuses(&self) -> Vec<(String, Seen)> {
-        let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        seen.iter().map(|(id, s)| (id.clone(), s.clone())).collect()
+    pub fn handle(&self) -> &Handle {
+        &self.handle
     }
 }
 

@@ -19,9 +19,10 @@ use super::{NAME, NativeConfig, gpus, runtimes};
 use crate::drivers::local::contract::{ModelServer, Serves};
 use crate::drivers::local::dirs::Places;
 use crate::drivers::local::disk::Disks;
+use crate::drivers::local::prepare::{Preparation, Unprepared};
 use crate::drivers::local::probe::{Probe, answers};
 use crate::drivers::local::records::{Record, Records};
-use crate::drivers::local::{STOP_GRACE, Seen, SeenMap, Wanted, prepare::prepare, workload_user};
+use crate::drivers::local::{STOP_GRACE, Seen, SeenMap, Wanted, workload_user};
 use crate::drivers::process::{Launch, Running, Supervisor};
 
 const PASS_EVERY: Duration = Duration::from_secs(1);
@@ -73,8 +74,7 @@ struct Worker {
     envs: Envs,
     user: (u32, u32),
     logs: PathBuf,
-    /// Attempts that couldn't be prepared, and why: not tried again.
-    unprepared: HashMap<String, (u32, StatusCode)>,
+    unprepared: Unprepared,
 }
 
 impl Worker {
@@ -100,7 +100,7 @@ impl Worker {
             supervisor,
             logs,
             parts,
-            unprepared: HashMap::new(),
+            unprepared: Unprepared::default(),
         })
     }
 
@@ -210,7 +210,7 @@ impl Worker {
             return refused(StatusCode::ImageMissing);
         };
         if !record.started(w.attempt)
-            && let Err(code) = self.admit(w)
+            && let Err(code) = self.unprepared.admit(&self.disks, w)
         {
             return refused(code);
         }
@@ -260,34 +260,21 @@ impl Worker {
         if reserved.iter().any(held_by_another) {
             return refused(StatusCode::GpuBusy);
         }
-        if let Some(&(attempt, code)) = self.unprepared.get(&w.workload)
-            && attempt == w.attempt
-        {
-            return refused(code);
-        }
-        let models_dir = self.parts.config.models_dir.as_deref();
-        let prepared = prepare(
-            &self.disks,
-            models_dir,
-            self.user,
-            &places,
-            &serves,
-            &record,
-            w,
-        );
-        let token = match prepared.await {
-            Ok(token) => token,
-            Err(code) => {
-                self.unprepared
-                    .insert(w.workload.clone(), (w.attempt, code));
-                return refused(code);
-            }
+        let preparation = Preparation {
+            disks: &self.disks,
+            models_dir: self.parts.config.models_dir.as_deref(),
+            user: self.user,
+            places: &places,
+            serves: &serves,
+            record: &record,
         };
-        let next = Record {
-            started_attempt: w.attempt,
-            had_disk: record.had_disk || matches!(serves, Serves::Notebook { .. }),
-            token: Some(token),
-            fingerprint: Some(fingerprint),
+        let next = match self
+            .unprepared
+            .prepare(preparation, w, Some(fingerprint))
+            .await
+        {
+            Ok(next) => next,
+            Err(code) => return refused(code),
         };
         if let Err(e) = self.records.set(&w.workload, next) {
             tracing::warn!(error = %e, "can't record a start; not starting");
@@ -361,18 +348,6 @@ impl Worker {
             return StatusCode::Stopping;
         }
         StatusCode::Removed
-    }
-
-    fn admit(&mut self, w: &Wanted) -> Result<(), StatusCode> {
-        if let Some(&(attempt, code)) = self.unprepared.get(&w.workload)
-            && attempt == w.attempt
-        {
-            return Err(code);
-        }
-        self.disks.admit(&w.workload).inspect_err(|&code| {
-            self.unprepared
-                .insert(w.workload.clone(), (w.attempt, code));
-        })
     }
 
     /// Its output, in the agent's own directory (never one the workload can write).
