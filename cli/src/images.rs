@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use einsora_runtime::settings::Settings;
 
 /// The recipe's files, by their path under `images/`.
-const RECIPE: [(&str, &str); 12] = [
+const RECIPE: [(&str, &str); 16] = [
     ("build", include_str!("../../images/build")),
     ("dockerd", include_str!("../../images/dockerd")),
     (
@@ -20,6 +20,10 @@ const RECIPE: [(&str, &str); 12] = [
     (
         "notebook/requirements.lock",
         include_str!("../../images/notebook/requirements.lock"),
+    ),
+    (
+        "notebook/requirements.txt",
+        include_str!("../../images/notebook/requirements.txt"),
     ),
     (
         "notebook/start.py",
@@ -34,6 +38,10 @@ const RECIPE: [(&str, &str); 12] = [
         include_str!("../../images/llamacpp/requirements.lock"),
     ),
     (
+        "llamacpp/requirements.txt",
+        include_str!("../../images/llamacpp/requirements.txt"),
+    ),
+    (
         "llamacpp/serve.py",
         include_str!("../../images/llamacpp/serve.py"),
     ),
@@ -42,12 +50,20 @@ const RECIPE: [(&str, &str); 12] = [
         include_str!("../../images/notebook-cuda/requirements.lock"),
     ),
     (
+        "notebook-cuda/requirements.txt",
+        include_str!("../../images/notebook-cuda/requirements.txt"),
+    ),
+    (
         "vllm/Dockerfile",
         include_str!("../../images/vllm/Dockerfile"),
     ),
     (
         "vllm/requirements.lock",
         include_str!("../../images/vllm/requirements.lock"),
+    ),
+    (
+        "vllm/requirements.txt",
+        include_str!("../../images/vllm/requirements.txt"),
     ),
     ("vllm/serve.py", include_str!("../../images/vllm/serve.py")),
 ];
