@@ -191,7 +191,11 @@ fn a_notebook_whose_disk_is_gone_is_not_given_a_fresh_one() {
 /// No engine answering: the machine offers no docker driver, and a notebook waits, saying so.
 #[test]
 fn without_an_engine_a_notebook_waits_for_a_driver() {
-    let (solo, _leftovers) = solo_with(&[("EINSORA_DOCKER_SOCKET", "/nonexistent/docker.sock")]);
+    let (solo, _leftovers) = solo_with(&[
+        ("EINSORA_DOCKER_SOCKET", "/nonexistent/docker.sock"),
+        // Else the linux-native driver would take it (what `auto` is for).
+        ("EINSORA_AGENT_NATIVE", "off"),
+    ]);
     let acme = tenant(&solo, "dev@acme");
     let body = json!({ "kind": "notebook", "name": "nb", "gpu_class": "cpu-1c-2g",
                        "image": "jupyterlab" });

@@ -64,6 +64,7 @@ fn up_enrols_this_machine_and_its_workloads_outlive_a_restart() {
         ("EINSORA_CLUSTER_BACKEND", "agent"),
         ("EINSORA_AGENT_SIM", "true"),
         ("EINSORA_AGENT_DOCKER", "false"),
+        ("EINSORA_AGENT_NATIVE", "off"),
     ]);
     assert!(solo.child("agent").is_some(), "{:?}", solo.children());
     let owner = Owner::of(&solo);

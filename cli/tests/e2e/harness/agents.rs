@@ -136,6 +136,7 @@ pub fn run_agent_with(solo: &Solo, machine: &Machine, extra: &[(&str, &str)]) ->
         ("EINSORA_AGENT_STATE_DIR", machine.state.to_str().unwrap()),
         ("EINSORA_AGENT_SIM", "true"),
         ("EINSORA_AGENT_DOCKER", "false"),
+        ("EINSORA_AGENT_NATIVE", "off"),
         ("EINSORA_AGENT_HEARTBEAT", heartbeat.as_str()),
     ];
     env.extend_from_slice(extra);
