@@ -128,6 +128,12 @@ export interface EndpointParamsInput {
   model: string;
 }
 
+export interface GpuUse {
+  memory_used_bytes: string;
+  sampled_at?: string;
+  utilization_percent: number;
+}
+
 export interface ModelFile {
   path: string;
   size_bytes: string;
@@ -169,6 +175,7 @@ export interface ListEnrolmentTokensResponse {
 }
 
 export interface Device {
+  gpu_use?: GpuUse;
   memory_bytes: string;
   model: string;
   uuid: string;
@@ -235,11 +242,13 @@ export interface ListWorkloadsResponse {
 export interface Workload {
   attempt: number;
   created_at?: string;
+  device_uuids: string[];
   driver: string;
   endpoint?: EndpointParams;
   fallback: string[];
   fallback_after_s?: number;
   gpu_class: string;
+  gpu_use?: GpuUse;
   id: string;
   image: string;
   kind?: "vm" | "notebook" | "endpoint";

@@ -42,6 +42,20 @@ export function size(bytes) {
 }
 
 /**
+ * How busy a GPU (or a workload's GPUs) was at its last sample: `87% busy · 20 GiB of 80 GiB
+ * used`, or a dash before the first sample.
+ * @param {{ utilization_percent?: number, memory_used_bytes?: string | number } | undefined} use
+ * @param {string | number | undefined} [total]
+ * @returns {string}
+ */
+export function gpuUse(use, total) {
+  if (!use) return '—';
+  const used = Number(use.memory_used_bytes ?? 0) > 0 ? size(use.memory_used_bytes) : '0 MiB';
+  const of = total ? ` of ${gib(total)}` : '';
+  return `${use.utilization_percent ?? 0}% busy · ${used}${of} used`;
+}
+
+/**
  * A text, or a dash when empty.
  * @param {string | undefined} text
  * @returns {string}

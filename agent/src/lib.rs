@@ -23,6 +23,9 @@ pub const STATE_DIR: &str = einsora_core::run_dirs::STATE_DIR;
 pub const HEARTBEAT: &str = "EINSORA_AGENT_HEARTBEAT";
 /// How often the agent reads its inventory again (sent when it changed).
 pub const INVENTORY_EVERY: &str = "EINSORA_AGENT_INVENTORY_EVERY";
+/// How often a machine with GPUs samples how busy they are (at least a second: the
+/// controller's rate for such reports).
+pub const GPU_SAMPLE_EVERY: &str = "EINSORA_AGENT_GPU_SAMPLE_EVERY";
 /// Offers the `sim` driver, which runs nothing: for development and tests only.
 pub const SIM: &str = "EINSORA_AGENT_SIM";
 
@@ -34,6 +37,7 @@ pub struct Config {
     pub sim: bool,
     pub heartbeat: std::time::Duration,
     pub inventory_every: std::time::Duration,
+    pub gpu_sample_every: std::time::Duration,
     /// `None` when the docker driver is turned off.
     pub docker: Option<drivers::docker::DockerConfig>,
     pub native: Option<drivers::native::NativeConfig>,
@@ -70,6 +74,15 @@ impl Config {
             sim: settings.choice(SIM, &[("true", true), ("false", false)], "false")?,
             heartbeat: settings.positive_duration(HEARTBEAT, "10s")?,
             inventory_every: settings.positive_duration(INVENTORY_EVERY, "60s")?,
+            gpu_sample_every: match settings.duration(GPU_SAMPLE_EVERY, "15s")? {
+                d if d < std::time::Duration::from_secs(1) => {
+                    return Err(einsora_runtime::settings::ConfigError::new(
+                        GPU_SAMPLE_EVERY,
+                        "must be at least 1s",
+                    ));
+                }
+                d => d,
+            },
         })
     }
 }
@@ -96,6 +109,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let timing = sync::Timing {
         heartbeat: cfg.heartbeat,
         inventory_every: cfg.inventory_every,
+        gpu_sample_every: cfg.gpu_sample_every,
     };
     let link = sync::Link {
         controller: &controller,

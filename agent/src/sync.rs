@@ -52,6 +52,8 @@ pub struct Timing {
     /// How often the inventory, the model files included, is read again; a changed one is
     /// sent (EINSORA_AGENT_INVENTORY_EVERY).
     pub inventory_every: Duration,
+    /// How often a machine with GPUs samples how busy they are (EINSORA_AGENT_GPU_SAMPLE_EVERY).
+    pub gpu_sample_every: Duration,
 }
 
 /// Syncs until `shutdown`; `Err` only when the machine was revoked. Each connection uses the
@@ -142,6 +144,8 @@ async fn session(
     let mut check = tokio::time::interval(STATUS_CHECK);
     let every = timing.inventory_every;
     let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let mut sample = tokio::time::interval(timing.gpu_sample_every);
+    sample.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let changed = drivers.changed();
     let mut reported: Option<WorkloadStatuses> = None;
     loop {
@@ -164,6 +168,12 @@ async fn session(
                 if now != sent_inventory {
                     tx.send(now.clone()).await.map_err(|e| lost(&e))?;
                     sent_inventory = now;
+                }
+                false
+            }
+            _ = sample.tick() => {
+                if let Some(report) = gpu_usage(link.probe, &sent_inventory).await {
+                    tx.send(report).await.map_err(|e| lost(&e))?;
                 }
                 false
             }
@@ -218,6 +228,40 @@ async fn inventory(probe: &crate::inventory::Probe, drivers: &mut Drivers) -> pb
     pb::AgentReport {
         report: Some(pb::agent_report::Report::Inventory(inventory)),
     }
+}
+
+/// How busy the GPUs the inventory sent lists are, as a report; `None` on a machine without
+/// GPUs, or when nvidia-smi can't say (logged: the machine's page keeps its last sample).
+async fn gpu_usage(
+    probe: &crate::inventory::Probe,
+    sent: &pb::AgentReport,
+) -> Option<pb::AgentReport> {
+    let Some(pb::agent_report::Report::Inventory(inventory)) = &sent.report else {
+        return None;
+    };
+    if inventory.devices.is_empty() {
+        return None;
+    }
+    let samples = match crate::inventory::sample_gpu_usage(&probe.nvidia_smi, probe.limit).await {
+        Ok(samples) => samples,
+        Err(e) => {
+            tracing::warn!(error = %e, "couldn't sample how busy this machine's GPUs are");
+            return None;
+        }
+    };
+    let listed = |uuid: &str| inventory.devices.iter().any(|d| d.uuid == uuid);
+    let gpus = samples
+        .into_iter()
+        .filter(|s| listed(&s.uuid))
+        .map(|s| pb::GpuSample {
+            uuid: s.uuid,
+            utilization_percent: s.utilization_percent,
+            memory_used_bytes: s.memory_used_bytes,
+        })
+        .collect();
+    Some(pb::AgentReport {
+        report: Some(pb::agent_report::Report::GpuUsage(pb::GpuUsage { gpus })),
+    })
 }
 
 /// Between half and all of `d`, at random, so many agents don't reconnect in step.

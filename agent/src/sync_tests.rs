@@ -161,6 +161,7 @@ impl Bench {
         let timing = Timing {
             heartbeat,
             inventory_every: Duration::from_secs(3600),
+            gpu_sample_every: Duration::from_secs(3600),
         };
         tokio::spawn(async move {
             let mut drivers = Drivers::start(&dir, None, None, true).await;

@@ -4,7 +4,7 @@
 
 import { api, poll } from '../api.js';
 import { h, confirmDialog, copyButton, describe, errorBox, field, setOptions, table } from '../dom.js';
-import { gib, time } from '../format.js';
+import { gib, gpuUse, time } from '../format.js';
 
 const MACHINE_COLUMNS = ['Name', 'Region', 'System', 'CPUs', 'Memory', 'GPUs', 'Status', 'My workloads', 'Actions'];
 const TOKEN_COLUMNS = ['Name', 'Prefix', 'Region', 'Created', 'Expires', 'Status', 'Actions'];
@@ -48,7 +48,9 @@ export function render(main) {
           const held = holders.length
             ? holders.map((id) => h('a', { href: `/workloads/${encodeURIComponent(id)}` }, 'in use'))
             : ['free'];
-          return h('li', {}, `${d.model} · `, ...held);
+          // How busy it was at the agent's last sample (every few seconds), once there is one.
+          const use = d.gpu_use ? [` · ${gpuUse(d.gpu_use, d.memory_bytes)}`] : [];
+          return h('li', {}, `${d.model} · `, ...held, ...use);
         });
         const listed = devices.length ? h('ul', { class: 'devices' }, ...devices) : 'None';
         // Why its GPUs aren't offered (Docker can't use them), in words its owner can act on.

@@ -5,7 +5,7 @@
 
 import { api, poll } from '../api.js';
 import { h, confirmDialog, copyButton, describe, errorBox } from '../dom.js';
-import { orDash, stateBadge, time } from '../format.js';
+import { gpuUse, orDash, stateBadge, time } from '../format.js';
 
 /** @type {import('../app.js').Page['render']} */
 export function render(main, [id], _context) {
@@ -96,6 +96,10 @@ export function render(main, [id], _context) {
       ['Image', orDash(w.image)],
     ];
     if (w.kind === 'endpoint') rows.push(['Model', orDash(w.endpoint?.model)]);
+    // Its GPUs by UUID, and how busy they were at its machine's last sample.
+    if (w.device_uuids?.length) {
+      rows.push(['GPUs', w.device_uuids.join(', ')], ['GPU use', gpuUse(w.gpu_use)]);
+    }
     rows.push(['Created', time(w.created_at)], ['ID', h('code', {}, w.id)]);
     const fresh = rows.map(([term, value]) => h('div', {}, h('dt', {}, term), h('dd', {}, value)));
     if (facts.textContent !== fresh.map((d) => d.textContent).join('')) facts.replaceChildren(...fresh);

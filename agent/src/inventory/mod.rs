@@ -6,6 +6,7 @@
 mod apple;
 mod command;
 mod error;
+mod gpu_usage;
 mod linux;
 mod nvidia;
 
@@ -15,6 +16,7 @@ use std::time::Duration;
 pub use apple::{APPLE_GPU_ID, MacHardware, parse_sysctl};
 pub use einsora_core::machine::Inventory;
 pub use error::InventoryError;
+pub use gpu_usage::{QUERY as GPU_USAGE_QUERY, parse_gpu_usage, sample as sample_gpu_usage};
 pub use linux::{parse_cgroup_memory_max, parse_meminfo};
 pub use nvidia::{NvidiaGpus, QUERY as NVIDIA_SMI_QUERY, parse_nvidia_smi};
 

@@ -35,10 +35,15 @@ fn catalog_that_fits_here(dir: &Path) -> String {
 const TWO_H100S: &str =
     include_str!("../../../agent/tests/fixtures/inventory/nvidia-smi-2x-h100.csv");
 
-/// A stand-in `nvidia-smi` in `dir` that prints the file `answer` holds as it runs.
+/// A stand-in `nvidia-smi` in `dir` that prints the file `answer` holds as it runs, and to the
+/// GPU usage query `<answer>.usage` (nothing while there is none).
 fn stand_in(dir: &Path, answer: &Path) -> PathBuf {
     let script = dir.join("nvidia-smi");
-    let body = format!("#!/bin/sh\ncat '{}'\n", answer.display());
+    let answer = answer.display();
+    let body = format!(
+        "#!/bin/sh\ncase \"$*\" in\n*utilization.gpu*) cat '{answer}.usage' 2>/dev/null || true ;;\n\
+         *) cat '{answer}' ;;\nesac\n"
+    );
     std::fs::write(&script, body).unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     script
@@ -184,4 +189,169 @@ fn gpu_notebooks_get_their_own_gpus_by_uuid_and_keep_them() {
         },
         || format!("{:?}", timeline(&solo, who, &b)),
     );
+}
+
+/// How busy each GPU is, sampled every second from `nvidia-smi`: on the machine's page per
+/// device, and on a GPU workload's own (its GPUs by UUID, their memory used).
+#[test]
+fn gpu_use_is_on_the_machines_page_and_each_gpu_workloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = catalog_that_fits_here(dir.path());
+    let (solo, lan, agents) = solo(&[("EINSORA_CATALOG", catalog.as_str())]);
+    let owner = Owner::of(&solo);
+    let machine = join(&solo, &owner, &lan, &agents, "gpubox");
+    let answer = solo.e.dir().join("nvidia-smi-answer");
+    std::fs::write(&answer, TWO_H100S).unwrap();
+    let uuids: Vec<&str> = TWO_H100S
+        .lines()
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    let usage = format!("{}, 87, 20480\n{}, 3, 512\n", uuids[0], uuids[1]);
+    std::fs::write(answer.with_extension("usage"), usage).unwrap();
+    let nvidia_smi = stand_in(solo.e.dir(), &answer);
+    let env = [
+        ("EINSORA_NVIDIA_SMI", nvidia_smi.to_str().unwrap()),
+        ("EINSORA_AGENT_GPU_SAMPLE_EVERY", "1s"),
+    ];
+    let agent = run_agent_with(&solo, &machine, &env);
+    online(&solo, &owner, &machine.id, &agent);
+    let a = launch(&solo, &owner, "a");
+    wait_for(&solo, &owner.session, &a, "running");
+    let gpu = gpu_of(&solo, &owner, &machine.id, &a);
+
+    let path = format!("/v1/machines/{}", machine.id);
+    let used_on_page = eventually_or(
+        "each GPU's use on the machine's page",
+        PATIENCE,
+        || {
+            let read: Value = call(&solo, &owner.session, "GET", &path, None).json();
+            let devices = read["devices"].as_array()?.clone();
+            devices
+                .iter()
+                .all(|d| d["gpu_use"].is_object())
+                .then_some(devices)
+        },
+        || agent.logs(),
+    );
+    for d in &used_on_page {
+        let (percent, mib): (u32, u64) = if d["uuid"] == uuids[0] {
+            (87, 20480)
+        } else {
+            (3, 512)
+        };
+        assert_eq!(d["gpu_use"]["utilization_percent"], percent, "{d}");
+        assert_eq!(
+            d["gpu_use"]["memory_used_bytes"],
+            (mib << 20).to_string(),
+            "{d}"
+        );
+        assert!(d["gpu_use"]["sampled_at"].is_string(), "{d}");
+    }
+    let read: Value = call(
+        &solo,
+        &owner.session,
+        "GET",
+        &format!("/v1/workloads/{a}"),
+        None,
+    )
+    .json();
+    assert_eq!(read["device_uuids"], serde_json::json!([gpu]), "{read}");
+    let mib: u64 = if gpu == uuids[0] { 20480 } else { 512 };
+    assert_eq!(
+        read["gpu_use"]["memory_used_bytes"],
+        (mib << 20).to_string(),
+        "{read}"
+    );
+}
+
+/// The exact request the docker driver sends the engine for a GPU notebook, on an engine that
+/// says it has the NVIDIA runtime (a recording proxy in front of the real one, which has none):
+/// the GPU placement gave, by UUID, with the `gpu` capability, and nothing else changed about
+/// the sandbox; the engine's own inspect shows the container it made with that request. The
+/// real engine can't start it (it has no NVIDIA runtime), so the workload fails, saying so.
+#[test]
+fn the_docker_driver_asks_the_engine_for_exactly_the_reserved_gpu() {
+    use crate::harness::engine_proxy::EngineProxy;
+    use crate::harness::notebooks::{containers, solo_as_owner};
+    let proxy = EngineProxy::start(Path::new("/var/run/docker.sock"));
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = catalog_that_fits_here(dir.path());
+    let text = std::fs::read_to_string(&catalog).unwrap();
+    let h100 = "  - name: h100-80gb\n    accelerator: nvidia\n    devices: 1\n    cpus: 1\n    memory_gib: 1\n    disk_gib: 200\n";
+    assert!(text.contains(h100), "the H100 class moved");
+    std::fs::write(
+        &catalog,
+        text.replace(h100, &h100.replace("disk_gib: 200", "disk_gib: 1")),
+    )
+    .unwrap();
+    let answer = dir.path().join("nvidia-smi-answer");
+    std::fs::write(&answer, TWO_H100S).unwrap();
+    let nvidia_smi = stand_in(dir.path(), &answer);
+    let (solo, _leftovers) = solo_as_owner(&[
+        ("EINSORA_DOCKER_SOCKET", proxy.socket.to_str().unwrap()),
+        ("EINSORA_NVIDIA_SMI", nvidia_smi.to_str().unwrap()),
+        ("EINSORA_CATALOG", catalog.as_str()),
+        // The CUDA image isn't built here: the CPU one stands in, the request being the test.
+        (
+            "EINSORA_DOCKER_IMAGES",
+            "jupyterlab-cuda=einsora/notebook:local",
+        ),
+    ]);
+    solo.expect_log("the docker engine failed a pass");
+    let owner = Owner::of(&solo);
+    let (status, made) = create(&solo, &owner.session, "train", CLASS);
+    assert_eq!(status, 202, "{made}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    let body = eventually_or(
+        "the driver asking the engine for its container",
+        PATIENCE,
+        || proxy.created().into_iter().next(),
+        || solo.logs(),
+    );
+    let read: Value = call(
+        &solo,
+        &owner.session,
+        "GET",
+        &format!("/v1/workloads/{id}"),
+        None,
+    )
+    .json();
+    let gpu = read["device_uuids"][0].as_str().unwrap().to_owned();
+    assert!(TWO_H100S.contains(&gpu), "{read}");
+    let wanted =
+        serde_json::json!([{ "Driver": "nvidia", "DeviceIDs": [gpu], "Capabilities": [["gpu"]] }]);
+    assert_eq!(body["HostConfig"]["DeviceRequests"], wanted, "{body}");
+    assert!(
+        body["HostConfig"].get("PortBindings").is_none(),
+        "it publishes no port: {body}"
+    );
+    assert_eq!(
+        body["HostConfig"]["CapDrop"],
+        serde_json::json!(["ALL"]),
+        "{body}"
+    );
+
+    let made = containers(&id);
+    assert_eq!(made.len(), 1, "{made:?}");
+    let inspected = std::process::Command::new("docker")
+        .args([
+            "inspect",
+            "--format",
+            "{{json .HostConfig.DeviceRequests}}",
+            &made[0],
+        ])
+        .output()
+        .unwrap();
+    let inspected: Value = serde_json::from_slice(&inspected.stdout).unwrap();
+    // As the engine keeps it: those IDs, and no count (a count would be "any N GPUs").
+    let kept = &inspected[0];
+    assert_eq!(inspected.as_array().map(Vec::len), Some(1), "{inspected}");
+    for field in ["Driver", "DeviceIDs", "Capabilities"] {
+        assert_eq!(
+            kept[field], wanted[0][field],
+            "the engine made it with that request"
+        );
+    }
+    assert_eq!(kept["Count"], 0, "{inspected}");
+    wait_for(&solo, &owner.session, &id, "failed");
 }

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod cli;
 pub mod controllers;
+pub mod engine_proxy;
 pub mod lan;
 pub mod log_gate;
 pub mod mounts;

@@ -16,6 +16,16 @@ pub struct Device {
     pub memory_bytes: u64,
 }
 
+/// How busy one of a machine's GPUs is, as its agent last sampled it (nvidia-smi).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuSample {
+    pub uuid: String,
+    /// Of the last sample period, 0 to 100.
+    pub utilization_percent: u32,
+    /// Never more than the device's memory.
+    pub memory_used_bytes: u64,
+}
+
 /// A model file an agent found in its machine's models directory and validated: what an
 /// endpoint on that machine can be started with, by `path`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -93,4 +93,13 @@ pub trait AgentStore: Send + Sync {
 
     /// Records that the machine's agent was heard from (for its status; nothing else changes).
     async fn machine_seen(&self, machine: MachineId, at: OffsetDateTime) -> Result<(), StoreError>;
+
+    /// Records how busy the machine's GPUs are (validated against its inventory), replacing
+    /// the sample before.
+    async fn record_gpu_usage(
+        &self,
+        machine: MachineId,
+        gpus: &[einsora_core::machine::GpuSample],
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
 }

@@ -1,7 +1,9 @@
 //! A machine's accelerator devices, stored as a JSON array in `machines.accelerators`:
-//! `[{"vendor": "nvidia", "model": "NVIDIA L40S", "uuid": "GPU-…", "memory_bytes": 48…}]`.
+//! `[{"vendor": "nvidia", "model": "NVIDIA L40S", "uuid": "GPU-…", "memory_bytes": 48…}]`;
+//! and how busy they were at the last sample, in `machines.gpu_usage`:
+//! `[{"uuid": "GPU-…", "utilization_percent": 87, "memory_used_bytes": 20…}]`.
 
-use einsora_core::machine::Device;
+use einsora_core::machine::{Device, GpuSample};
 use serde_json::{Value, json};
 
 use crate::StoreError;
@@ -35,6 +37,40 @@ pub(crate) fn from_json(text: &str) -> Result<Vec<Device>, StoreError> {
                     .get("memory_bytes")
                     .and_then(Value::as_u64)
                     .ok_or_else(corrupt)?,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn usage_to_json(gpus: &[GpuSample]) -> String {
+    let list: Vec<Value> = gpus
+        .iter()
+        .map(|g| {
+            json!({
+                "uuid": g.uuid,
+                "utilization_percent": g.utilization_percent,
+                "memory_used_bytes": g.memory_used_bytes,
+            })
+        })
+        .collect();
+    Value::from(list).to_string()
+}
+
+pub(crate) fn usage_from_json(text: &str) -> Result<Vec<GpuSample>, StoreError> {
+    let corrupt = || StoreError::corrupt("GPU usage", text);
+    let list: Vec<Value> = serde_json::from_str(text).map_err(|_| corrupt())?;
+    list.iter()
+        .map(|g| {
+            let number = |name: &str| g.get(name).and_then(Value::as_u64).ok_or_else(corrupt);
+            Ok(GpuSample {
+                uuid: g
+                    .get("uuid")
+                    .and_then(Value::as_str)
+                    .ok_or_else(corrupt)?
+                    .to_owned(),
+                utilization_percent: u32::try_from(number("utilization_percent")?)
+                    .map_err(|_| corrupt())?,
+                memory_used_bytes: number("memory_used_bytes")?,
             })
         })
         .collect()

@@ -40,6 +40,19 @@ pub trait InventoryStore: Send + Sync {
         id: MachineId,
     ) -> Result<Option<MachineRecord>, StoreError>;
 
+    /// How busy the machine's GPUs were at its agent's last sample, and when (none, `None`:
+    /// never sampled, or no such machine). For a workload's own GPUs: the caller picks those.
+    async fn gpu_use_on(
+        &self,
+        machine: MachineId,
+    ) -> Result<
+        (
+            Vec<einsora_core::machine::GpuSample>,
+            Option<OffsetDateTime>,
+        ),
+        StoreError,
+    >;
+
     /// Revokes the tenant's machine and its certificates (again: no change); `None` if the
     /// tenant has no such machine.
     async fn revoke_machine(
@@ -97,6 +110,9 @@ pub struct MachineRecord {
     pub models: Vec<ModelFile>,
     /// Why its GPUs aren't offered, as its agent last said.
     pub gpu_note: Option<GpuNote>,
+    /// How busy its GPUs were at its agent's last sample (`gpu_usage_at`), if it sent one.
+    pub gpu_usage: Vec<einsora_core::machine::GpuSample>,
+    pub gpu_usage_at: Option<OffsetDateTime>,
     pub last_seen_at: Option<OffsetDateTime>,
     pub revoked_at: Option<OffsetDateTime>,
     pub created_at: OffsetDateTime,

@@ -130,6 +130,7 @@ impl From<&Device> for machines_pb::Device {
             uuid: d.uuid.clone(),
             memory_bytes: d.memory_bytes,
             workload_ids: Vec::new(),
+            gpu_use: None,
         }
     }
 }

@@ -21,7 +21,9 @@ pub use create_workload::{
 };
 pub use desired::{DesiredWorkload, PlacedSpec, Resources};
 pub use enums::{ProtoEnum, enum_list};
-pub use report::{AccessTarget, InventoryReport, WorkloadStatus, WorkloadStatuses, bounds};
+pub use report::{
+    AccessTarget, InventoryReport, WorkloadStatus, WorkloadStatuses, bounds, gpu_usage,
+};
 pub use times::{optional_time, required_time, timestamp};
 
 use std::str::FromStr;

@@ -6,7 +6,7 @@
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::ids::WorkloadId;
-use einsora_core::machine::{Device, GpuNote, Inventory, ModelFile, is_model_path};
+use einsora_core::machine::{Device, GpuNote, GpuSample, Inventory, ModelFile, is_model_path};
 
 use super::{ConvertError, Problem, ProtoEnum, parse_id};
 use crate::agent::v1 as pb;
@@ -154,6 +154,43 @@ fn at_most<T>(field: &str, list: &[T], max: usize) -> Result<(), ConvertError> {
         ));
     }
     Ok(())
+}
+
+/// A GPU usage report, as the machine whose inventory listed `devices` sent it: each GPU one
+/// of those, once, at most 100% busy, using no more memory than it has.
+pub fn gpu_usage(raw: pb::GpuUsage, devices: &[Device]) -> Result<Vec<GpuSample>, ConvertError> {
+    at_most("gpus", &raw.gpus, MAX_DEVICES)?;
+    let mut samples: Vec<GpuSample> = Vec::with_capacity(raw.gpus.len());
+    for (n, g) in raw.gpus.into_iter().enumerate() {
+        let field = |name: &str| format!("gpus[{n}].{name}");
+        let Some(device) = devices.iter().find(|d| d.uuid == g.uuid) else {
+            return Err(ConvertError::invalid(
+                field("uuid"),
+                "one of the machine's reported devices",
+            ));
+        };
+        if samples.iter().any(|s| s.uuid == g.uuid) {
+            return Err(ConvertError::invalid(field("uuid"), "each device once"));
+        }
+        if g.utilization_percent > 100 {
+            return Err(ConvertError::invalid(
+                field("utilization_percent"),
+                "0 to 100",
+            ));
+        }
+        if g.memory_used_bytes > device.memory_bytes {
+            return Err(ConvertError::invalid(
+                field("memory_used_bytes"),
+                "at most the device's memory",
+            ));
+        }
+        samples.push(GpuSample {
+            uuid: g.uuid,
+            utilization_percent: g.utilization_percent,
+            memory_used_bytes: g.memory_used_bytes,
+        });
+    }
+    Ok(samples)
 }
 
 impl TryFrom<pb::Inventory> for InventoryReport {

@@ -182,3 +182,43 @@ fn an_access_targets_token_stays_out_of_debug() {
         "{shown}"
     );
 }
+
+/// A GPU usage report is the machine's own GPUs' use: one it didn't list, one listed twice,
+/// more than 100% or more memory than the GPU has refuses the report, naming the field.
+#[test]
+fn gpu_usage_is_only_of_the_machines_gpus_within_their_bounds() {
+    let devices = inventory().machine.devices;
+    let sample = |uuid: &str, utilization_percent, memory_used_bytes| pb::GpuSample {
+        uuid: uuid.into(),
+        utilization_percent,
+        memory_used_bytes,
+    };
+    let report = |gpus| pb::GpuUsage { gpus };
+    let good = gpu_usage(report(vec![sample("GPU-0b1e", 87, 20 << 30)]), &devices).unwrap();
+    assert_eq!(
+        good,
+        [GpuSample {
+            uuid: "GPU-0b1e".into(),
+            utilization_percent: 87,
+            memory_used_bytes: 20 << 30,
+        }]
+    );
+    assert_eq!(gpu_usage(report(vec![]), &devices).unwrap(), []);
+    let refused = |gpus, field: &str| {
+        let err = gpu_usage(report(gpus), &devices).unwrap_err().to_string();
+        assert!(err.contains(field), "{err}");
+    };
+    refused(vec![sample("GPU-else", 1, 1)], "gpus[0].uuid");
+    refused(
+        vec![sample("GPU-0b1e", 1, 1), sample("GPU-0b1e", 1, 1)],
+        "gpus[1].uuid",
+    );
+    refused(
+        vec![sample("GPU-0b1e", 101, 1)],
+        "gpus[0].utilization_percent",
+    );
+    refused(
+        vec![sample("GPU-0b1e", 1, 49 << 30)],
+        "gpus[0].memory_used_bytes",
+    );
+}

@@ -31,6 +31,8 @@ impl TryFrom<&Workload> for pb::Workload {
             updated_at: Some(timestamp(w.updated_at)),
             version: w.version,
             params: Some(params.into()),
+            device_uuids: w.devices.clone(),
+            gpu_use: None,
         })
     }
 }

@@ -1,7 +1,9 @@
 //! Store records to proto messages. Conversions of core types live in `einsora_proto::convert`;
 //! these records are the store's own, so their conversions live here.
 
+use einsora_core::machine::GpuSample;
 use einsora_core::workload::Workload;
+use einsora_proto::common::v1 as common_pb;
 use einsora_proto::convert::{ProtoEnum, timestamp};
 use einsora_proto::enrolment::v1 as enrolment_pb;
 use einsora_proto::machines::v1 as machines_pb;
@@ -85,11 +87,29 @@ pub fn machine(
                     .filter(|w| w.machine_id == Some(r.machine.id) && w.devices.contains(&d.uuid))
                     .map(|w| w.id.to_string())
                     .collect(),
+                gpu_use: gpu_use(&r.gpu_usage, std::slice::from_ref(&d.uuid), r.gpu_usage_at),
                 ..machines_pb::Device::from(d)
             })
             .collect(),
         ..machines_pb::Machine::from(&r.machine)
     }
+}
+
+/// How busy the GPUs named were at the sample taken `at`: their memory used, summed, and their
+/// mean utilisation; `None` when the sample has none of them (or there is no sample).
+pub fn gpu_use(
+    samples: &[GpuSample],
+    uuids: &[String],
+    at: Option<OffsetDateTime>,
+) -> Option<common_pb::GpuUse> {
+    let at = at?;
+    let theirs: Vec<&GpuSample> = samples.iter().filter(|s| uuids.contains(&s.uuid)).collect();
+    let count = u32::try_from(theirs.len()).ok().filter(|n| *n > 0)?;
+    Some(common_pb::GpuUse {
+        utilization_percent: theirs.iter().map(|s| s.utilization_percent).sum::<u32>() / count,
+        memory_used_bytes: theirs.iter().map(|s| s.memory_used_bytes).sum(),
+        sampled_at: Some(timestamp(at)),
+    })
 }
 
 /// Never the secret: the store doesn't have it.
@@ -134,6 +154,8 @@ mod tests {
             drivers: vec!["macos-native".into()],
             models: vec![],
             gpu_note: None,
+            gpu_usage: vec![],
+            gpu_usage_at: None,
             last_seen_at,
             revoked_at: None,
             created_at: OffsetDateTime::UNIX_EPOCH,

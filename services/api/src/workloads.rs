@@ -135,7 +135,16 @@ impl WorkloadService for WorkloadsApi {
         let req = request.into_inner();
         let id = scoped::id(&req.id)?;
         let w = scoped::workload(&*self.store, caller.tenant, id, req.include_deleted).await?;
-        Ok(Response::new(wire::workload(&w)?))
+        let mut workload = wire::workload(&w)?;
+        if let Some(machine) = w.machine_id.filter(|_| !w.devices.is_empty()) {
+            let (samples, at) = self
+                .store
+                .gpu_use_on(machine)
+                .await
+                .map_err(status::store)?;
+            workload.gpu_use = wire::gpu_use(&samples, &w.devices, at);
+        }
+        Ok(Response::new(workload))
     }
 
     async fn delete_workload(

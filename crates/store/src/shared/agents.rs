@@ -193,6 +193,22 @@ impl crate::AgentStore for ThisStore {
             .await?;
         Ok(())
     }
+
+    async fn record_gpu_usage(
+        &self,
+        machine: MachineId,
+        gpus: &[einsora_core::machine::GpuSample],
+        at: time::OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        // No change signal: how busy a GPU is decides nothing the controller decides on.
+        sqlx::query("UPDATE machines SET gpu_usage = $1, gpu_usage_at = $2 WHERE id = $3")
+            .bind(crate::devices::usage_to_json(gpus))
+            .bind(crate::time_ms::to_ms(at))
+            .bind(machine.as_uuid())
+            .execute(&mut *self.writer().await?)
+            .await?;
+        Ok(())
+    }
 }
 
 static MACHINE_FOR_CERTIFICATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {

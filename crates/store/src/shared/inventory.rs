@@ -112,6 +112,25 @@ impl crate::InventoryStore for ThisStore {
         row.as_ref().map(machine_from_row).transpose()
     }
 
+    async fn gpu_use_on(
+        &self,
+        machine: MachineId,
+    ) -> Result<(Vec<einsora_core::machine::GpuSample>, Option<time::OffsetDateTime>), StoreError>
+    {
+        let row: Option<(Option<String>, Option<i64>)> =
+            sqlx::query_as("SELECT gpu_usage, gpu_usage_at FROM machines WHERE id = $1")
+                .bind(machine.as_uuid())
+                .fetch_optional(self.reader())
+                .await?;
+        let Some((Some(text), at)) = row else {
+            return Ok((Vec::new(), None));
+        };
+        Ok((
+            crate::devices::usage_from_json(&text)?,
+            at.map(crate::time_ms::from_ms).transpose()?,
+        ))
+    }
+
     async fn revoke_machine(
         &self,
         tenant: TenantId,

@@ -7,7 +7,7 @@ use crate::{MachineRecord, UsageRecord};
 
 const MACHINE_COLUMNS: &str = "id, owner_id, name, region, os, arch, cpus, memory_bytes, \
      accelerators, drivers, sharing, last_seen_at, revoked_at, created_at, flagged_for, \
-     flagged_at, flagged_last_at, models, gpu_note";
+     flagged_at, flagged_last_at, models, gpu_note, gpu_usage, gpu_usage_at";
 
 const USAGE_COLUMNS: &str =
     "id, tenant_id, workload_id, region, machine_id, placed_class, units, hour_start, seconds";
@@ -48,6 +48,12 @@ fn machine_from_row(row: &<Db as sqlx::Database>::Row) -> Result<MachineRecord, 
             .try_get::<Option<String>, _>("gpu_note")?
             .map(|w| parse_word("GPU note", &w))
             .transpose()?,
+        gpu_usage: row
+            .try_get::<Option<String>, _>("gpu_usage")?
+            .map(|text| crate::devices::usage_from_json(&text))
+            .transpose()?
+            .unwrap_or_default(),
+        gpu_usage_at: optional_ms(row.try_get("gpu_usage_at")?)?,
         last_seen_at: optional_ms(row.try_get("last_seen_at")?)?,
         revoked_at: optional_ms(row.try_get("revoked_at")?)?,
         created_at: from_ms(row.try_get("created_at")?)?,

@@ -315,3 +315,47 @@ pub async fn a_removal_pends_until_the_machine_confirms_it(db: TestDb) {
         "unknown"
     );
 }
+
+/// A GPU usage sample replaces the one before; before the first there is none.
+pub async fn a_machines_gpu_use_is_its_last_sample(db: TestDb) {
+    use einsora_core::machine::GpuSample;
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let m = registration(t, "gpubox", None);
+    store.put_machine(&m).await.unwrap();
+    let id = m.machine.id;
+    assert_eq!(store.gpu_use_on(id).await.unwrap(), (vec![], None));
+    let read = store.machine_of(t, id).await.unwrap().unwrap();
+    assert_eq!((read.gpu_usage, read.gpu_usage_at), (vec![], None));
+
+    let sample = |percent, mib: u64| GpuSample {
+        uuid: "GPU-1".into(),
+        utilization_percent: percent,
+        memory_used_bytes: mib << 20,
+    };
+    let (first, then) = (
+        datetime!(2025-03-01 12:00:00.123 UTC),
+        datetime!(2025-03-01 12:00:15.456 UTC),
+    );
+    store
+        .record_gpu_usage(id, &[sample(87, 20480)], first)
+        .await
+        .unwrap();
+    store
+        .record_gpu_usage(id, &[sample(3, 512)], then)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.gpu_use_on(id).await.unwrap(),
+        (vec![sample(3, 512)], Some(then))
+    );
+    let read = store.machine_of(t, id).await.unwrap().unwrap();
+    assert_eq!(
+        (read.gpu_usage, read.gpu_usage_at),
+        (vec![sample(3, 512)], Some(then))
+    );
+    assert_eq!(
+        store.gpu_use_on(MachineId::new()).await.unwrap(),
+        (vec![], None)
+    );
+}

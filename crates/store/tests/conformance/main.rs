@@ -58,6 +58,7 @@ einsora_testkit::on_both_engines! {
     inventory::workload_reads_are_scoped_by_tenant,
     inventory::machines_are_read_by_their_owner_only,
     inventory::machines_count_the_tenants_workloads_holding_them,
+    inventory::a_machines_gpu_use_is_its_last_sample,
     inventory::a_removal_pends_until_the_machine_confirms_it,
     inventory::usage_is_read_by_tenant_and_period,
     metering::metering_reads_changed_and_metered_workloads,

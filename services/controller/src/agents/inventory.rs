@@ -59,6 +59,8 @@ mod tests {
             drivers: vec![],
             models: vec![],
             gpu_note: None,
+            gpu_usage: vec![],
+            gpu_usage_at: None,
             last_seen_at: None,
             revoked_at: None,
             created_at: OffsetDateTime::UNIX_EPOCH,

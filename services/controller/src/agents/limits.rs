@@ -67,6 +67,9 @@ pub fn bounded(report: &pb::agent_report::Report) -> Result<(), Excess> {
                     .all(|m| m.path.len() <= einsora_core::machine::MAX_MODEL_PATH)
         }
         Report::RenewCertificate(r) => r.csr_pem.len() <= MAX_CSR,
+        Report::GpuUsage(u) => {
+            u.gpus.len() <= MAX_DEVICES && u.gpus.iter().all(|g| g.uuid.len() <= MAX_TEXT)
+        }
     };
     if fits { Ok(()) } else { Err(Excess::Oversized) }
 }
@@ -84,6 +87,7 @@ pub struct Rates {
     pub statuses: Rate,
     pub inventory: Rate,
     pub renewal: Rate,
+    pub gpu_usage: Rate,
     /// New Sync streams of one machine.
     pub streams: Rate,
 }
@@ -106,6 +110,11 @@ impl Default for Rates {
             renewal: Rate {
                 burst: 5,
                 every: Duration::from_secs(60),
+            },
+            // Sampled every few seconds (EINSORA_AGENT_GPU_SAMPLE_EVERY, at least 1 s).
+            gpu_usage: Rate {
+                burst: 10,
+                every: Duration::from_millis(500),
             },
             // An agent reconnects with a backoff from 0.5 s, doubling; each open costs the
             // store a read and a write and the log a few lines.
@@ -130,6 +139,7 @@ struct Allowance {
     statuses: Bucket,
     inventory: Bucket,
     renewal: Bucket,
+    gpu_usage: Bucket,
     streams: Bucket,
     /// When a refused stream open was last logged and flagged, so a flood does neither more
     /// than once a minute.
@@ -216,6 +226,7 @@ impl Budgets {
             Report::Statuses(_) => (&mut allowance.statuses, self.rates.statuses),
             Report::Inventory(_) => (&mut allowance.inventory, self.rates.inventory),
             Report::RenewCertificate(_) => (&mut allowance.renewal, self.rates.renewal),
+            Report::GpuUsage(_) => (&mut allowance.gpu_usage, self.rates.gpu_usage),
         };
         if bucket.take(rate, now) {
             Ok(())

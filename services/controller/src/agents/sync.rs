@@ -337,6 +337,20 @@ impl Session {
                 self.confirm_removals(&reported).await;
                 self.hub.report(self.machine.machine.id, reported);
             }
+            pb::agent_report::Report::GpuUsage(usage) => {
+                // Against the inventory it last recorded: only its own GPUs, within their memory.
+                match einsora_proto::convert::gpu_usage(usage, &self.machine.machine.devices) {
+                    Ok(gpus) => {
+                        if let Err(e) = self.store.record_gpu_usage(id, &gpus, now).await {
+                            tracing::warn!(machine = %id, error = %e, "couldn't record how busy its GPUs are");
+                        }
+                    }
+                    Err(why) => tracing::warn!(
+                        machine = %id, %why,
+                        "refused a GPU usage report that doesn't fit the machine's GPUs"
+                    ),
+                }
+            }
             pb::agent_report::Report::RenewCertificate(request) => {
                 let renewed = self
                     .renewals

@@ -110,6 +110,7 @@ fn each_kind_comes_a_burst_then_at_its_rate_per_machine() {
         statuses: rate,
         inventory: rate,
         renewal: rate,
+        gpu_usage: rate,
         streams: rate,
     });
     let (machine, other) = (MachineId::new(), MachineId::new());

@@ -1,0 +1,6 @@
+-- How busy each of a machine's GPUs is, as its agent last sampled it (SQLite flavour of migrations/postgres/0009_machine_gpu_usage.sql): a JSON
+-- array of {"uuid", "utilization_percent", "memory_used_bytes"}, and when (ms since the epoch);
+-- NULL until its first sample.
+
+ALTER TABLE machines ADD COLUMN gpu_usage TEXT;
+ALTER TABLE machines ADD COLUMN gpu_usage_at BIGINT;
