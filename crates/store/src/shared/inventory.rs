@@ -115,8 +115,13 @@ impl crate::InventoryStore for ThisStore {
     async fn gpu_use_on(
         &self,
         machine: MachineId,
-    ) -> Result<(Vec<einsora_core::machine::GpuSample>, Option<time::OffsetDateTime>), StoreError>
-    {
+    ) -> Result<
+        (
+            Vec<einsora_core::machine::GpuSample>,
+            Option<time::OffsetDateTime>,
+        ),
+        StoreError,
+    > {
         let row: Option<(Option<String>, Option<i64>)> =
             sqlx::query_as("SELECT gpu_usage, gpu_usage_at FROM machines WHERE id = $1")
                 .bind(machine.as_uuid())
