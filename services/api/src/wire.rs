@@ -107,7 +107,10 @@ pub fn gpu_use(
     let count = u32::try_from(theirs.len()).ok().filter(|n| *n > 0)?;
     Some(common_pb::GpuUse {
         utilization_percent: theirs.iter().map(|s| s.utilization_percent).sum::<u32>() / count,
-        memory_used_bytes: theirs.iter().map(|s| s.memory_used_bytes).sum(),
+        // Each within its GPU's memory, which its agent says: never trusted not to overflow.
+        memory_used_bytes: theirs
+            .iter()
+            .fold(0_u64, |sum, s| sum.saturating_add(s.memory_used_bytes)),
         sampled_at: Some(timestamp(at)),
     })
 }

@@ -136,7 +136,9 @@ impl WorkloadService for WorkloadsApi {
         let id = scoped::id(&req.id)?;
         let w = scoped::workload(&*self.store, caller.tenant, id, req.include_deleted).await?;
         let mut workload = wire::workload(&w)?;
-        if let Some(machine) = w.machine_id.filter(|_| !w.devices.is_empty()) {
+        // Only while it runs: a stopped or deleted workload's GPUs may be another's now.
+        let running = w.state == einsora_core::lifecycle::State::Running;
+        if let Some(machine) = w.machine_id.filter(|_| running && !w.devices.is_empty()) {
             let (samples, at) = self
                 .store
                 .gpu_use_on(machine)

@@ -36,7 +36,7 @@ pub async fn run_script(config: &NativeConfig, run: &ScriptRun) -> anyhow::Resul
     let nodes = gpus::device_nodes(Path::new(gpus::PROC_GPUS));
     let mut gpu_nodes = Vec::new();
     if !run.gpus.is_empty() {
-        gpu_nodes.extend(gpus::SHARED_NODES.iter().map(PathBuf::from));
+        gpu_nodes.extend(gpus::shared_nodes());
     }
     for uuid in &run.gpus {
         let Some(node) = nodes.get(uuid) else {

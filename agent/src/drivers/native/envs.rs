@@ -148,8 +148,14 @@ async fn build(runtime: &Runtime, dir: &Path, wheels: Option<&Path>) -> Result<(
 }
 
 /// Runs a build step: its output's tail is the error when it fails.
+/// Nothing of the agent's environment (its settings, any credential) reaches a build step: pip
+/// reads its own configuration files (`/etc/pip.conf`, the agent user's) for its index, proxy
+/// and certificates.
 async fn run(mut command: Command, limit: Duration) -> Result<(), String> {
     command
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+        .env("LANG", "C.UTF-8")
         .kill_on_drop(true)
         .stdin(std::process::Stdio::null());
     let what = format!("{:?}", command.as_std().get_program());

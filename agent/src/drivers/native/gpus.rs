@@ -15,6 +15,14 @@ pub const SHARED_NODES: &[&str] = &[
     "/dev/nvidia-modeset",
 ];
 
+/// The shared nodes this machine has.
+pub fn shared_nodes() -> impl Iterator<Item = PathBuf> {
+    SHARED_NODES
+        .iter()
+        .map(PathBuf::from)
+        .filter(|node| node.exists())
+}
+
 /// Each GPU's device node by UUID, as the table under `dir` lists them. A directory that isn't
 /// there (no NVIDIA driver) lists none; an entry that doesn't read is left out.
 pub fn device_nodes(dir: &Path) -> HashMap<String, PathBuf> {

@@ -43,11 +43,11 @@ const SYSTEM_ETC: &[&str] = &[
 pub const STAGE_DIR: &str = "/run/einsora-stage";
 /// Staging, in the private mount namespace of a root agent.
 const STAGE: &str =
-    "mount -t tmpfs -o mode=0711,size=64k,nosuid,nodev einsora-stage /run/einsora-stage
+    "/bin/mount -t tmpfs -o mode=0711,size=64k,nosuid,nodev einsora-stage /run/einsora-stage
 uid=$1 gid=$2; shift 2; i=0
 while [ \"$1\" != -- ]; do
-  if [ -d \"$1\" ]; then mkdir /run/einsora-stage/$i; else : >/run/einsora-stage/$i; fi
-  mount --bind \"$1\" /run/einsora-stage/$i
+  if [ -d \"$1\" ]; then /bin/mkdir /run/einsora-stage/$i; else : >/run/einsora-stage/$i; fi
+  /bin/mount --bind \"$1\" /run/einsora-stage/$i
   i=$((i + 1)); shift
 done
 shift
@@ -209,11 +209,13 @@ impl Sandbox {
         let args = match self.user {
             None => std::iter::once(bwrap_path).chain(bwrap).collect(),
             Some((uid, gid)) => {
+                // `slave`: the host's unmounts reach this namespace (a removed notebook's disk
+                // is freed), and nothing mounted here reaches the host.
                 let mut args: Vec<String> = [
                     "/usr/bin/unshare",
                     "--mount",
                     "--propagation",
-                    "private",
+                    "slave",
                     "--",
                 ]
                 .map(str::to_owned)

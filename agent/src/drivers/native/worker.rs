@@ -132,15 +132,41 @@ impl Worker {
     }
 
     async fn pass(&mut self, wanted: &[Wanted]) {
+        // What runs, as the kernel says: when it can't say, nothing is decided this pass (a
+        // workload never taken for gone, nor its GPUs for free).
         let mut running = HashMap::new();
-        for id in self.supervisor.ids().unwrap_or_default() {
+        let ids = match self.supervisor.ids() {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::warn!(error = %e, "can't list the workloads' processes; trying again");
+                return;
+            }
+        };
+        for id in ids {
             match self.supervisor.find(&id) {
                 Ok(Some(r)) => {
                     running.insert(id, r);
                 }
                 Ok(None) => {}
-                Err(e) => tracing::warn!(workload = %id, error = %e, "can't tell whether it runs"),
+                Err(e) => {
+                    tracing::warn!(workload = %id, error = %e, "can't tell whether it runs; trying again");
+                    return;
+                }
             }
+        }
+        // One it wasn't told about: stopped and kept, before anything new starts (its GPUs
+        // aren't known here, so they are free only once it has stopped).
+        let listed: Vec<&str> = wanted.iter().map(|w| w.workload.as_str()).collect();
+        let unlisted: Vec<String> = running
+            .keys()
+            .filter(|id| !listed.contains(&id.as_str()))
+            .cloned()
+            .collect();
+        for id in &unlisted {
+            if self.stop(id).await != StatusCode::Stopped {
+                return;
+            }
+            running.remove(id);
         }
         let busy = gpus_in_use(wanted, &running);
         let mut seen = BTreeMap::new();
@@ -161,10 +187,6 @@ impl Worker {
                 target,
             };
             seen.insert(w.workload.clone(), s);
-        }
-        // One it wasn't told about: stopped and kept.
-        for id in running.keys() {
-            self.stop(id).await;
         }
         let mut current = self
             .parts
@@ -194,8 +216,11 @@ impl Worker {
         let serves = serves(w, &places);
         let mut runs = runs;
         if runs.is_some() && !record.started(w.attempt) {
-            // An earlier attempt's server: this attempt replaces it.
-            self.stop(&w.workload).await;
+            // An earlier attempt's server: this attempt replaces it, once it has stopped.
+            let stopped = self.stop(&w.workload).await;
+            if stopped != StatusCode::Stopped {
+                return refused(stopped);
+            }
             runs = None;
         }
         if w.spec.retired {
@@ -223,7 +248,7 @@ impl Worker {
         let nodes = gpus::device_nodes(Path::new(gpus::PROC_GPUS));
         let mut gpu_nodes = Vec::new();
         if !reserved.is_empty() {
-            gpu_nodes.extend(gpus::SHARED_NODES.iter().map(PathBuf::from));
+            gpu_nodes.extend(gpus::shared_nodes());
             gpu_nodes.extend(reserved.iter().filter_map(|u| nodes.get(u).cloned()));
         }
         let sandbox = Sandbox {
@@ -276,6 +301,13 @@ impl Worker {
             Ok(next) => next,
             Err(code) => return refused(code),
         };
+        let log_room = self.disks.log_bytes().saturating_mul(2);
+        if let Err(code) =
+            self.disks
+                .provide_log_dir(&w.workload, &self.log_dir(&w.workload), log_room)
+        {
+            return refused(code);
+        }
         if let Err(e) = self.records.set(&w.workload, next) {
             tracing::warn!(error = %e, "can't record a start; not starting");
             return refused(StatusCode::StartFailed);
@@ -314,7 +346,7 @@ impl Worker {
             }
             Probe::NotYet => (StatusCode::Starting, None),
             Probe::Tampered(why) => {
-                tracing::warn!(%why, "its socket was tampered with; failing it");
+                tracing::warn!(socket = %socket.display(), %why, "its socket was tampered with; failing it");
                 (StatusCode::SocketTampered, None)
             }
         }
@@ -335,13 +367,16 @@ impl Worker {
             return StatusCode::Stopping;
         }
         let places = Places::of(&self.parts.config.state_dir, &w.workload);
-        let log = self.log(&w.workload);
+        let logs = self.log_dir(&w.workload);
         let removed = self
             .disks
             .release(&w.workload, &places.run, &places.data)
+            .and_then(|()| self.disks.release_log_dir(&logs))
             .and_then(|()| places.remove_all())
-            .and_then(|()| remove_file(&log))
-            .and_then(|()| remove_file(&log.with_extension("log.1")))
+            .and_then(|()| match std::fs::remove_dir_all(&logs) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            })
             .and_then(|()| self.records.forget(&w.workload));
         if let Err(e) = removed {
             tracing::warn!(workload = %w.workload, error = %e, "can't delete its data yet");
@@ -350,28 +385,46 @@ impl Worker {
         StatusCode::Removed
     }
 
-    /// Its output, in the agent's own directory (never one the workload can write).
-    fn log(&self, id: &str) -> PathBuf {
-        self.logs.join(format!("{id}.log"))
+    /// Its output's directory, the agent's own (never one the workload can write).
+    fn log_dir(&self, id: &str) -> PathBuf {
+        self.logs.join(id)
     }
 
-    /// Its output keeps a bounded tail, as a container's does: past half the log limit, it is
-    /// moved to `<id>.log.1` (replacing the one before) and the log starts again. Checked each
-    /// pass, so a workload may write past it for up to a second.
+    fn log(&self, id: &str) -> PathBuf {
+        self.log_dir(id).join("output.log")
+    }
+
+    /// Its output keeps a bounded tail, as a container's does: past half the log limit, its
+    /// last half is moved to `output.log.1` (replacing the one before) and the log starts
+    /// again. Checked each pass; where the agent can mount, the directory is a tmpfs of twice
+    /// the limit, so a workload that writes (or truncates, or allocates) faster fills only that.
     fn keep_log_bounded(&self, id: &str) {
+        use std::io::{Seek, SeekFrom};
+        use std::os::unix::fs::OpenOptionsExt;
         let log = self.log(id);
         let half = (self.disks.log_bytes() / 2).max(1);
         let Ok(meta) = std::fs::symlink_metadata(&log) else {
             return;
         };
-        if meta.len() <= half {
+        if !meta.is_file() || meta.len() <= half {
             return;
         }
         let kept = log.with_extension("log.1");
-        let rotated = std::fs::copy(&log, &kept).and_then(|_| {
-            let file = std::fs::OpenOptions::new().write(true).open(&log)?;
-            file.set_len(0)
-        });
+        let rotated = (|| -> std::io::Result<()> {
+            remove_file(&kept)?;
+            let mut from = std::fs::File::open(&log)?;
+            from.seek(SeekFrom::Start(meta.len() - half))?;
+            let mut to = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&kept)?;
+            std::io::copy(&mut std::io::Read::take(from, half), &mut to)?;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&log)?
+                .set_len(0)
+        })();
         if let Err(e) = rotated {
             tracing::warn!(workload = %id, error = %e, "can't keep its log bounded");
         }

@@ -147,8 +147,6 @@ impl Supervisor {
                 source,
             })?;
         let pid = child.id();
-        // Reaped when it ends, so it never lingers as a zombie of this agent.
-        std::thread::spawn(move || child.wait());
         // A workload that can't be recorded must not run unrecorded: it would be started again.
         let recorded = proc_table::info(pid)
             .and_then(|info| Ok((info, proc_table::boot_id()?)))
@@ -166,9 +164,15 @@ impl Supervisor {
                 )
             });
         if let Err(e) = recorded {
+            // The process itself, by its handle (it may not have made its group or session
+            // yet), then whatever of its group there is.
+            let _ = child.kill();
+            let _ = child.wait();
             signal_group(pid, Signal::KILL);
             return Err(e);
         }
+        // Reaped when it ends, so it never lingers as a zombie of this agent.
+        std::thread::spawn(move || child.wait());
         Ok(Running { pid, group: pid })
     }
 

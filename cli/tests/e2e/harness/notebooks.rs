@@ -93,7 +93,9 @@ pub fn solo_native(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
         ("EINSORA_NATIVE_WHEELS", wheels_dir.as_str()),
     ];
     env.extend_from_slice(extra);
-    let (solo, mut leftovers) = solo_with(&env);
+    env.push(("EINSORA_AUTH_MODE", "dev"));
+    // No engine needed: this machine's agent has no docker driver.
+    let (solo, mut leftovers) = solo_on_this_machine(&env);
     leftovers.wheels = Some(wheels);
     (solo, leftovers)
 }
@@ -125,6 +127,12 @@ fn solo_on_docker(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
         "these tests need a Docker engine and the local images: ./scripts/test starts one and \
          builds them"
     );
+    solo_on_this_machine(extra)
+}
+
+/// `einsora up` on the agent backend, this machine enrolled with its drivers, its models
+/// directory and the tests' catalog.
+fn solo_on_this_machine(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
     let model = std::env::var("EINSORA_TEST_MODEL")
         .expect("EINSORA_TEST_MODEL names a small GGUF model (./scripts/test makes one)");
     let models = tempfile::tempdir().unwrap();

@@ -196,6 +196,43 @@ impl Disks {
         dirs::private_dir(run, user).map_err(failed)
     }
 
+    /// A directory for a workload's output, the agent's own and emptied: a tmpfs of `bytes`
+    /// where the agent can mount, so a workload growing its log (by writing, truncating or
+    /// allocating) fills only that; else a plain directory (the log is then bounded only by
+    /// the driver's rotation).
+    pub fn provide_log_dir(
+        &self,
+        workload: &str,
+        dir: &Path,
+        bytes: u64,
+    ) -> Result<(), StatusCode> {
+        let failed = |e: std::io::Error| {
+            tracing::warn!(workload, error = %e, "can't prepare its log directory");
+            StatusCode::StartFailed
+        };
+        mounts::unmount_all(dir).map_err(failed)?;
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed(e)),
+            _ => {}
+        }
+        dirs::agent_dir(dir).map_err(failed)?;
+        if self.mountable {
+            let agent = (
+                rustix::process::geteuid().as_raw(),
+                rustix::process::getegid().as_raw(),
+            );
+            mounts::check_bare(dir).map_err(failed)?;
+            mounts::mount_tmpfs(dir, bytes, 16, agent).map_err(failed)?;
+            dirs::agent_dir(dir).map_err(failed)?;
+        }
+        Ok(())
+    }
+
+    /// Unmounts what [`Disks::provide_log_dir`] mounted.
+    pub fn release_log_dir(&self, dir: &Path) -> std::io::Result<()> {
+        mounts::unmount_all(dir)
+    }
+
     /// Unmounts the workload's filesystems and deletes its disk: before its directories go.
     pub fn release(&self, workload: &str, run: &Path, data: &Path) -> std::io::Result<()> {
         mounts::unmount_all(run)?;

@@ -48,7 +48,7 @@ fn a_root_agent_stages_the_places_and_drops_to_the_workload_user() {
             "/usr/bin/unshare",
             "--mount",
             "--propagation",
-            "private",
+            "slave",
             "--"
         ]
     );
