@@ -355,3 +355,40 @@ fn the_docker_driver_asks_the_engine_for_exactly_the_reserved_gpu() {
     assert_eq!(kept["Count"], 0, "{inspected}");
     wait_for(&solo, &owner.session, &id, "failed");
 }
+
+/// On the real engine, which has no NVIDIA runtime, a machine whose nvidia-smi lists two H100s
+/// offers CPU only and its page says why, in words its owner can act on; a GPU notebook waits
+/// for a machine that can run its class, never started on CPU instead.
+#[test]
+fn an_engine_without_the_nvidia_runtime_offers_cpu_only_and_says_why() {
+    use crate::harness::notebooks::solo_as_owner;
+    let dir = tempfile::tempdir().unwrap();
+    let answer = dir.path().join("nvidia-smi-answer");
+    std::fs::write(&answer, TWO_H100S).unwrap();
+    let nvidia_smi = stand_in(dir.path(), &answer);
+    let (solo, _leftovers) =
+        solo_as_owner(&[("EINSORA_NVIDIA_SMI", nvidia_smi.to_str().unwrap())]);
+    let owner = Owner::of(&solo);
+    let machine = eventually_or(
+        "this machine listing its GPUs",
+        PATIENCE,
+        || {
+            let read: Value = call(&solo, &owner.session, "GET", "/v1/machines", None).json();
+            let first = read["machines"].get(0)?.clone();
+            (first["devices"].as_array()?.len() == 2).then_some(first)
+        },
+        || solo.logs(),
+    );
+    let note = machine["gpu_note"].as_str().unwrap();
+    assert!(note.contains("install the NVIDIA container toolkit"), "{machine}");
+    let (status, made) = create(&solo, &owner.session, "train", CLASS);
+    assert_eq!(status, 202, "{made}");
+    let id = made["id"].as_str().unwrap();
+    let waiting = format!("queued: waiting for a machine that can run {CLASS} to come online");
+    eventually_or(
+        "the GPU notebook waiting for a machine that can run it",
+        PATIENCE,
+        || timeline(&solo, &owner.session, id).contains(&waiting).then_some(()),
+        || format!("{:?}", timeline(&solo, &owner.session, id)),
+    );
+}
