@@ -366,8 +366,7 @@ fn an_engine_without_the_nvidia_runtime_offers_cpu_only_and_says_why() {
     let answer = dir.path().join("nvidia-smi-answer");
     std::fs::write(&answer, TWO_H100S).unwrap();
     let nvidia_smi = stand_in(dir.path(), &answer);
-    let (solo, _leftovers) =
-        solo_as_owner(&[("EINSORA_NVIDIA_SMI", nvidia_smi.to_str().unwrap())]);
+    let (solo, _leftovers) = solo_as_owner(&[("EINSORA_NVIDIA_SMI", nvidia_smi.to_str().unwrap())]);
     let owner = Owner::of(&solo);
     let machine = eventually_or(
         "this machine listing its GPUs",
@@ -380,7 +379,10 @@ fn an_engine_without_the_nvidia_runtime_offers_cpu_only_and_says_why() {
         || solo.logs(),
     );
     let note = machine["gpu_note"].as_str().unwrap();
-    assert!(note.contains("install the NVIDIA container toolkit"), "{machine}");
+    assert!(
+        note.contains("install the NVIDIA container toolkit"),
+        "{machine}"
+    );
     let (status, made) = create(&solo, &owner.session, "train", CLASS);
     assert_eq!(status, 202, "{made}");
     let id = made["id"].as_str().unwrap();
@@ -388,7 +390,11 @@ fn an_engine_without_the_nvidia_runtime_offers_cpu_only_and_says_why() {
     eventually_or(
         "the GPU notebook waiting for a machine that can run it",
         PATIENCE,
-        || timeline(&solo, &owner.session, id).contains(&waiting).then_some(()),
+        || {
+            timeline(&solo, &owner.session, id)
+                .contains(&waiting)
+                .then_some(())
+        },
         || format!("{:?}", timeline(&solo, &owner.session, id)),
     );
 }
