@@ -8,15 +8,13 @@ use std::time::Duration;
 
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
-use einsora_proto::convert::WorkloadParams;
 use tokio::sync::{Notify, watch};
 
 use super::DockerConfig;
 use super::egress::{Fence, NETWORK as EGRESS_NETWORK, Network};
 use super::engine::{ContainerSummary, Engine, EngineError};
 use super::spec::{
-    LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_NETWORK, LABEL_WORKLOAD, ModelServer,
-    Sandbox, Serves,
+    LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_NETWORK, LABEL_WORKLOAD, Sandbox,
 };
 use crate::drivers::local::dirs::Places;
 use crate::drivers::local::disk::Disks;
@@ -314,19 +312,7 @@ impl Worker {
         network: Network,
     ) -> Sandbox {
         let resources = w.spec.resources.clone().unwrap_or_default();
-        let serves = match &w.spec.params {
-            Some(WorkloadParams::Endpoint { model }) => {
-                let server = ModelServer::of_runtime(&w.spec.runtime);
-                Serves::Endpoint {
-                    model: places.model.join(server.model_name()),
-                    alias: model.clone(),
-                    server,
-                }
-            }
-            _ => Serves::Notebook {
-                data: places.data.clone(),
-            },
-        };
+        let serves = w.serves(places);
         Sandbox {
             machine: self.config.machine.clone(),
             workload: w.workload.clone(),

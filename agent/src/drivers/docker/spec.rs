@@ -9,8 +9,8 @@
 use std::path::{Path, PathBuf};
 
 use super::egress::Network;
+use crate::drivers::local::contract::Serves;
 use crate::drivers::local::contract::{DATA_DIR, HOME, RUN_DIR};
-pub use crate::drivers::local::contract::{ModelServer, Serves};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -155,6 +155,7 @@ fn bind(host: &Path, container: &str, read_only: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::drivers::local::contract::ModelServer;
 
     fn notebook() -> Sandbox {
         Sandbox {

@@ -33,6 +33,27 @@ pub struct Wanted {
     pub spec: PlacedSpec,
 }
 
+impl Wanted {
+    /// What its server serves, from its places: an endpoint its model (a file or a directory,
+    /// as its runtime's server takes it), a notebook its files.
+    pub fn serves(&self, places: &dirs::Places) -> contract::Serves {
+        use contract::{ModelServer, Serves};
+        match &self.spec.params {
+            Some(einsora_proto::convert::WorkloadParams::Endpoint { model }) => {
+                let server = ModelServer::of_runtime(&self.spec.runtime);
+                Serves::Endpoint {
+                    model: places.model.join(server.model_name()),
+                    alias: model.clone(),
+                    server,
+                }
+            }
+            _ => Serves::Notebook {
+                data: places.data.clone(),
+            },
+        }
+    }
+}
+
 /// One workload's status, as last seen.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Seen {

@@ -10,13 +10,12 @@ use std::time::Duration;
 
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
-use einsora_proto::convert::WorkloadParams;
 use tokio::sync::{Notify, watch};
 
 use super::envs::{EnvState, Envs, Interpreter};
 use super::sandbox::Sandbox;
 use super::{NAME, NativeConfig, gpus, runtimes};
-use crate::drivers::local::contract::{ModelServer, Serves};
+use crate::drivers::local::contract::Serves;
 use crate::drivers::local::dirs::Places;
 use crate::drivers::local::disk::Disks;
 use crate::drivers::local::prepare::{Preparation, Unprepared};
@@ -213,7 +212,7 @@ impl Worker {
         }
         let record = self.records.get(&w.workload);
         let places = Places::of(&self.parts.config.state_dir, &w.workload);
-        let serves = serves(w, &places);
+        let serves = w.serves(&places);
         let mut runs = runs;
         if runs.is_some() && !record.started(w.attempt) {
             // An earlier attempt's server: this attempt replaces it, once it has stopped.
@@ -435,23 +434,6 @@ fn remove_file(path: &Path) -> std::io::Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
-    }
-}
-
-/// What the workload serves, from its places.
-fn serves(w: &Wanted, places: &Places) -> Serves {
-    match &w.spec.params {
-        Some(WorkloadParams::Endpoint { model }) => {
-            let server = ModelServer::of_runtime(&w.spec.runtime);
-            Serves::Endpoint {
-                model: places.model.join(server.model_name()),
-                alias: model.clone(),
-                server,
-            }
-        }
-        _ => Serves::Notebook {
-            data: places.data.clone(),
-        },
     }
 }
 
