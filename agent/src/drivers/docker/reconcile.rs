@@ -22,9 +22,6 @@ use crate::drivers::local::probe::{Probe, answers};
 use crate::drivers::local::records::Records;
 use crate::drivers::local::{Seen, SeenMap, Wanted};
 
-const PASS_EVERY: Duration = Duration::from_secs(1);
-/// While a workload is starting: how soon it is ready decides how soon it opens.
-const PASS_WHILE_STARTING: Duration = Duration::from_millis(100);
 use crate::drivers::local::STOP_GRACE;
 use crate::drivers::local::prepare::{Preparation, Unprepared};
 const PULL_LIMIT: Duration = Duration::from_secs(30 * 60);
@@ -87,13 +84,7 @@ impl Worker {
             if let Err(e) = self.pass(&current).await {
                 tracing::warn!(error = %e, "the docker engine failed a pass; trying again");
             }
-            let seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-            let starting = seen.values().any(|s| s.code == StatusCode::Starting);
-            next = if starting {
-                PASS_WHILE_STARTING
-            } else {
-                PASS_EVERY
-            };
+            next = crate::drivers::local::next_pass(&self.seen, &[StatusCode::Starting]);
         }
     }
 

@@ -125,3 +125,16 @@ impl Handle {
         seen.iter().map(|(id, s)| (id.clone(), s.clone())).collect()
     }
 }
+
+/// How long a local driver's worker waits before its next pass: a second, or a tenth of one
+/// while a workload's code is one of `soon` (how soon it is ready decides how soon it opens).
+pub fn next_pass(seen: &SeenMap, soon: &[StatusCode]) -> Duration {
+    let seen = seen
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.values().any(|s| soon.contains(&s.code)) {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_secs(1)
+    }
+}

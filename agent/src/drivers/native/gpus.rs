@@ -57,7 +57,8 @@ fn parse(text: &str) -> Option<(String, u32)> {
 mod tests {
     use super::*;
 
-    /// The driver's file as it reads on a machine with an H100 (its other lines vary).
+    /// The driver's file in its format, written for an H100 (not captured on one: its other
+    /// lines vary).
     const INFORMATION: &str = "Model: \t\t NVIDIA H100 80GB HBM3\n\
         IRQ:   \t\t 0\n\
         GPU UUID: \t GPU-5b6a3c2e-8f1d-4e7a-9c0b-1d2e3f4a5b6c\n\

@@ -24,9 +24,6 @@ use crate::drivers::local::records::{Record, Records};
 use crate::drivers::local::{STOP_GRACE, Seen, SeenMap, Wanted, workload_user};
 use crate::drivers::process::{Launch, Running, Supervisor};
 
-const PASS_EVERY: Duration = Duration::from_secs(1);
-const PASS_WHILE_STARTING: Duration = Duration::from_millis(100);
-
 /// What the worker is made from (again, when it restarts after a panic).
 #[derive(Clone)]
 pub struct Parts {
@@ -114,19 +111,9 @@ impl Worker {
                 continue;
             };
             self.pass(&current).await;
-            let seen = self
-                .parts
-                .seen
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let starting = seen
-                .values()
-                .any(|s| matches!(s.code, StatusCode::Starting | StatusCode::PullingImage));
-            next = if starting {
-                PASS_WHILE_STARTING
-            } else {
-                PASS_EVERY
-            };
+            // An environment being built is polled as often: its workload starts once it is.
+            let soon = [StatusCode::Starting, StatusCode::PullingImage];
+            next = crate::drivers::local::next_pass(&self.parts.seen, &soon);
         }
     }
 
@@ -244,7 +231,12 @@ impl Worker {
             EnvState::Failed => return refused(StatusCode::ImageMissing),
         };
         let reserved = w.spec.resources.clone().unwrap_or_default().device_uuids;
-        let nodes = gpus::device_nodes(Path::new(gpus::PROC_GPUS));
+        // The driver's table is read only for a workload that has GPUs.
+        let nodes = if reserved.is_empty() {
+            HashMap::new()
+        } else {
+            gpus::device_nodes(Path::new(gpus::PROC_GPUS))
+        };
         let mut gpu_nodes = Vec::new();
         if !reserved.is_empty() {
             gpu_nodes.extend(gpus::shared_nodes());
