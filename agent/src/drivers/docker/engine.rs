@@ -127,10 +127,14 @@ impl Engine {
         self.call(Method::POST, &path, None).await.map(drop)
     }
 
-    /// SIGTERM, then SIGKILL after `grace`.
+    /// SIGTERM, then SIGKILL after `grace`; one removed meanwhile (by hand, between a listing
+    /// and this) is as stopped as it gets.
     pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
         let path = format!("/containers/{}/stop?t={}", encode(id), grace.as_secs());
-        self.call(Method::POST, &path, None).await.map(drop)
+        match self.call(Method::POST, &path, None).await {
+            Ok(_) | Err(EngineError::NotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     pub async fn remove(&self, id: &str) -> Result<(), EngineError> {
@@ -141,16 +145,15 @@ impl Engine {
         }
     }
 
-    /// Whether the (stopped) container was killed for running out of memory.
+    /// Whether the (stopped) container was killed for running out of memory; one removed
+    /// meanwhile can't say, and wasn't.
     pub async fn oom_killed(&self, id: &str) -> Result<bool, EngineError> {
-        let v = self
-            .json(
-                Method::GET,
-                &format!("/containers/{}/json", encode(id)),
-                None,
-            )
-            .await?;
-        Ok(v["State"]["OOMKilled"].as_bool().unwrap_or(false))
+        let path = format!("/containers/{}/json", encode(id));
+        match self.json(Method::GET, &path, None).await {
+            Ok(v) => Ok(v["State"]["OOMKilled"].as_bool().unwrap_or(false)),
+            Err(EngineError::NotFound) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// A network by name, as the engine describes it, or `None` if there is none.
@@ -252,5 +255,40 @@ mod tests {
             "einsora%2Fnotebook%3Alocal"
         );
         assert_eq!(super::encode(r#"{"a":1}"#), "%7B%22a%22%3A1%7D");
+    }
+
+    /// An engine that answers every call 404, as it does for a container removed by hand
+    /// between the driver's listing and its next call.
+    async fn removed_meanwhile(socket: &std::path::Path) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::UnixListener::bind(socket).unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let body = r#"{"message":"No such container: c1"}"#;
+                let answer = format!(
+                    "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+    }
+
+    #[tokio::test]
+    async fn a_container_removed_meanwhile_is_stopped_and_was_not_killed_for_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("docker.sock");
+        removed_meanwhile(&socket).await;
+        let engine = super::Engine::new(socket);
+        let grace = std::time::Duration::from_secs(1);
+        engine.stop("c1", grace).await.expect("gone is stopped");
+        assert!(!engine.oom_killed("c1").await.expect("gone can't say"));
+        engine.remove("c1").await.expect("gone is removed");
+        assert!(matches!(
+            engine.start("c1").await,
+            Err(super::EngineError::NotFound)
+        ));
     }
 }
