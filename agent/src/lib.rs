@@ -105,7 +105,11 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         controller: controller.clone(),
         ..docker
     });
-    let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, cfg.native, cfg.sim).await;
+    let native = cfg.native.map(|native| drivers::native::NativeConfig {
+        controller: controller.clone(),
+        ..native
+    });
+    let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, native, cfg.sim).await;
     let timing = sync::Timing {
         heartbeat: cfg.heartbeat,
         inventory_every: cfg.inventory_every,

@@ -105,7 +105,8 @@ fn an_agent_restart_adopts_a_native_notebook() {
 /// a listener it opens), it has no GPU, and it sees none of the agent's directories.
 #[test]
 fn the_native_sandbox_holds_from_inside() {
-    let (solo, _leftovers) = solo_native(&[]);
+    // Loopback only: the owner's egress is sandbox/egress.rs's.
+    let (solo, _leftovers) = solo_native(&[("EINSORA_AGENT_EGRESS", "off")]);
     let acme = tenant(&solo, "dev@acme");
     let cli = Cli::with_token(&solo, token(&acme));
     let id = cli.launch_notebook("probe")["id"]

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use einsora_runtime::settings::{ConfigError, Settings};
 
-use super::egress::{EGRESS, EgressSetting};
 use super::{DiskConfig, DockerConfig};
+use crate::drivers::local::fence::EgressSetting;
 use crate::models::MODELS_DIR;
 
 /// `false` keeps the driver off even where an engine answers.
@@ -57,11 +57,7 @@ impl DockerConfig {
             models_dir: Some(settings.path(MODELS_DIR, &models)?),
             images,
             disks: DiskConfig::from_settings(settings)?,
-            egress: settings.choice(
-                EGRESS,
-                &[("auto", EgressSetting::Auto), ("off", EgressSetting::Off)],
-                "auto",
-            )?,
+            egress: EgressSetting::from_settings(settings)?,
             // Known once the agent knows its controller: set before starting, like `machine`.
             controller: String::new(),
         }))
@@ -71,6 +67,7 @@ impl DockerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::drivers::local::fence::EGRESS;
 
     fn config(pairs: &[(&str, &str)]) -> Result<Option<DockerConfig>, ConfigError> {
         let settings = Settings::from_map(pairs.iter().copied());

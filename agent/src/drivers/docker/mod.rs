@@ -21,10 +21,11 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 
 pub use super::local::Seen;
+pub use super::local::fence::{EGRESS, EgressSetting};
 pub use super::local::{DISK_FLOOR, DISK_LIMITS, DiskConfig, LOG_LIMIT};
 use super::local::{Handle, SeenMap, Wanted};
 pub use config::{ENABLED, IMAGES, SOCKET};
-pub use egress::{EGRESS, EgressSetting, NETWORK as EGRESS_NETWORK};
+pub use egress::NETWORK as EGRESS_NETWORK;
 pub use engine::Engine;
 
 pub const NAME: &str = "docker";

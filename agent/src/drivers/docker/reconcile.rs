@@ -11,13 +11,14 @@ use einsora_core::agent::{Mode, StatusCode};
 use tokio::sync::{Notify, watch};
 
 use super::DockerConfig;
-use super::egress::{Fence, NETWORK as EGRESS_NETWORK, Network};
+use super::egress::{self, NETWORK as EGRESS_NETWORK, Network};
 use super::engine::{ContainerSummary, Engine, EngineError};
 use super::spec::{
     LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_NETWORK, LABEL_WORKLOAD, Sandbox,
 };
 use crate::drivers::local::dirs::Places;
 use crate::drivers::local::disk::Disks;
+use crate::drivers::local::fence::Fence;
 use crate::drivers::local::probe::{Probe, answers};
 use crate::drivers::local::records::Records;
 use crate::drivers::local::{Seen, SeenMap, Wanted};
@@ -148,7 +149,9 @@ impl Worker {
                 return refused(StatusCode::Exited);
             };
             let egress = c.labels.get(LABEL_NETWORK).map(String::as_str) == Some(EGRESS_NETWORK);
-            if egress && self.fence.network(&self.engine, true).await != Network::Egress {
+            if egress
+                && egress::network(&mut self.fence, &self.engine, true).await != Network::Egress
+            {
                 // Its fence can't be kept up: stopped, as any sandbox that changed.
                 if c.running() {
                     self.engine.stop(&c.id, STOP_GRACE).await?;
@@ -172,7 +175,7 @@ impl Worker {
         let places = Places::of(&self.config.state_dir, &w.workload);
         // Where the fence can't be kept up, a container made with egress no longer matches its
         // sandbox and is stopped (fail closed), like any sandbox change.
-        let network = self.fence.network(&self.engine, w.spec.egress).await;
+        let network = egress::network(&mut self.fence, &self.engine, w.spec.egress).await;
         let sandbox = self.sandbox(w, image, image_id, &places, network);
         for old in containers.iter().filter(|c| !of_attempt(c, w.attempt)) {
             self.engine.remove(&old.id).await?;

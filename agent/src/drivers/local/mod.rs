@@ -7,6 +7,7 @@
 pub mod contract;
 pub mod dirs;
 pub mod disk;
+pub mod fence;
 pub mod model;
 pub mod prepare;
 pub mod probe;

@@ -84,6 +84,7 @@ pub async fn run_script(config: &NativeConfig, run: &ScriptRun) -> anyhow::Resul
         gpus: run.gpus.clone(),
         gpu_nodes,
         user: root.then_some(user),
+        netns: None,
     };
     let command = sandbox.command();
     let status = tokio::process::Command::new(&command.program)

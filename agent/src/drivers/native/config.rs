@@ -5,7 +5,9 @@ use std::path::Path;
 use einsora_runtime::settings::{ConfigError, Settings};
 
 use super::NativeConfig;
+use super::egress::{DEFAULT_SUBNET, SUBNET, Subnet};
 use crate::drivers::local::DiskConfig;
+use crate::drivers::local::fence::EgressSetting;
 use crate::models::MODELS_DIR;
 
 /// `auto` (offered where there is no docker driver and bubblewrap works), `on`, or `off`.
@@ -52,6 +54,10 @@ impl NativeConfig {
             python: settings.optional_path(PYTHON)?,
             wheels: settings.optional_path(WHEELS)?,
             bwrap: settings.path(BWRAP, Path::new("/usr/bin/bwrap"))?,
+            egress: EgressSetting::from_settings(settings)?,
+            egress_subnet: settings.parse_with(SUBNET, DEFAULT_SUBNET, Subnet::parse)?,
+            // Known once the agent knows its controller: set before starting.
+            controller: String::new(),
         }))
     }
 }

@@ -8,6 +8,7 @@
 
 mod check;
 mod config;
+mod egress;
 mod envs;
 mod gpus;
 mod runtimes;
@@ -23,7 +24,9 @@ use tokio::sync::Notify;
 
 pub use check::{ScriptRun, run_script};
 pub use config::{BWRAP, ENABLED, Enabled, PYTHON, WHEELS};
+pub use egress::{BRIDGE as EGRESS_BRIDGE, SUBNET as EGRESS_SUBNET, netns_name};
 
+use super::local::fence::EgressSetting;
 use super::local::{DiskConfig, Handle, SeenMap};
 
 pub const NAME: &str = "linux-native";
@@ -41,6 +44,12 @@ pub struct NativeConfig {
     pub wheels: Option<PathBuf>,
     /// Bubblewrap's program (`EINSORA_NATIVE_BWRAP`).
     pub bwrap: PathBuf,
+    /// Whether the owner's notebooks may have outbound network here, and on which subnet
+    /// (egress.rs).
+    pub egress: EgressSetting,
+    pub egress_subnet: egress::Subnet,
+    /// The controller the agent syncs with (`host:port`), which egress can't reach.
+    pub controller: String,
 }
 
 #[derive(Debug)]

@@ -79,6 +79,8 @@ pub struct Sandbox {
     pub gpu_nodes: Vec<PathBuf>,
     /// The user it runs as when the agent is root; `None`: the agent's own.
     pub user: Option<(u32, u32)>,
+    /// The network namespace it runs in, for egress (egress.rs); `None`: loopback only.
+    pub netns: Option<PathBuf>,
 }
 
 /// What the supervisor starts.
@@ -165,6 +167,10 @@ impl Sandbox {
         ]
         .map(str::to_owned)
         .to_vec();
+        if self.netns.is_some() {
+            // Joined before bubblewrap starts, by root: nothing inside can change it.
+            bwrap.insert(1, "--share-net".to_owned());
+        }
         let mut push = |args: &[&str]| bwrap.extend(args.iter().map(|a| (*a).to_owned()));
         for dir in SYSTEM_DIRS {
             match std::fs::read_link(dir) {
@@ -174,6 +180,11 @@ impl Sandbox {
         }
         for file in SYSTEM_ETC {
             push(&["--ro-bind-try", file, file]);
+        }
+        if self.netns.is_some() {
+            for file in ["/etc/resolv.conf", "/etc/hosts"] {
+                push(&["--ro-bind-try", file, file]);
+            }
         }
         push(&["--proc", "/proc", "--dev", "/dev"]);
         push(&["--size", &TMP_BYTES.to_string(), "--tmpfs", "/tmp"]);
@@ -206,7 +217,15 @@ impl Sandbox {
         bwrap.extend(self.serves.launch(self.cpus).1);
 
         let bwrap_path = self.bwrap.display().to_string();
-        let args = match self.user {
+        let mut args: Vec<String> = match &self.netns {
+            Some(netns) => vec![
+                "/usr/bin/nsenter".to_owned(),
+                format!("--net={}", netns.display()),
+                "--".to_owned(),
+            ],
+            None => Vec::new(),
+        };
+        args.extend(match self.user {
             None => std::iter::once(bwrap_path).chain(bwrap).collect(),
             Some((uid, gid)) => {
                 // `slave`: the host's unmounts reach this namespace (a removed notebook's disk
@@ -228,7 +247,7 @@ impl Sandbox {
                 args.extend(bwrap);
                 args
             }
-        };
+        });
         Command {
             program: PathBuf::from("/usr/bin/setsid"),
             args,

@@ -12,6 +12,7 @@ use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
 use tokio::sync::{Notify, watch};
 
+use super::egress::Egress;
 use super::envs::{EnvState, Envs, Interpreter};
 use super::sandbox::Sandbox;
 use super::{NAME, NativeConfig, gpus, runtimes};
@@ -71,6 +72,7 @@ struct Worker {
     user: (u32, u32),
     logs: PathBuf,
     unprepared: Unprepared,
+    egress: Egress,
 }
 
 impl Worker {
@@ -93,6 +95,11 @@ impl Worker {
                 parts.operator.clone(),
             ),
             user: workload_user(),
+            egress: Egress::new(
+                parts.config.egress,
+                parts.config.controller.clone(),
+                parts.config.egress_subnet,
+            ),
             supervisor,
             logs,
             parts,
@@ -242,7 +249,8 @@ impl Worker {
             gpu_nodes.extend(gpus::shared_nodes());
             gpu_nodes.extend(reserved.iter().filter_map(|u| nodes.get(u).cloned()));
         }
-        let sandbox = Sandbox {
+        let netns = self.egress.netns(&w.workload, w.spec.egress).await;
+        let mut sandbox = Sandbox {
             bwrap: self.parts.config.bwrap.clone(),
             serves: serves.clone(),
             cpus: w.spec.resources.as_ref().map_or(1, |r| r.cpus),
@@ -254,8 +262,9 @@ impl Worker {
             gpus: reserved.clone(),
             gpu_nodes,
             user: rustix::process::geteuid().is_root().then_some(self.user),
+            netns,
         };
-        let fingerprint = sandbox.fingerprint();
+        let mut fingerprint = sandbox.fingerprint();
         if runs.is_some() {
             if record.fingerprint.as_deref() != Some(&fingerprint) {
                 tracing::warn!(workload = %w.workload, "its sandbox changed; stopping it");
@@ -275,6 +284,14 @@ impl Worker {
         let held_by_another = |g: &String| busy.get(g).is_some_and(|by| *by != w.workload);
         if reserved.iter().any(held_by_another) {
             return refused(StatusCode::GpuBusy);
+        }
+        if sandbox.netns.is_some()
+            && let Err(e) = self.egress.provide(&w.workload).await
+        {
+            // Started without a network rather than not at all, as where the fence is down.
+            tracing::warn!(workload = %w.workload, error = %e, "no outbound network for it: its network namespace can't be made");
+            sandbox.netns = None;
+            fingerprint = sandbox.fingerprint();
         }
         let preparation = Preparation {
             disks: &self.disks,
@@ -343,9 +360,15 @@ impl Worker {
         }
     }
 
+    /// Stops its process, then deletes its network namespace, if it has one.
     async fn stop(&self, id: &str) -> StatusCode {
         match self.supervisor.stop(id, STOP_GRACE).await {
-            Ok(()) => StatusCode::Stopped,
+            Ok(()) => {
+                if let Err(e) = self.egress.release(id).await {
+                    tracing::warn!(workload = %id, error = %e, "can't delete its network namespace; trying again when it next stops");
+                }
+                StatusCode::Stopped
+            }
             Err(e) => {
                 tracing::warn!(workload = %id, error = %e, "can't stop its process yet");
                 StatusCode::Stopping

@@ -51,12 +51,20 @@ impl Drop for Leftovers {
 }
 
 /// The linux-native driver's workloads the agent under `agent` started (they outlive it by
-/// design), by the process groups its supervisor recorded.
+/// design), by the process groups its supervisor recorded, and their network namespaces.
 fn end_native_workloads(agent: &Path) {
     let Ok(records) = std::fs::read_dir(agent.join("native").join("processes")) else {
         return;
     };
     for record in records.flatten() {
+        let name = record.file_name();
+        if let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) {
+            let netns = einsora_agent::drivers::native::netns_name(id);
+            let _ = Command::new("ip")
+                .args(["netns", "delete", &netns])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
         let Ok(text) = std::fs::read_to_string(record.path()) else {
             continue;
         };

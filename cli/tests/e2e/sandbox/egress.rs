@@ -15,9 +15,10 @@ use serde_json::json;
 use super::host::{container_of, host_addresses, inspect, interfaces, pid_of};
 use super::kernel::Kernel;
 use crate::harness::lan::{Host, Lan};
-use crate::harness::notebooks::{open, solo};
-use crate::harness::workloads::wait_for;
-use crate::harness::world::{a_notebook, launch, tenant};
+use crate::harness::notebooks::{open, solo, solo_native};
+use crate::harness::solo::Solo;
+use crate::harness::workloads::{wait_for, wait_for_within};
+use crate::harness::world::{Credential, a_notebook, call, launch, tenant};
 
 /// Where the notebook listens, inside its container, on every address it has.
 const INSIDE_PORT: u16 = 8765;
@@ -144,13 +145,35 @@ fn egress_address(container: &str) -> (String, String) {
     (field("IPAddress"), field("Gateway"))
 }
 
+/// What a test's network is: the outside server on a machine of the test's own, and a port the
+/// host listens on on all its addresses, counting who connects.
+struct World {
+    lan: Lan,
+    machine: Host,
+    outside: Outside,
+    listening: u16,
+    connected: Arc<AtomicU32>,
+}
+
+impl World {
+    fn new() -> World {
+        let lan = Lan::new();
+        let machine = lan.host();
+        let outside = Outside::start(&machine, &machine.address);
+        let (listening, connected) = host_listener();
+        World {
+            lan,
+            machine,
+            outside,
+            listening,
+            connected,
+        }
+    }
+}
+
 #[test]
 fn an_owners_notebook_reaches_out_and_nothing_reaches_in() {
-    let lan = Lan::new();
-    let machine = lan.host();
-    let outside = Outside::start(&machine, &machine.address);
-    let (listening, connected) = host_listener();
-
+    let world = World::new();
     let (solo, _leftovers) = solo();
     let acme = tenant(&solo, "dev@acme");
     let nb = launch(&solo, &acme.token, a_notebook("nb"));
@@ -164,16 +187,112 @@ fn an_owners_notebook_reaches_out_and_nothing_reaches_in() {
         "loopback and its one interface"
     );
     let (ip, gateway) = egress_address(&container);
+    from_both_sides(&world, &solo, &acme.session, [&nb, &sibling], &ip, &gateway);
+}
 
+/// The same on the linux-native driver: the owner's notebook in a network namespace of the
+/// agent's, on its own bridge; the fence goes when the notebook stops, and so does the namespace.
+#[test]
+fn an_owners_native_notebook_reaches_out_and_nothing_reaches_in() {
+    let world = World::new();
+    let (solo, _leftovers) = solo_native(&[]);
+    let acme = tenant(&solo, "dev@acme");
+    let nb = launch(&solo, &acme.token, a_notebook("nb"));
+    let sibling = launch(&solo, &acme.token, a_notebook("sibling"));
+    wait_for_within(&solo, &acme.session, &nb, "running", NATIVE_FIRST_START);
+    wait_for_within(
+        &solo,
+        &acme.session,
+        &sibling,
+        "running",
+        NATIVE_FIRST_START,
+    );
+    let netns = einsora_agent::drivers::native::netns_name(&nb);
+    let inside = |args: &[&str]| {
+        let out = Command::new("ip")
+            .args(["-n", &netns])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip -n {netns} {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let links = inside(&["-o", "link"]);
+    assert_eq!(
+        links.lines().count(),
+        2,
+        "loopback and its one interface: {links}"
+    );
+    let address = inside(&["-4", "-o", "addr", "show", "dev", "eth0"]);
+    let ip = address
+        .split_whitespace()
+        .nth(3)
+        .and_then(|cidr| cidr.split('/').next())
+        .unwrap_or_else(|| panic!("an address: {address}"))
+        .to_owned();
+    assert!(
+        inside(&["-6", "-o", "addr"]).trim().is_empty(),
+        "no IPv6 inside"
+    );
+    let route = inside(&["route", "show", "default"]);
+    let gateway = route
+        .split_whitespace()
+        .nth(2)
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!gateway.is_empty(), "a default route: {route}");
+    from_both_sides(&world, &solo, &acme.session, [&nb, &sibling], &ip, &gateway);
+
+    let netns_file = std::path::Path::new("/run/netns").join(&netns);
+    assert!(netns_file.exists());
+    let stopped = call(
+        &solo,
+        &acme.session,
+        "POST",
+        &format!("/v1/workloads/{nb}/stop"),
+        None,
+    );
+    assert!((200..300).contains(&stopped.status), "{}", stopped.body);
+    wait_for(&solo, &acme.session, &nb, "stopped");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while netns_file.exists() {
+        assert!(Instant::now() < deadline, "its namespace outlived it");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Its environment is built on first use (see native.rs).
+const NATIVE_FIRST_START: Duration = Duration::from_secs(600);
+
+/// From both sides, a notebook (`ids[0]`) at `ip` behind `gateway` and its sibling (`ids[1]`):
+/// it fetches the outside page; from inside, every host address refuses it, the listener sees
+/// no one; the host, a machine outside routing to it and its sibling can't connect to a
+/// listener it opens, which its own loopback reaches.
+fn from_both_sides(
+    world: &World,
+    solo: &Solo,
+    session: &Credential,
+    [nb, sibling]: [&str; 2],
+    ip: &str,
+    gateway: &str,
+) {
+    let World {
+        lan,
+        machine,
+        outside,
+        listening,
+        connected,
+    } = world;
+    let listening = *listening;
     let api_port: u16 = solo.http.rsplit_once(':').unwrap().1.parse().unwrap();
     let mut host: Vec<(String, u16)> = vec![
-        (gateway.clone(), listening),
-        (gateway.clone(), api_port),
+        (gateway.to_owned(), listening),
+        (gateway.to_owned(), api_port),
         (lan.address(), listening),
     ];
     host.extend(host_addresses().into_iter().map(|a| (a, listening)));
-    let (page, cookie) = open(&solo, &acme.session, &nb);
-    let mut kernel = Kernel::start(&solo, &page, &cookie);
+    let (page, cookie) = open(solo, session, nb);
+    let mut kernel = Kernel::start(solo, &page, &cookie);
     let cell = REACH_OUT
         .replace("INSIDE_PORT", &INSIDE_PORT.to_string())
         .replace("OUTSIDE", &outside.address.to_string())
@@ -221,11 +340,11 @@ fn an_owners_notebook_reaches_out_and_nothing_reaches_in() {
         !knocked.success(),
         "a machine outside connected to the notebook"
     );
-    let (page, cookie) = open(&solo, &acme.session, &sibling);
-    let mut neighbour = Kernel::start(&solo, &page, &cookie);
+    let (page, cookie) = open(solo, session, sibling);
+    let mut neighbour = Kernel::start(solo, &page, &cookie);
     let cell = KNOCK
         .replace("INSIDE_PORT", &INSIDE_PORT.to_string())
-        .replace("TARGET", &ip);
+        .replace("TARGET", ip);
     assert_ne!(
         neighbour.json(&cell),
         json!(0),

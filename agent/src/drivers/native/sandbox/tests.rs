@@ -22,6 +22,7 @@ fn notebook(user: Option<(u32, u32)>) -> Sandbox {
         gpus: Vec::new(),
         gpu_nodes: Vec::new(),
         user,
+        netns: None,
     }
 }
 
@@ -167,4 +168,45 @@ fn an_endpoint_gets_its_model_read_only_and_no_notebook_files() {
         &bwrap,
         &["/opt/einsora/llamacpp-serve.py", "--alias", "tiny"]
     ));
+}
+
+/// With egress, root joins the workload's network namespace first and bubblewrap keeps it (and
+/// gives it a resolver); that is part of its fingerprint, so a workload whose egress is lifted
+/// runs under another sandbox.
+#[test]
+fn egress_joins_the_agents_namespace_before_anything_else_and_changes_the_fingerprint() {
+    let mut egress = notebook(Some((61_000, 61_000)));
+    egress.netns = Some("/run/netns/einsora-0123456789abcdef".into());
+    let c = egress.command();
+    assert_eq!(
+        c.args[..3],
+        [
+            "/usr/bin/nsenter",
+            "--net=/run/netns/einsora-0123456789abcdef",
+            "--"
+        ]
+    );
+    assert_eq!(c.args[3], "/usr/bin/unshare", "then staged as without");
+    let bwrap = bwrap_args(&c);
+    assert_eq!(bwrap[..2], ["--unshare-all", "--share-net"]);
+    assert!(has(
+        &bwrap,
+        &["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+    ));
+    let loopback = notebook(Some((61_000, 61_000)));
+    let plain = bwrap_args(&loopback.command());
+    assert!(
+        !plain
+            .iter()
+            .any(|a| a == "--share-net" || a.contains("resolv")),
+        "{plain:?}"
+    );
+    assert!(
+        !loopback
+            .command()
+            .args
+            .iter()
+            .any(|a| a.contains("nsenter"))
+    );
+    assert_ne!(egress.fingerprint(), loopback.fingerprint());
 }
