@@ -1,4 +1,5 @@
-//! Runs an inventory tool with a time limit, so a hung `nvidia-smi` never stalls the agent.
+//! Runs a tool (the inventory's, the linux-native driver's `ip`) with a time limit, so a hung
+//! `nvidia-smi` never stalls the agent.
 
 use std::io::ErrorKind;
 use std::process::{ExitStatus, Stdio};

@@ -4,7 +4,7 @@
 //! [`collect`] runs the tools and reads `/proc`, each tool with a time limit.
 
 mod apple;
-mod command;
+pub(crate) mod command;
 mod error;
 mod gpu_usage;
 mod linux;

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tokio::process::Command;
 
 use crate::drivers::local::fence::{self, EgressSetting, Fence, NftError};
+use crate::inventory::command::run_tool;
 
 /// The subnet of the bridge and the workloads' namespaces.
 pub const SUBNET: &str = "EINSORA_NATIVE_EGRESS_SUBNET";
@@ -100,8 +100,12 @@ fn netns_path(workload: &str) -> PathBuf {
 
 #[derive(Debug, thiserror::Error)]
 pub enum EgressError {
-    #[error("`ip {0}` failed: {1}")]
-    Ip(String, String),
+    #[error("{0}")]
+    Tool(String),
+    #[error("only a root agent can make its workloads' network namespaces")]
+    NotRoot,
+    #[error("{0} isn't installed")]
+    Missing(&'static str),
     #[error(
         "{BRIDGE} exists and isn't a bridge the agent can use; remove it (ip link delete \
          {BRIDGE}) and the agent makes its own"
@@ -136,10 +140,7 @@ impl Egress {
         let subnet = self.subnet;
         let put_up = |controller: Vec<std::net::IpAddr>| async move {
             if !rustix::process::geteuid().is_root() {
-                return Err(EgressError::Io(
-                    "network namespaces".to_owned(),
-                    std::io::Error::other("the agent isn't root"),
-                ));
+                return Err(EgressError::NotRoot);
             }
             put_up_bridge(subnet).await?;
             let rules = fence::rules(TABLE, BRIDGE, &controller, Some(&subnet.to_string()));
@@ -227,12 +228,11 @@ async fn put_up_bridge(subnet: Subnet) -> Result<(), EgressError> {
 /// the table. The fence's own table runs first and has already dropped what it refuses (the
 /// host, the controller, anything new coming in, Docker's bridges).
 async fn through_docker() -> Result<(), EgressError> {
-    async fn iptables(args: &[&str]) -> Result<String, EgressError> {
-        let mut command = Command::new("iptables");
-        command.arg("-w").args(args);
-        run(command, &format!("iptables {}", args.join(" "))).await
+    async fn iptables(args: &[&str]) -> Result<Option<String>, EgressError> {
+        tool("iptables", &[&["-w"], args].concat()).await
     }
-    if iptables(&["-n", "-L", "DOCKER-USER"]).await.is_err() {
+    // No iptables, or no Docker chain in it: nothing of Docker's to pass.
+    if !matches!(iptables(&["-n", "-L", "DOCKER-USER"]).await, Ok(Some(_))) {
         return Ok(());
     }
     let accepts: [&[&str]; 2] = [
@@ -316,11 +316,11 @@ async fn make_netns(name: &str, n: u32, subnet: Subnet) -> Result<(), EgressErro
 async fn no_ipv6_inside(path: &Path) -> Result<(), EgressError> {
     let script = "echo 1 >/proc/sys/net/ipv6/conf/all/disable_ipv6 && \
                   echo 1 >/proc/sys/net/ipv6/conf/default/disable_ipv6";
-    let mut command = Command::new("/usr/bin/nsenter");
-    command
-        .arg(format!("--net={}", path.display()))
-        .args(["--", "/bin/sh", "-c", script]);
-    run(command, "nsenter … disable_ipv6").await.map(drop)
+    let net = format!("--net={}", path.display());
+    tool("/usr/bin/nsenter", &[&net, "--", "/bin/sh", "-c", script])
+        .await?
+        .ok_or(EgressError::Missing("nsenter (Debian: util-linux)"))
+        .map(drop)
 }
 
 fn write_proc(path: &str, value: &str) -> Result<(), EgressError> {
@@ -333,29 +333,21 @@ async fn ip(args: &[&str]) -> Result<(), EgressError> {
 
 /// What `ip args` prints.
 async fn ip_output(args: &[&str]) -> Result<String, EgressError> {
-    let mut command = Command::new("ip");
-    command.args(args);
-    run(command, &args.join(" ")).await
+    tool("ip", args)
+        .await?
+        .ok_or(EgressError::Missing("ip (Debian: iproute2)"))
 }
 
-/// Runs `command` (named `what` in errors) to its end within [`IP_LIMIT`]; what it printed.
-async fn run(mut command: Command, what: &str) -> Result<String, EgressError> {
-    command
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let failed = |why: String| EgressError::Ip(what.to_owned(), why);
-    let out = tokio::time::timeout(IP_LIMIT, command.output())
+/// What `program args` printed, within [`IP_LIMIT`]; `None` if it isn't installed.
+async fn tool(program: &'static str, args: &[&str]) -> Result<Option<String>, EgressError> {
+    let tool_error = |e: crate::inventory::InventoryError| EgressError::Tool(e.to_string());
+    match run_tool(program, args, IP_LIMIT)
         .await
-        .map_err(|_| failed(format!("took longer than {IP_LIMIT:?}")))?
-        .map_err(|e| failed(e.to_string()))?;
-    if out.status.success() {
-        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        .map_err(tool_error)?
+    {
+        None => Ok(None),
+        Some(out) => out.success().map(Some).map_err(tool_error),
     }
-    let said = String::from_utf8_lossy(&out.stderr);
-    let first = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    Err(failed(format!("{}: {first}", out.status)))
 }
 
 #[cfg(test)]
