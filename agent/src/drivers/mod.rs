@@ -124,20 +124,26 @@ impl Drivers {
     }
 
     /// Why the machine's GPUs can't be given to workloads here, if they can't: NVIDIA GPUs
-    /// need the docker driver with the engine's NVIDIA runtime, or the linux-native driver
-    /// with the NVIDIA driver's device nodes (the sim driver, which runs nothing, takes
-    /// anything). The machine then offers CPU only, and says why.
+    /// need the linux-native driver with the NVIDIA driver's device nodes, or the docker driver
+    /// with an engine that can give each of them to containers (docker/gpus.rs; the sim
+    /// driver, which runs nothing, takes anything). The machine then offers CPU only, and says
+    /// why.
     pub fn gpu_note(&self, devices: &[einsora_core::machine::Device]) -> Option<GpuNote> {
-        let nvidia = devices
+        let nvidia: Vec<String> = devices
             .iter()
-            .any(|d| d.vendor == einsora_core::accelerator::AcceleratorKind::Nvidia);
-        (nvidia && !self.nvidia() && self.sim.is_none()).then_some(GpuNote::NvidiaUnusable)
-    }
-
-    /// Whether NVIDIA GPUs can be given to workloads here (a driver that can use them).
-    pub fn nvidia(&self) -> bool {
-        self.docker.as_ref().is_some_and(docker::Docker::nvidia)
+            .filter(|d| d.vendor == einsora_core::accelerator::AcceleratorKind::Nvidia)
+            .map(|d| d.uuid.clone())
+            .collect();
+        if nvidia.is_empty()
+            || self.sim.is_some()
             || self.native.as_ref().is_some_and(native::Native::nvidia)
+        {
+            return None;
+        }
+        match &self.docker {
+            Some(docker) => docker.gpus().note(&nvidia),
+            None => Some(GpuNote::NvidiaUnusable),
+        }
     }
 
     /// Applies a complete desired state: each listed workload to its driver; a workload it

@@ -12,6 +12,7 @@ use einsora_testkit::eventually_or;
 use serde_json::Value;
 
 use crate::harness::agents::*;
+use crate::harness::engine_proxy::{EngineProxy, GpusBy};
 use crate::harness::solo::Solo;
 use crate::harness::workloads::{Owner, act, create, timeline, wait_for};
 use crate::harness::world::call;
@@ -264,6 +265,15 @@ fn gpu_use_is_on_the_machines_page_and_each_gpu_workloads() {
     );
 }
 
+/// The UUIDs of the GPUs in TWO_H100S, in its order.
+fn two_h100_uuids() -> Vec<String> {
+    TWO_H100S
+        .lines()
+        .filter_map(|l| l.split(',').next())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The exact request the docker driver sends the engine for a GPU notebook, on an engine that
 /// says it has the NVIDIA runtime (a recording proxy in front of the real one, which has none):
 /// the GPU placement gave, by UUID, with the `gpu` capability, and nothing else changed about
@@ -271,9 +281,33 @@ fn gpu_use_is_on_the_machines_page_and_each_gpu_workloads() {
 /// real engine can't start it (it has no NVIDIA runtime), so the workload fails, saying so.
 #[test]
 fn the_docker_driver_asks_the_engine_for_exactly_the_reserved_gpu() {
-    use crate::harness::engine_proxy::EngineProxy;
+    asks_for_exactly_the_reserved_gpu(
+        GpusBy::Runtime,
+        |gpu| serde_json::json!([{ "Driver": "nvidia", "DeviceIDs": [gpu], "Capabilities": [["gpu"]] }]),
+    );
+}
+
+/// The same on an engine with CDI on (Docker 28.2 and later, no NVIDIA runtime) whose spec
+/// names the GPUs both by index and by UUID: the driver asks the engine's `cdi` device driver
+/// for the reserved GPU's CDI device by its UUID, never by index.
+#[test]
+fn on_a_cdi_engine_the_docker_driver_asks_for_the_reserved_gpus_cdi_device() {
+    let mut devices = vec!["nvidia.com/gpu=0".to_owned(), "nvidia.com/gpu=1".to_owned()];
+    devices.extend(
+        two_h100_uuids()
+            .iter()
+            .map(|u| format!("nvidia.com/gpu={u}")),
+    );
+    devices.push("nvidia.com/gpu=all".to_owned());
+    asks_for_exactly_the_reserved_gpu(
+        GpusBy::Cdi(devices),
+        |gpu| serde_json::json!([{ "Driver": "cdi", "DeviceIDs": [format!("nvidia.com/gpu={gpu}")] }]),
+    );
+}
+
+fn asks_for_exactly_the_reserved_gpu(gpus: GpusBy, wanted: impl Fn(&str) -> Value) {
     use crate::harness::notebooks::{containers, solo_as_owner};
-    let proxy = EngineProxy::start(Path::new("/var/run/docker.sock"));
+    let proxy = EngineProxy::start(Path::new("/var/run/docker.sock"), gpus);
     let dir = tempfile::tempdir().unwrap();
     let catalog = catalog_that_fits_here(dir.path());
     let text = std::fs::read_to_string(&catalog).unwrap();
@@ -318,8 +352,7 @@ fn the_docker_driver_asks_the_engine_for_exactly_the_reserved_gpu() {
     .json();
     let gpu = read["device_uuids"][0].as_str().unwrap().to_owned();
     assert!(TWO_H100S.contains(&gpu), "{read}");
-    let wanted =
-        serde_json::json!([{ "Driver": "nvidia", "DeviceIDs": [gpu], "Capabilities": [["gpu"]] }]);
+    let wanted = wanted(&gpu);
     assert_eq!(body["HostConfig"]["DeviceRequests"], wanted, "{body}");
     assert!(
         body["HostConfig"].get("PortBindings").is_none(),
@@ -331,7 +364,13 @@ fn the_docker_driver_asks_the_engine_for_exactly_the_reserved_gpu() {
         "{body}"
     );
 
-    let made = containers(&id);
+    // The proxy records the request before the engine has answered it.
+    let made = eventually_or(
+        "the engine making the container it was asked for",
+        PATIENCE,
+        || Some(containers(&id)).filter(|made| !made.is_empty()),
+        || solo.logs(),
+    );
     assert_eq!(made.len(), 1, "{made:?}");
     let inspected = std::process::Command::new("docker")
         .args([
@@ -361,12 +400,33 @@ fn the_docker_driver_asks_the_engine_for_exactly_the_reserved_gpu() {
 /// for a machine that can run its class, never started on CPU instead.
 #[test]
 fn an_engine_without_the_nvidia_runtime_offers_cpu_only_and_says_why() {
+    offers_cpu_only_and_says(None, "install the NVIDIA container toolkit");
+}
+
+/// An engine whose CDI spec names the GPUs by index only (`nvidia-ctk cdi generate`'s default
+/// name strategy) can't be asked for a GPU by its UUID: CPU only, and the page says how to
+/// regenerate the spec.
+#[test]
+fn an_engine_whose_cdi_names_gpus_by_index_only_offers_cpu_only_and_says_why() {
+    let by_index = ["nvidia.com/gpu=0", "nvidia.com/gpu=1", "nvidia.com/gpu=all"];
+    let gpus = GpusBy::Cdi(by_index.iter().map(|d| (*d).to_owned()).collect());
+    offers_cpu_only_and_says(Some(gpus), "--device-name-strategy=uuid");
+}
+
+/// `gpus`: what a recording proxy in front of the real engine says it can do (the real engine
+/// as it is, without one).
+fn offers_cpu_only_and_says(gpus: Option<GpusBy>, says: &str) {
     use crate::harness::notebooks::solo_as_owner;
     let dir = tempfile::tempdir().unwrap();
     let answer = dir.path().join("nvidia-smi-answer");
     std::fs::write(&answer, TWO_H100S).unwrap();
     let nvidia_smi = stand_in(dir.path(), &answer);
-    let (solo, _leftovers) = solo_as_owner(&[("EINSORA_NVIDIA_SMI", nvidia_smi.to_str().unwrap())]);
+    let proxy = gpus.map(|g| EngineProxy::start(Path::new("/var/run/docker.sock"), g));
+    let mut settings = vec![("EINSORA_NVIDIA_SMI", nvidia_smi.to_str().unwrap())];
+    if let Some(proxy) = &proxy {
+        settings.push(("EINSORA_DOCKER_SOCKET", proxy.socket.to_str().unwrap()));
+    }
+    let (solo, _leftovers) = solo_as_owner(&settings);
     let owner = Owner::of(&solo);
     let machine = eventually_or(
         "this machine listing its GPUs",
@@ -379,10 +439,7 @@ fn an_engine_without_the_nvidia_runtime_offers_cpu_only_and_says_why() {
         || solo.logs(),
     );
     let note = machine["gpu_note"].as_str().unwrap();
-    assert!(
-        note.contains("install the NVIDIA container toolkit"),
-        "{machine}"
-    );
+    assert!(note.contains(says), "{machine}");
     let (status, made) = create(&solo, &owner.session, "train", CLASS);
     assert_eq!(status, 202, "{made}");
     let id = made["id"].as_str().unwrap();

@@ -73,8 +73,12 @@ word_enum! {
     /// Why a machine's GPUs aren't offered for placement: its agent found them and has no
     /// driver that can give them to workloads. A GPU request never becomes CPU instead.
     pub enum GpuNote ("GPU note") {
-        /// `nvidia-smi` lists GPUs, but the Docker engine has no NVIDIA runtime.
+        /// `nvidia-smi` lists GPUs, but the Docker engine has neither the NVIDIA runtime nor
+        /// CDI devices for them.
         NvidiaUnusable = "nvidia_unusable",
+        /// The engine has CDI devices from NVIDIA, but not one named by the UUID of each GPU
+        /// `nvidia-smi` lists (a spec naming them by index, or made before a GPU was added).
+        NvidiaCdiIncomplete = "nvidia_cdi_incomplete",
     }
 }
 
@@ -82,7 +86,9 @@ impl GpuNote {
     /// Whether `d` is one of the devices the note keeps from placement.
     pub fn hides(self, d: &Device) -> bool {
         match self {
-            GpuNote::NvidiaUnusable => d.vendor == AcceleratorKind::Nvidia,
+            GpuNote::NvidiaUnusable | GpuNote::NvidiaCdiIncomplete => {
+                d.vendor == AcceleratorKind::Nvidia
+            }
         }
     }
 
@@ -91,7 +97,14 @@ impl GpuNote {
         match self {
             GpuNote::NvidiaUnusable => {
                 "NVIDIA GPUs found, but Docker can't use them: install the NVIDIA container \
-                 toolkit (its nvidia runtime), then restart the agent"
+                 toolkit (its nvidia runtime, or CDI with Docker 28.2 or later), then restart \
+                 the agent"
+            }
+            GpuNote::NvidiaCdiIncomplete => {
+                "NVIDIA GPUs found, but Docker's CDI devices don't name each of them by UUID: \
+                 regenerate the spec with `nvidia-ctk cdi generate --device-name-strategy=uuid \
+                 --output=/etc/cdi/nvidia.yaml` (or install the nvidia runtime), then restart \
+                 the agent"
             }
         }
     }

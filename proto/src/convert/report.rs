@@ -260,7 +260,10 @@ impl TryFrom<pb::Inventory> for InventoryReport {
             gpu_note: match i.gpu_note.as_str() {
                 "" => None,
                 word => Some(word.parse().map_err(|_| {
-                    ConvertError::invalid("gpu_note", "a GPU note of Einsora's (nvidia_unusable)")
+                    ConvertError::invalid(
+                        "gpu_note",
+                        "a GPU note of Einsora's (nvidia_unusable, nvidia_cdi_incomplete)",
+                    )
                 })?),
             },
         })

@@ -34,6 +34,37 @@ pub enum EngineError {
     BadRequest(String),
 }
 
+/// The engine's `/info`, as far as the driver reads it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineInfo {
+    /// The runtimes it offers (`runc`, `nvidia`, …).
+    pub runtimes: Vec<String>,
+    /// The CDI devices it found in its spec directories (`nvidia.com/gpu=GPU-…`): none when
+    /// CDI is off or the engine predates API 1.50, which first lists them.
+    pub cdi_devices: Vec<String>,
+}
+
+impl EngineInfo {
+    /// Reads what it needs from `info`, skipping what isn't shaped as documented.
+    pub fn read(info: &Value) -> EngineInfo {
+        let runtimes = info["Runtimes"]
+            .as_object()
+            .map(|r| r.keys().cloned().collect())
+            .unwrap_or_default();
+        let cdi_devices = info["DiscoveredDevices"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| d["Source"] == "cdi")
+            .filter_map(|d| d["ID"].as_str().map(str::to_owned))
+            .collect();
+        EngineInfo {
+            runtimes,
+            cdi_devices,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Engine {
     socket: PathBuf,
@@ -66,13 +97,14 @@ impl Engine {
         self.call(Method::GET, "/_ping", None).await.map(drop)
     }
 
-    /// The runtimes the engine offers (`runc`, `nvidia`, …).
-    pub async fn runtimes(&self) -> Result<Vec<String>, EngineError> {
-        let info = self.json(Method::GET, "/info", None).await?;
-        Ok(info["Runtimes"]
-            .as_object()
-            .map(|r| r.keys().cloned().collect())
-            .unwrap_or_default())
+    /// What the engine says about itself that the driver needs. Asked at the engine's own API
+    /// version, not the one the driver speaks: engines leave out of `/info` what an older
+    /// version didn't have, and the CDI devices came in 1.50.
+    pub async fn info(&self) -> Result<EngineInfo, EngineError> {
+        let bytes = self.call_uri(Method::GET, "/info".to_owned(), None).await?;
+        Ok(EngineInfo::read(
+            &serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        ))
     }
 
     /// The image's ID, or `None` if the engine doesn't have it.
@@ -88,9 +120,10 @@ impl Engine {
     /// Pulls `image` (a reference with a tag or digest); `limit` bounds the whole pull.
     pub async fn pull(&self, image: &str, limit: Duration) -> Result<(), EngineError> {
         let path = format!("/images/create?fromImage={}", encode(image));
-        let body = tokio::time::timeout(limit, self.send(Method::POST, &path, None))
-            .await
-            .map_err(|_| EngineError::Timeout(limit))??;
+        let body =
+            tokio::time::timeout(limit, self.send(Method::POST, format!("{API}{path}"), None))
+                .await
+                .map_err(|_| EngineError::Timeout(limit))??;
         // The engine streams progress lines; a failure is a line with `error`.
         for line in body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             if let Ok(v) = serde_json::from_slice::<Value>(line)
@@ -183,13 +216,23 @@ impl Engine {
         Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 
+    /// `path` at the API version the driver speaks.
     async fn call(
         &self,
         method: Method,
         path: &str,
         body: Option<&Value>,
     ) -> Result<Bytes, EngineError> {
-        tokio::time::timeout(CALL_LIMIT, self.send(method, path, body))
+        self.call_uri(method, format!("{API}{path}"), body).await
+    }
+
+    async fn call_uri(
+        &self,
+        method: Method,
+        uri: String,
+        body: Option<&Value>,
+    ) -> Result<Bytes, EngineError> {
+        tokio::time::timeout(CALL_LIMIT, self.send(method, uri, body))
             .await
             .map_err(|_| EngineError::Timeout(CALL_LIMIT))?
     }
@@ -197,13 +240,13 @@ impl Engine {
     async fn send(
         &self,
         method: Method,
-        path: &str,
+        uri: String,
         body: Option<&Value>,
     ) -> Result<Bytes, EngineError> {
         let payload = body.map(|b| b.to_string()).unwrap_or_default();
         let request = Request::builder()
             .method(method)
-            .uri(format!("{API}{path}"))
+            .uri(uri)
             .header("host", "docker")
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(payload)))

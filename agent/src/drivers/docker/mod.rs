@@ -4,11 +4,12 @@
 //! every call time-limited, so a slow engine or pull never makes the machine look offline.
 //!
 //! Offered only when the engine answers when the agent starts; NVIDIA classes only when the
-//! engine has the `nvidia` runtime.
+//! engine can give containers the GPUs (gpus.rs: its `nvidia` runtime, or CDI devices by UUID).
 
 mod config;
 mod egress;
 mod engine;
+mod gpus;
 mod reconcile;
 mod spec;
 
@@ -27,6 +28,7 @@ use super::local::{Handle, SeenMap, Wanted};
 pub use config::{ENABLED, IMAGES, SOCKET};
 pub use egress::NETWORK as EGRESS_NETWORK;
 pub use engine::Engine;
+pub use gpus::GpuAccess;
 
 pub const NAME: &str = "docker";
 
@@ -58,7 +60,7 @@ struct Supervised {
     config: DockerConfig,
     seen: SeenMap,
     changed: Arc<Notify>,
-    nvidia: bool,
+    gpus: GpuAccess,
     /// How many times it was restarted, for the controller.
     restarts: Arc<AtomicU32>,
 }
@@ -74,7 +76,7 @@ impl Supervised {
                 self.config.clone(),
                 Arc::clone(&self.seen),
                 Arc::clone(&self.changed),
-                self.nvidia,
+                self.gpus.clone(),
             );
             let mut wanted = wanted.clone();
             // The new worker applies the current desired state at once.
@@ -88,7 +90,7 @@ impl Supervised {
 #[derive(Debug)]
 pub struct Docker {
     handle: Handle,
-    nvidia: bool,
+    gpus: GpuAccess,
     restarts: Arc<AtomicU32>,
 }
 
@@ -104,10 +106,13 @@ impl Docker {
             tracing::info!(error = %e, "no docker driver: the engine doesn't answer");
             return None;
         }
-        let nvidia = engine
-            .runtimes()
-            .await
-            .is_ok_and(|r| r.iter().any(|name| name == "nvidia"));
+        let gpus = match engine.info().await {
+            Ok(info) => GpuAccess::of(&info),
+            Err(e) => {
+                tracing::warn!(error = %e, "the docker engine didn't say how it gives containers GPUs: none are offered through it");
+                GpuAccess::default()
+            }
+        };
         let seen = SeenMap::default();
         let (handle, receiver) = Handle::new(Arc::clone(&seen));
         let restarts = Arc::new(AtomicU32::new(0));
@@ -116,14 +121,14 @@ impl Docker {
             config,
             seen,
             changed,
-            nvidia,
+            gpus: gpus.clone(),
             restarts: Arc::clone(&restarts),
         };
         tokio::spawn(worker.run(receiver));
-        tracing::info!(nvidia, "docker driver ready");
+        tracing::info!(nvidia = gpus.any(), "docker driver ready");
         Some(Docker {
             handle,
-            nvidia,
+            gpus,
             restarts,
         })
     }
@@ -133,9 +138,9 @@ impl Docker {
         self.restarts.load(Ordering::Relaxed)
     }
 
-    /// Whether NVIDIA classes can run here.
-    pub fn nvidia(&self) -> bool {
-        self.nvidia
+    /// How the engine gives containers NVIDIA GPUs, if it can.
+    pub fn gpus(&self) -> &GpuAccess {
+        &self.gpus
     }
 
     pub fn handle(&self) -> &Handle {

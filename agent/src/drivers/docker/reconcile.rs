@@ -13,6 +13,7 @@ use tokio::sync::{Notify, watch};
 use super::DockerConfig;
 use super::egress::{self, NETWORK as EGRESS_NETWORK, Network};
 use super::engine::{ContainerSummary, Engine, EngineError};
+use super::gpus::GpuAccess;
 use super::spec::{
     LABEL_ATTEMPT, LABEL_FINGERPRINT, LABEL_MACHINE, LABEL_NETWORK, LABEL_WORKLOAD, Sandbox,
 };
@@ -33,7 +34,8 @@ pub struct Worker {
     seen: SeenMap,
     /// Notified when what the driver sees changed.
     changed: Arc<Notify>,
-    nvidia: bool,
+    /// How the engine gives containers NVIDIA GPUs, if it can.
+    gpus: GpuAccess,
     records: Records,
     /// Workloads' disks and run directories, and the free-space floor.
     disks: Disks,
@@ -54,7 +56,7 @@ impl Worker {
         config: DockerConfig,
         seen: SeenMap,
         changed: Arc<Notify>,
-        nvidia: bool,
+        gpus: GpuAccess,
     ) -> Worker {
         let user = crate::drivers::local::workload_user();
         Worker {
@@ -65,7 +67,7 @@ impl Worker {
             config,
             seen,
             changed,
-            nvidia,
+            gpus,
             user,
             pulls: HashMap::new(),
             unprepared: Unprepared::default(),
@@ -134,7 +136,8 @@ impl Worker {
     ) -> Result<Outcome, EngineError> {
         let refused = |code| Ok((code, None));
         let nvidia = w.spec.accelerator == Some(AcceleratorKind::Nvidia);
-        if nvidia && !self.nvidia {
+        let uuids = w.spec.resources.as_ref().map(|r| r.device_uuids.as_slice());
+        if nvidia && self.gpus.path_for(uuids.unwrap_or_default()).is_none() {
             // A GPU request never silently becomes CPU.
             return refused(StatusCode::StartFailed);
         }
@@ -317,6 +320,7 @@ impl Worker {
             cpus: resources.cpus,
             memory_bytes: resources.memory_bytes,
             log_bytes: self.disks.log_bytes(),
+            gpu_path: self.gpus.path_for(&resources.device_uuids),
             gpus: resources.device_uuids,
             network,
             run_dir: places.run.clone(),

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::egress::Network;
+use super::gpus::GpuPath;
 use crate::drivers::local::contract::Serves;
 use crate::drivers::local::contract::{DATA_DIR, HOME, RUN_DIR};
 use serde_json::{Value, json};
@@ -39,6 +40,8 @@ pub struct Sandbox {
     pub log_bytes: u64,
     /// NVIDIA GPUs by UUID, reserved exactly.
     pub gpus: Vec<String>,
+    /// How the engine is asked for them (gpus.rs); `None` when it can't give them.
+    pub gpu_path: Option<GpuPath>,
     pub network: Network,
     pub run_dir: PathBuf,
     /// The agent's own directory holding the token file.
@@ -126,12 +129,10 @@ impl Sandbox {
                 },
             },
         });
-        if !self.gpus.is_empty() {
-            host["DeviceRequests"] = json!([{
-                "Driver": "nvidia",
-                "DeviceIDs": self.gpus,
-                "Capabilities": [["gpu"]],
-            }]);
+        if let Some(path) = self.gpu_path
+            && !self.gpus.is_empty()
+        {
+            host["DeviceRequests"] = path.device_requests(&self.gpus);
         }
         let mut body = json!({
             "Image": self.image,
@@ -169,6 +170,7 @@ mod tests {
             memory_bytes: 2 << 30,
             log_bytes: 20 << 20,
             gpus: Vec::new(),
+            gpu_path: None,
             network: Network::None,
             run_dir: "/state/run/w1".into(),
             secret_dir: "/state/secrets/w1".into(),
@@ -254,6 +256,7 @@ mod tests {
     fn a_vllm_endpoint_gets_its_gpus_its_model_and_its_socket() {
         let mut s = notebook();
         s.gpus = vec!["GPU-aaaa".into(), "GPU-bbbb".into()];
+        s.gpu_path = Some(GpuPath::Runtime);
         s.serves = Serves::Endpoint {
             model: "/state/models/w1/model".into(),
             alias: "org/model".into(),
@@ -309,14 +312,24 @@ mod tests {
         assert_eq!(ModelServer::for_runtime("mlx"), None);
     }
 
+    /// Exactly its GPUs, whichever way the engine gives them; a change of way is a change of
+    /// sandbox (another fingerprint), so an adopted container is one made the same way.
     #[test]
     fn nvidia_classes_reserve_exact_gpus() {
         let mut s = notebook();
         s.gpus = vec!["GPU-1234".into()];
-        let body = s.create_body();
+        s.gpu_path = Some(GpuPath::Runtime);
+        let by_runtime = s.create_body();
         assert_eq!(
-            body["HostConfig"]["DeviceRequests"][0]["DeviceIDs"],
+            by_runtime["HostConfig"]["DeviceRequests"][0]["DeviceIDs"],
             json!(["GPU-1234"])
         );
+        let runtime_print = s.fingerprint();
+        s.gpu_path = Some(GpuPath::Cdi);
+        assert_eq!(
+            s.create_body()["HostConfig"]["DeviceRequests"],
+            json!([{ "Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=GPU-1234"] }])
+        );
+        assert_ne!(s.fingerprint(), runtime_print);
     }
 }

@@ -1,7 +1,7 @@
 //! A recording proxy on the Docker engine's socket: a test sees exactly what the docker driver
-//! asks of the engine, and the engine stands in for one with the NVIDIA runtime (its `/info`
-//! answer lists an `nvidia` runtime; every other answer is the engine's own). The containers
-//! it is asked for are the real engine's.
+//! asks of the engine, and the engine stands in for one that can give containers NVIDIA GPUs
+//! (its `/info` answer lists an `nvidia` runtime, or NVIDIA's CDI devices; every other answer
+//! is the engine's own). The containers it is asked for are the real engine's.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -12,6 +12,33 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::{UnixListener, UnixStream};
+
+/// How the engine the proxy stands in for gives containers GPUs.
+#[derive(Debug, Clone)]
+pub enum GpusBy {
+    /// The container toolkit's `nvidia` runtime.
+    Runtime,
+    /// CDI, with these devices discovered (`nvidia.com/gpu=…`), as Docker 28.2 lists them.
+    Cdi(Vec<String>),
+}
+
+impl GpusBy {
+    fn patch(&self, info: &mut Value) {
+        match self {
+            GpusBy::Runtime => {
+                info["Runtimes"]["nvidia"] = json!({ "path": "nvidia-container-runtime" });
+            }
+            GpusBy::Cdi(ids) => {
+                info["CDISpecDirs"] = json!(["/etc/cdi", "/var/run/cdi"]);
+                let devices: Vec<Value> = ids
+                    .iter()
+                    .map(|id| json!({ "Source": "cdi", "ID": id }))
+                    .collect();
+                info["DiscoveredDevices"] = json!(devices);
+            }
+        }
+    }
+}
 
 /// One request the driver sent.
 #[derive(Debug, Clone)]
@@ -30,7 +57,7 @@ pub struct EngineProxy {
 
 impl EngineProxy {
     /// Serves on a socket of its own, passing every request on to `engine`.
-    pub fn start(engine: &Path) -> EngineProxy {
+    pub fn start(engine: &Path, gpus: GpusBy) -> EngineProxy {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("docker.sock");
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -46,9 +73,10 @@ impl EngineProxy {
         runtime.spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let (recorded, engine) = (Arc::clone(&recorded), engine.clone());
+                let gpus = gpus.clone();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
-                        forward(request, engine.clone(), Arc::clone(&recorded))
+                        forward(request, engine.clone(), Arc::clone(&recorded), gpus.clone())
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
@@ -79,6 +107,7 @@ async fn forward(
     request: Request<Incoming>,
     engine: PathBuf,
     recorded: Arc<Mutex<Vec<Recorded>>>,
+    gpus: GpusBy,
 ) -> Result<Response<Full<Bytes>>, hyper::Error> {
     let (parts, body) = request.into_parts();
     let body = body.collect().await?.to_bytes();
@@ -103,7 +132,7 @@ async fn forward(
     let mut body = body.collect().await?.to_bytes();
     if path.ends_with("/info") && head.status.is_success() {
         let mut info: Value = serde_json::from_slice(&body).unwrap();
-        info["Runtimes"]["nvidia"] = json!({ "path": "nvidia-container-runtime" });
+        gpus.patch(&mut info);
         body = Bytes::from(serde_json::to_vec(&info).unwrap());
         head.headers.remove(hyper::header::TRANSFER_ENCODING);
         head.headers
