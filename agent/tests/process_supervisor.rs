@@ -1,6 +1,7 @@
 //! The process supervisor on its own, with real processes: a workload started by an agent that
 //! is then killed with SIGKILL is adopted by the next agent; a PID the kernel gave to another
-//! process is never adopted (nor signalled); stopping ends the whole group.
+//! process is never adopted (nor signalled); stopping ends the whole group; a workload in a
+//! cgroup of its own is its cgroup's members, even those that left its group.
 //!
 //! The "agent" that gets killed is this test binary run again as a child process
 //! (`agent_that_starts_a_workload_and_waits`, ignored unless asked for).
@@ -29,6 +30,7 @@ fn launch(dir: &Path) -> Launch {
         cwd: dir.to_owned(),
         log: dir.join("workload.log"),
         own_session: false,
+        members: None,
     }
 }
 
@@ -180,11 +182,88 @@ async fn a_group_whose_leader_exited_is_still_the_workload() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(supervisor.find(ID).unwrap(), Some(running));
+    assert_eq!(supervisor.find(ID).unwrap(), Some(running.clone()));
     supervisor.stop(ID, Duration::from_secs(5)).await.unwrap();
     assert_eq!(
         members(running.group),
         0,
         "the leader's orphan is stopped too"
     );
+}
+
+/// A pids cgroup of the test's own on this machine's real hierarchy (v2, or v1's pids
+/// hierarchy), removed when dropped; `None` where the test isn't root.
+struct TestCgroup(std::path::PathBuf);
+
+impl TestCgroup {
+    fn make() -> Option<TestCgroup> {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("not root: no cgroup can be made");
+            return None;
+        }
+        let root = Path::new("/sys/fs/cgroup");
+        let hierarchy = if root.join("cgroup.controllers").exists() {
+            root.to_owned()
+        } else {
+            root.join("pids")
+        };
+        let dir = hierarchy.join(format!("einsora-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        Some(TestCgroup(dir))
+    }
+
+    fn procs(&self) -> std::path::PathBuf {
+        self.0.join("cgroup.procs")
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A workload in a cgroup (its first process joins it, as the linux-native sandbox's does)
+/// whose leader exits after a child made a session of its own, so it is in no group the
+/// supervisor knows: the cgroup's members are still the workload, found and stopped.
+#[tokio::test]
+async fn a_workload_in_a_cgroup_is_its_members_even_those_that_left_its_group() {
+    let Some(cgroup) = TestCgroup::make() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let supervisor = Supervisor::new(&dir.path().join("processes")).unwrap();
+    let procs = cgroup.procs();
+    let escaping = Launch {
+        args: vec![
+            "-c".into(),
+            format!("echo $$ > {}; setsid sleep 300 & exit 0", procs.display()),
+        ],
+        members: Some(procs.clone()),
+        ..launch(dir.path())
+    };
+    let running = supervisor.start(ID, &escaping).unwrap();
+    let in_cgroup = || {
+        std::fs::read_to_string(&procs)
+            .unwrap()
+            .lines()
+            .map(|l| l.parse::<u32>().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(running.pid) || in_cgroup().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the leader exits, its child stays"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let child = in_cgroup()[0];
+    assert_eq!(members(running.group), 0, "nothing is left in its group");
+    assert_ne!(Proc::of(child).unwrap().group, running.group);
+    assert_eq!(supervisor.find(ID).unwrap(), Some(running), "still running");
+    supervisor.stop(ID, Duration::from_secs(5)).await.unwrap();
+    assert!(in_cgroup().is_empty(), "the session's sleep is stopped too");
+    assert!(!alive(child));
+    assert_eq!(supervisor.find(ID).unwrap(), None);
 }

@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 
 use crate::harness::cli::Cli;
 use crate::harness::notebooks::*;
+use crate::harness::solo::Solo;
 use crate::harness::workloads::{timeline, wait_for, wait_for_within};
-use crate::harness::world::{call, tenant};
+use crate::harness::world::{Tenant, call, tenant};
 use einsora_testkit::http::{exchange, request};
 
 /// Its environment is built on first use: pip installing JupyterLab from local wheels.
@@ -102,7 +103,10 @@ fn an_agent_restart_adopts_a_native_notebook() {
 
 /// From inside the notebook: nothing outside its files is writable, its token is read-only,
 /// its network is loopback alone (nothing reaches the controller, nothing from outside reaches
-/// a listener it opens), it has no GPU, and it sees none of the agent's directories.
+/// a listener it opens), it has no GPU, and it sees none of the agent's directories. It is held
+/// to its class (cpu-1c-2g): a process that takes more memory than 2 GiB is killed, it can't
+/// have as many as 256 threads, and, from the host, every process of it is in its cgroup with
+/// those limits and one CPU's time; stopped, its cgroup is gone.
 #[test]
 fn the_native_sandbox_holds_from_inside() {
     // Loopback only: the owner's egress is sandbox/egress.rs's.
@@ -138,6 +142,20 @@ listener = socket.socket()
 listener.bind(("0.0.0.0", 0))
 listener.listen()
 r["port"] = listener.getsockname()[1]
+import subprocess, sys, threading
+r["over_memory"] = subprocess.run([sys.executable, "-c", "x = b'x' * (3 << 30)"]).returncode
+release, threads = threading.Event(), []
+try:
+    for _ in range(300):
+        t = threading.Thread(target=release.wait)
+        t.start()
+        threads.append(t)
+except RuntimeError:
+    pass
+r["threads"] = len(threads)
+release.set()
+for t in threads:
+    t.join()
 print(json.dumps(r))
 "#
     );
@@ -168,6 +186,58 @@ print(json.dumps(r))
         std::net::TcpStream::connect(("127.0.0.1", u16::try_from(port).unwrap())).is_err(),
         "a listener inside is reachable from the host: {r}"
     );
+    if agent_is_root() {
+        assert_eq!(r["over_memory"], -9, "killed past its class's memory: {r}");
+        let threads = r["threads"].as_u64().unwrap();
+        assert!((1..256).contains(&threads), "{r}");
+        held_to_its_class(&solo, &acme, &id);
+    }
+}
+
+/// From the host: the cgroup a root agent made for notebook `id` of class cpu-1c-2g, on this
+/// machine's hierarchy (v2, or v1's per controller), holds its server with its limits, and is
+/// removed when it stops.
+fn held_to_its_class(solo: &Solo, owner: &Tenant, id: &str) {
+    let root = std::path::Path::new("/sys/fs/cgroup");
+    let unified = root.join("cgroup.controllers").exists();
+    let at = |controller: &str, file: &str| {
+        let dir = if unified {
+            root.join("einsora").join(id)
+        } else {
+            root.join(controller).join("einsora").join(id)
+        };
+        std::fs::read_to_string(dir.join(file))
+            .unwrap_or_else(|e| panic!("{controller}/{file}: {e}"))
+            .trim()
+            .to_owned()
+    };
+    let two_gib = (2_u64 << 30).to_string();
+    if unified {
+        assert_eq!(at("memory", "memory.max"), two_gib);
+        assert_eq!(at("cpu", "cpu.max"), "100000 100000");
+    } else {
+        assert_eq!(at("memory", "memory.limit_in_bytes"), two_gib);
+        assert_eq!(at("cpu", "cpu.cfs_quota_us"), "100000");
+    }
+    assert_eq!(at("pids", "pids.max"), "256");
+    let members: Vec<u32> = at("memory", "cgroup.procs")
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    let server = members.iter().any(|pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("start.py"))
+    });
+    assert!(server, "its server is in its cgroup: {members:?}");
+    let cli = Cli::with_token(solo, token(owner));
+    cli.ok(&["stop", id]);
+    wait_for(solo, &owner.session, id, "stopped");
+    let memory = if unified {
+        root.join("einsora").join(id)
+    } else {
+        root.join("memory/einsora").join(id)
+    };
+    assert!(!memory.exists(), "its cgroup is removed when it stops");
 }
 
 /// A llama.cpp endpoint answers chat completions to an API token through the proxy; another

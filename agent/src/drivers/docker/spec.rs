@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::egress::Network;
 use super::gpus::GpuPath;
+use crate::drivers::local::PIDS_LIMIT;
 use crate::drivers::local::contract::Serves;
 use crate::drivers::local::contract::{DATA_DIR, HOME, RUN_DIR};
 use serde_json::{Value, json};
@@ -111,7 +112,7 @@ impl Sandbox {
             "ReadonlyRootfs": true,
             "CapDrop": ["ALL"],
             "SecurityOpt": ["no-new-privileges"],
-            "PidsLimit": 256,
+            "PidsLimit": PIDS_LIMIT,
             "Memory": memory,
             "MemorySwap": memory,
             "NanoCpus": i64::from(self.cpus.max(1)) * 1_000_000_000,

@@ -79,6 +79,8 @@ pub type SeenMap = Arc<Mutex<BTreeMap<String, Seen>>>;
 
 /// The user a workload runs as when the agent is root: no account of this machine's.
 pub const WORKLOAD_USER: (u32, u32) = (61_000, 61_000);
+/// How many processes and threads a workload may have at once, on either local driver.
+pub const PIDS_LIMIT: u32 = 256;
 /// How long a stopping server has to end by itself.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 

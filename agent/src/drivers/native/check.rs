@@ -85,6 +85,7 @@ pub async fn run_script(config: &NativeConfig, run: &ScriptRun) -> anyhow::Resul
         gpu_nodes,
         user: root.then_some(user),
         netns: None,
+        cgroup: Vec::new(),
     };
     let command = sandbox.command();
     let status = tokio::process::Command::new(&command.program)

@@ -3,9 +3,11 @@
 //! the process supervisor (`drivers::process`: adopted again after an agent restart), in a
 //! bubblewrap sandbox (sandbox.rs), with the same entrypoint, paths and arguments as its image
 //! (`local::contract`), from an environment built from the image's lock (envs.rs). Weak
-//! isolation: the machine owner's own workloads only (`einsora_core::driver`). It has no
-//! outbound network and no CPU or memory limits of its own (docs/security.md).
+//! isolation: the machine owner's own workloads only (`einsora_core::driver`). A root agent
+//! gives each a cgroup with its class's CPU, memory and PID limits (cgroup.rs), and the owner's
+//! notebooks outbound network behind the fence (egress.rs); docs/security.md says what holds.
 
+mod cgroup;
 mod check;
 mod config;
 mod egress;

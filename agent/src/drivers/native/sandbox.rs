@@ -53,6 +53,13 @@ done
 shift
 exec /usr/bin/setpriv --reuid=\"$uid\" --regid=\"$gid\" --clear-groups --no-new-privs -- \"$@\"";
 
+/// Joining the workload's cgroup: its first process, the agent's own shell, writes its PID into
+/// each `cgroup.procs` named before `--`, then becomes the rest; everything the workload runs
+/// is its descendant, so in the cgroup.
+const JOIN: &str = "while [ \"$1\" != -- ]; do echo $$ >\"$1\"; shift; done
+shift
+exec \"$@\"";
+
 /// One of the workload's places, mounted into its sandbox.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Place {
@@ -81,6 +88,9 @@ pub struct Sandbox {
     pub user: Option<(u32, u32)>,
     /// The network namespace it runs in, for egress (egress.rs); `None`: loopback only.
     pub netns: Option<PathBuf>,
+    /// The `cgroup.procs` files of its cgroup (cgroup.rs), which it joins first; none: it runs
+    /// in the agent's.
+    pub cgroup: Vec<PathBuf>,
 }
 
 /// What the supervisor starts.
@@ -143,8 +153,9 @@ impl Sandbox {
         env
     }
 
-    /// What the supervisor starts: `setsid` (a session of its own, no terminal), then, when
-    /// the agent is root, the staging namespace and `setpriv`, then bubblewrap.
+    /// What the supervisor starts: joining its cgroup (when it has one), `setsid` (a session of
+    /// its own, no terminal), then, when the agent is root, the staging namespace and
+    /// `setpriv`, then bubblewrap.
     pub fn command(&self) -> Command {
         let places = self.places();
         let staged = self.user.is_some();
@@ -248,8 +259,19 @@ impl Sandbox {
                 args
             }
         });
+        let setsid = PathBuf::from("/usr/bin/setsid");
+        let (program, args) = if self.cgroup.is_empty() {
+            (setsid, args)
+        } else {
+            let mut joining: Vec<String> = ["-ec", JOIN, "join"].map(str::to_owned).to_vec();
+            joining.extend(self.cgroup.iter().map(|f| f.display().to_string()));
+            joining.push("--".to_owned());
+            joining.push(setsid.display().to_string());
+            joining.extend(args);
+            (PathBuf::from("/bin/sh"), joining)
+        };
         Command {
-            program: PathBuf::from("/usr/bin/setsid"),
+            program,
             args,
             env: self.env(),
             cwd: PathBuf::from("/"),

@@ -12,6 +12,7 @@ use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
 use tokio::sync::{Notify, watch};
 
+use super::cgroup::{self, Hierarchy, Limits};
 use super::egress::Egress;
 use super::envs::{EnvState, Envs, Interpreter};
 use super::sandbox::Sandbox;
@@ -73,6 +74,8 @@ struct Worker {
     logs: PathBuf,
     unprepared: Unprepared,
     egress: Egress,
+    /// Where each workload's cgroup is made; `None`: they run without limits of their own.
+    cgroups: Option<Hierarchy>,
 }
 
 impl Worker {
@@ -104,6 +107,7 @@ impl Worker {
             logs,
             parts,
             unprepared: Unprepared::default(),
+            cgroups: cgroups(),
         })
     }
 
@@ -165,12 +169,13 @@ impl Worker {
         let mut seen = BTreeMap::new();
         for w in wanted {
             let runs = running.remove(&w.workload);
+            let ran = runs.is_some();
             let (code, target) = match w.mode {
                 Mode::Run => self.run_one(w, runs, &busy).await,
                 Mode::Park => (self.stop(&w.workload).await, None),
                 Mode::Remove => (self.remove(w).await, None),
             };
-            if runs.is_some() {
+            if ran {
                 self.keep_log_bounded(&w.workload);
             }
             let s = Seen {
@@ -263,6 +268,11 @@ impl Worker {
             gpu_nodes,
             user: rustix::process::geteuid().is_root().then_some(self.user),
             netns,
+            cgroup: self
+                .cgroups
+                .as_ref()
+                .map(|h| h.of(&w.workload).joins())
+                .unwrap_or_default(),
         };
         let mut fingerprint = sandbox.fingerprint();
         if runs.is_some() {
@@ -316,6 +326,20 @@ impl Worker {
         {
             return refused(code);
         }
+        let limits = Limits {
+            cpus: sandbox.cpus,
+            memory_bytes: w.spec.resources.as_ref().map_or(0, |r| r.memory_bytes),
+        };
+        let made = self.cgroups.as_ref().map(|h| h.make(&w.workload, limits));
+        let members = match made {
+            None => None,
+            Some(Ok(cgroup)) => Some(cgroup.members()),
+            Some(Err(e)) => {
+                // Never started without the limits its sandbox says it has.
+                tracing::warn!(workload = %w.workload, error = %e, "can't make its cgroup; not starting");
+                return refused(StatusCode::StartFailed);
+            }
+        };
         if let Err(e) = self.records.set(&w.workload, next) {
             tracing::warn!(error = %e, "can't record a start; not starting");
             return refused(StatusCode::StartFailed);
@@ -328,6 +352,7 @@ impl Worker {
             cwd: command.cwd,
             log: self.log(&w.workload),
             own_session: true,
+            members,
         };
         match self.supervisor.start(&w.workload, &launch) {
             Ok(_) => {
@@ -360,10 +385,13 @@ impl Worker {
         }
     }
 
-    /// Stops its process, then deletes its network namespace, if it has one.
+    /// Stops its processes, then deletes its cgroup and its network namespace, if it has them.
     async fn stop(&self, id: &str) -> StatusCode {
         match self.supervisor.stop(id, STOP_GRACE).await {
             Ok(()) => {
+                if let Some(Err(e)) = self.cgroups.as_ref().map(|h| h.of(id).remove()) {
+                    tracing::debug!(workload = %id, error = %e, "its cgroup stays until it next stops");
+                }
                 if let Err(e) = self.egress.release(id).await {
                     tracing::warn!(workload = %id, error = %e, "can't delete its network namespace; trying again when it next stops");
                 }
@@ -441,6 +469,23 @@ impl Worker {
         })();
         if let Err(e) = rotated {
             tracing::warn!(workload = %id, error = %e, "can't keep its log bounded");
+        }
+    }
+}
+
+/// The machine's cgroup hierarchy, where a root agent can make cgroups in it.
+fn cgroups() -> Option<Hierarchy> {
+    if !rustix::process::geteuid().is_root() {
+        tracing::warn!(
+            "the agent isn't root: linux-native workloads run without CPU, memory or PID limits of their own"
+        );
+        return None;
+    }
+    match Hierarchy::detect(Path::new(cgroup::ROOT)) {
+        Ok(h) => Some(h),
+        Err(why) => {
+            tracing::warn!(%why, "linux-native workloads run without CPU, memory or PID limits of their own");
+            None
         }
     }
 }

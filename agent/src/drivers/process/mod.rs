@@ -1,7 +1,9 @@
 //! The process supervisor the native drivers build on: each workload runs as its own process
 //! group with its output in a log file; the group leader's PID and start time are recorded, so
 //! an agent that restarts adopts the workload again, and a PID the kernel reused for another
-//! process is never taken for it; stopping ends the whole group, gracefully first.
+//! process is never taken for it; stopping ends the whole group, gracefully first. A workload
+//! started in a cgroup of its own (`Launch::members`) is known by the cgroup's members instead
+//! of its group: what it runs can't leave the cgroup, and its ID is never reused by another.
 
 mod proc_table;
 mod record;
@@ -14,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use record::Record;
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 
 /// How often a stopping group is looked at.
 const STOP_POLL: Duration = Duration::from_millis(20);
@@ -62,13 +64,40 @@ pub struct Launch {
     /// terminal: the supervisor then doesn't make it a process group first (a group leader
     /// can't start a session), and the session's group is the one it keeps.
     pub own_session: bool,
+    /// Where the kernel lists every process of the workload (its cgroup's `cgroup.procs`, which
+    /// its program joins first), if it has one: then that list alone says whether it runs once
+    /// its first process has ended, and what a stop signals.
+    pub members: Option<PathBuf>,
 }
 
-/// A workload's process group, running.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A workload's processes, running.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Running {
     pub pid: u32,
     pub group: u32,
+    pub members: Option<PathBuf>,
+}
+
+impl Running {
+    /// Whether any of its processes is left: its cgroup's members where it has one, else its
+    /// process group's. `Err` when the kernel couldn't be asked, never taken for "none".
+    fn any_left(&self) -> std::io::Result<bool> {
+        match &self.members {
+            Some(file) => Ok(!members(file)?.is_empty()),
+            None => Ok(!proc_table::group_members(self.group).is_empty()),
+        }
+    }
+
+    fn signal(&self, signal: Signal) {
+        match &self.members {
+            Some(file) => {
+                for pid in members(file).unwrap_or_default() {
+                    self::signal(pid, signal);
+                }
+            }
+            None => signal_group(self.group, signal),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -101,11 +130,12 @@ impl Supervisor {
         let running = Running {
             pid: rec.pid,
             group: rec.group,
+            members: rec.members.clone(),
         };
         let alive = rec.boot == proc_table::boot_id().map_err(proc)?
             && match proc_table::info(rec.pid).map_err(proc)? {
                 Some(now) => now.started == rec.started && now.group == rec.group,
-                None => !proc_table::group_members(rec.group).is_empty(),
+                None => running.any_left().map_err(proc)?,
             };
         if alive {
             return Ok(Some(running));
@@ -160,6 +190,7 @@ impl Supervisor {
                         started,
                         group: pid,
                         boot,
+                        members: launch.members.clone(),
                     },
                 )
             });
@@ -173,7 +204,11 @@ impl Supervisor {
         }
         // Reaped when it ends, so it never lingers as a zombie of this agent.
         std::thread::spawn(move || child.wait());
-        Ok(Running { pid, group: pid })
+        Ok(Running {
+            pid,
+            group: pid,
+            members: launch.members.clone(),
+        })
     }
 
     /// The workloads it has records of, running or not.
@@ -191,21 +226,40 @@ impl Supervisor {
         Ok(ids)
     }
 
-    /// Ends the workload's whole process group: SIGTERM, then SIGKILL to whatever is left after
-    /// `grace`. A workload not running (or whose PID another process now has) is left alone.
+    /// Ends all the workload's processes (its cgroup's, or its process group's): SIGTERM, then
+    /// SIGKILL to whatever is left after `grace`. A workload not running (or whose PID another
+    /// process now has) is left alone.
     pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), ProcessError> {
         let path = record::path(&self.dir, id)?;
         let Some(running) = self.find(id)? else {
             return Ok(());
         };
-        signal_group(running.group, Signal::TERM);
-        if !gone_within(running.group, grace).await {
-            signal_group(running.group, Signal::KILL);
-            if !gone_within(running.group, KILL_WAIT).await {
+        running.signal(Signal::TERM);
+        if !gone_within(&running, grace).await {
+            running.signal(Signal::KILL);
+            if !gone_within(&running, KILL_WAIT).await {
                 return Err(ProcessError::Unkillable(running.group));
             }
         }
         record::remove(&path)
+    }
+}
+
+/// The PIDs a cgroup's `cgroup.procs` lists; none once the cgroup is gone.
+pub fn members(procs: &Path) -> std::io::Result<Vec<u32>> {
+    match std::fs::read_to_string(procs) {
+        Ok(text) => Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+pub fn signal(pid: u32, signal: Signal) {
+    let target = i32::try_from(pid).ok().and_then(Pid::from_raw);
+    if let Some(target) = target
+        && let Err(e) = kill_process(target, signal)
+    {
+        tracing::debug!(pid, error = %e, "signalling a process");
     }
 }
 
@@ -218,10 +272,10 @@ fn signal_group(group: u32, signal: Signal) {
     }
 }
 
-async fn gone_within(group: u32, within: Duration) -> bool {
+async fn gone_within(running: &Running, within: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        if proc_table::group_members(group).is_empty() {
+        if running.any_left().is_ok_and(|left| !left) {
             return true;
         }
         if tokio::time::Instant::now() >= deadline {

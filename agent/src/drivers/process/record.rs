@@ -14,6 +14,10 @@ pub struct Record {
     pub group: u32,
     /// The boot it started in: after a reboot the same PID and start tick mean nothing.
     pub boot: String,
+    /// Its cgroup's `cgroup.procs`, if it has one (`Launch::members`); none in records written
+    /// before workloads had cgroups.
+    #[serde(default)]
+    pub members: Option<PathBuf>,
 }
 
 /// A workload's record file; the ID is checked to be a plain name first.

@@ -51,7 +51,8 @@ impl Drop for Leftovers {
 }
 
 /// The linux-native driver's workloads the agent under `agent` started (they outlive it by
-/// design), by the process groups its supervisor recorded, and their network namespaces.
+/// design), by the process groups its supervisor recorded, and their network namespaces and
+/// cgroups.
 fn end_native_workloads(agent: &Path) {
     let Ok(records) = std::fs::read_dir(agent.join("native").join("processes")) else {
         return;
@@ -75,6 +76,31 @@ fn end_native_workloads(agent: &Path) {
             let _ = Command::new("kill")
                 .args(["-KILL", "--", &format!("-{group}")])
                 .status();
+        }
+        if let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) {
+            remove_cgroup(id);
+        }
+    }
+}
+
+/// The cgroup a root agent made for workload `id` (v2's, or v1's per controller): whatever
+/// is left in it killed, then removed once the kernel has taken its processes out.
+fn remove_cgroup(id: &str) {
+    let root = Path::new("/sys/fs/cgroup");
+    for hierarchy in ["", "memory", "cpu", "pids"] {
+        let dir = root.join(hierarchy).join("einsora").join(id);
+        if !dir.is_dir() {
+            continue;
+        }
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines() {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+        for _ in 0..100 {
+            if std::fs::remove_dir(&dir).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 }

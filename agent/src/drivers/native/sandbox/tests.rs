@@ -23,6 +23,7 @@ fn notebook(user: Option<(u32, u32)>) -> Sandbox {
         gpu_nodes: Vec::new(),
         user,
         netns: None,
+        cgroup: Vec::new(),
     }
 }
 
@@ -209,4 +210,55 @@ fn egress_joins_the_agents_namespace_before_anything_else_and_changes_the_finger
             .any(|a| a.contains("nsenter"))
     );
     assert_ne!(egress.fingerprint(), loopback.fingerprint());
+}
+
+/// With a cgroup, the agent's own shell joins it before anything of the workload's runs (then
+/// `setsid` and the rest, as without); the cgroup is part of its fingerprint.
+#[test]
+fn a_cgroup_is_joined_first_and_changes_the_fingerprint() {
+    let mut limited = notebook(Some((61_000, 61_000)));
+    limited.cgroup = vec![
+        "/sys/fs/cgroup/memory/einsora/w1/cgroup.procs".into(),
+        "/sys/fs/cgroup/pids/einsora/w1/cgroup.procs".into(),
+    ];
+    let c = limited.command();
+    assert_eq!(c.program, PathBuf::from("/bin/sh"));
+    assert_eq!(c.args[0], "-ec");
+    assert_eq!(
+        c.args[2..6],
+        [
+            "join",
+            "/sys/fs/cgroup/memory/einsora/w1/cgroup.procs",
+            "/sys/fs/cgroup/pids/einsora/w1/cgroup.procs",
+            "--",
+        ]
+    );
+    assert_eq!(c.args[6], "/usr/bin/setsid");
+    let unlimited = notebook(Some((61_000, 61_000)));
+    assert_eq!(c.args[7..], unlimited.command().args[..], "then as without");
+    assert_ne!(limited.fingerprint(), unlimited.fingerprint());
+}
+
+/// The joining script, run for real by `sh`: each named file gets the shell's PID, and the
+/// program after `--` runs as that same process with its arguments.
+#[test]
+fn the_joining_script_writes_its_pid_then_becomes_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-ec", JOIN, "join"])
+        .arg(&a)
+        .arg(&b)
+        .args(["--", "/bin/sh", "-c", "echo $$ \"$0\"", "second word"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8(out.stdout).unwrap();
+    let pid = std::fs::read_to_string(&a).unwrap();
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), pid);
+    assert_eq!(
+        said,
+        format!("{} second word\n", pid.trim()),
+        "the same process"
+    );
 }
