@@ -267,3 +267,34 @@ async fn a_workload_in_a_cgroup_is_its_members_even_those_that_left_its_group() 
     assert!(!alive(child));
     assert_eq!(supervisor.find(ID).unwrap(), None);
 }
+
+/// A record whose leader's PID another process now has (here: this test, with another start
+/// time) is still the workload while its cgroup lists members, and is dropped once it lists
+/// none. The members file stands in for a cgroup's `cgroup.procs`.
+#[test]
+fn a_cgroup_with_members_outweighs_a_leader_pid_taken_by_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let processes = dir.path().join("processes");
+    let supervisor = Supervisor::new(&processes).unwrap();
+    let procs = dir.path().join("cgroup.procs");
+    let member = std::process::id();
+    std::fs::write(&procs, format!("{member}\n")).unwrap();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let record = serde_json::json!({
+        "pid": member,
+        "started": 1,
+        "group": member,
+        "boot": boot.trim(),
+        "members": procs,
+    });
+    let path = processes.join(format!("{ID}.json"));
+    std::fs::write(&path, record.to_string()).unwrap();
+    let found = supervisor
+        .find(ID)
+        .unwrap()
+        .expect("its cgroup has a member");
+    assert_eq!(found.members.as_deref(), Some(procs.as_path()));
+    std::fs::write(&procs, "").unwrap();
+    assert_eq!(supervisor.find(ID).unwrap(), None, "nothing is left in it");
+    assert!(!path.exists(), "the record is dropped");
+}

@@ -17,6 +17,8 @@ use crate::drivers::local::uds;
 const CALL_LIMIT: Duration = Duration::from_secs(30);
 /// API version: Debian's engine (20.10) speaks 1.41; newer engines accept it too.
 const API: &str = "/v1.41";
+/// The API version whose `/info` lists the engine's CDI devices (Docker 28.2).
+const CDI_API: (u32, u32) = (1, 50);
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -97,14 +99,20 @@ impl Engine {
         self.call(Method::GET, "/_ping", None).await.map(drop)
     }
 
-    /// What the engine says about itself that the driver needs. Asked at the engine's own API
-    /// version, not the one the driver speaks: engines leave out of `/info` what an older
-    /// version didn't have, and the CDI devices came in 1.50.
+    /// What the engine says about itself that the driver needs. Asked at API 1.50 where the
+    /// engine speaks it: engines leave out of `/info` what the version asked didn't have, and
+    /// the CDI devices came in 1.50.
     pub async fn info(&self) -> Result<EngineInfo, EngineError> {
-        let bytes = self.call_uri(Method::GET, "/info".to_owned(), None).await?;
-        Ok(EngineInfo::read(
-            &serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        ))
+        let version = self.json(Method::GET, "/version", None).await?;
+        let speaks_cdi = speaks(&version, CDI_API);
+        let info = if speaks_cdi {
+            let uri = format!("/v{}.{}/info", CDI_API.0, CDI_API.1);
+            let bytes = self.call_uri(Method::GET, uri, None).await?;
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        } else {
+            self.json(Method::GET, "/info", None).await?
+        };
+        Ok(EngineInfo::read(&info))
     }
 
     /// The image's ID, or `None` if the engine doesn't have it.
@@ -268,6 +276,15 @@ impl Engine {
     }
 }
 
+/// Whether the engine's `/version` answer says it speaks API `at` or later.
+fn speaks(version: &Value, at: (u32, u32)) -> bool {
+    version["ApiVersion"]
+        .as_str()
+        .and_then(|v| v.split_once('.'))
+        .and_then(|(major, minor)| Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?)))
+        .is_some_and(|v| v >= at)
+}
+
 fn message(body: &[u8]) -> String {
     serde_json::from_slice::<Value>(body)
         .ok()
@@ -291,6 +308,20 @@ fn encode(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_api_version_is_compared_as_numbers() {
+        let of = |v: &str| serde_json::json!({ "ApiVersion": v });
+        assert!(super::speaks(&of("1.50"), (1, 50)));
+        assert!(super::speaks(&of("1.51"), (1, 50)));
+        assert!(!super::speaks(&of("1.41"), (1, 50)));
+        assert!(
+            !super::speaks(&of("1.5"), (1, 50)),
+            "1.5 is older than 1.50"
+        );
+        assert!(!super::speaks(&of("new"), (1, 50)));
+        assert!(!super::speaks(&serde_json::Value::Null, (1, 50)));
+    }
+
     #[test]
     fn references_and_filters_are_encoded_whole() {
         assert_eq!(

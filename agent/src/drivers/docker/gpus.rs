@@ -69,12 +69,15 @@ impl GpuAccess {
         }
     }
 
-    /// How to ask the engine for exactly `uuids`, if it can give them all. The runtime comes
-    /// first: a machine that has it keeps the containers it made with it.
+    /// How to ask the engine for exactly `uuids`, if it can give them all; none for no GPUs (a
+    /// GPU class given none is never run on CPU). The runtime comes first: a machine that has
+    /// it keeps the containers it made with it.
     pub fn path_for(&self, uuids: &[String]) -> Option<GpuPath> {
-        if self.runtime {
+        if uuids.is_empty() {
+            None
+        } else if self.runtime {
             Some(GpuPath::Runtime)
-        } else if uuids.iter().all(|u| self.cdi_uuids.contains(u)) && !self.cdi_uuids.is_empty() {
+        } else if uuids.iter().all(|u| self.cdi_uuids.contains(u)) {
             Some(GpuPath::Cdi)
         } else {
             None
@@ -117,6 +120,11 @@ mod tests {
         let access = info(&["runc", "nvidia"], &[]);
         let gpus = uuids(&["GPU-a"]);
         assert_eq!(access.path_for(&gpus), Some(GpuPath::Runtime));
+        assert_eq!(
+            access.path_for(&[]),
+            None,
+            "a GPU class given no GPU runs nowhere"
+        );
         assert_eq!(access.note(&gpus), None);
         assert_eq!(
             GpuPath::Runtime.device_requests(&gpus),

@@ -7,9 +7,14 @@
 //! have given to someone else.
 //!
 //! cgroup v2 (one hierarchy with the memory, cpu and pids controllers) or v1 (each controller
-//! mounted apart, as on hybrid systems), under `<root>/einsora/<workload>`; nothing else of the
-//! hierarchy is touched. The first process joins by writing its own PID into each of the
-//! cgroup's `cgroup.procs` before it runs anything of the workload's (sandbox.rs).
+//! mounted apart, as on hybrid systems), under `<root>/einsora/<workload>`. Outside its own
+//! subtree the agent writes only v2's root `cgroup.subtree_control`, enabling those controllers
+//! for the root's children (systemd has them on already; where it hasn't, enabling `cpu` there
+//! puts every top-level cgroup under the CPU controller's weights). Swap is kept at none where
+//! the kernel accounts it (v1's `memory.memsw.*`, v2's `memory.swap.max`); a kernel without swap
+//! accounting leaves a workload free to be swapped out. The first process joins by writing its
+//! own PID into each of the cgroup's `cgroup.procs` before it runs anything of the workload's
+//! (sandbox.rs).
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -109,14 +114,18 @@ impl Hierarchy {
 
     /// The workload's cgroup (made or not).
     pub fn of(&self, workload: &str) -> Cgroup {
-        let dirs = match self {
-            Hierarchy::Unified(root) => vec![root.join(PARENT).join(workload)],
-            Hierarchy::Legacy { root, .. } => CONTROLLERS
-                .iter()
-                .map(|c| root.join(c).join(PARENT).join(workload))
-                .collect(),
-        };
-        Cgroup { dirs }
+        match self {
+            Hierarchy::Unified(root) => Cgroup {
+                main: root.join(PARENT).join(workload),
+                others: Vec::new(),
+            },
+            Hierarchy::Legacy { root, .. } => Cgroup {
+                main: legacy_dir(root, "memory", workload),
+                others: ["cpu", "pids"]
+                    .map(|c| legacy_dir(root, c, workload))
+                    .to_vec(),
+            },
+        }
     }
 
     /// Makes the workload's cgroup with its class's limits, just before it starts. One left
@@ -127,7 +136,7 @@ impl Hierarchy {
         let cgroup = self.of(workload);
         cgroup.kill_members();
         cgroup.remove()?;
-        for dir in &cgroup.dirs {
+        for dir in cgroup.dirs() {
             // The agent's subtree first (v1 has one per controller).
             if let Some(parent) = dir.parent() {
                 make_dir(parent)?;
@@ -139,7 +148,7 @@ impl Hierarchy {
         let pids = PIDS_LIMIT.to_string();
         match self {
             Hierarchy::Unified(_) => {
-                let dir = &cgroup.dirs[0];
+                let dir = &cgroup.main;
                 write(dir, "cpu.max", &format!("{quota} {CPU_PERIOD_US}"))?;
                 if limits.memory_bytes > 0 {
                     write(dir, "memory.max", &memory)?;
@@ -147,9 +156,10 @@ impl Hierarchy {
                 }
                 write(dir, "pids.max", &pids)?;
             }
-            Hierarchy::Legacy { swap, .. } => {
-                let (memory_dir, cpu_dir, pids_dir) =
-                    (&cgroup.dirs[0], &cgroup.dirs[1], &cgroup.dirs[2]);
+            Hierarchy::Legacy { root, swap } => {
+                let memory_dir = &cgroup.main;
+                let cpu_dir = legacy_dir(root, "cpu", workload);
+                let pids_dir = legacy_dir(root, "pids", workload);
                 if limits.memory_bytes > 0 {
                     write(memory_dir, "memory.limit_in_bytes", &memory)?;
                     if *swap {
@@ -157,36 +167,47 @@ impl Hierarchy {
                         write(memory_dir, "memory.memsw.limit_in_bytes", &memory)?;
                     }
                 }
-                write(cpu_dir, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string())?;
-                write(cpu_dir, "cpu.cfs_quota_us", &quota.to_string())?;
-                write(pids_dir, "pids.max", &pids)?;
+                write(&cpu_dir, "cpu.cfs_period_us", &CPU_PERIOD_US.to_string())?;
+                write(&cpu_dir, "cpu.cfs_quota_us", &quota.to_string())?;
+                write(&pids_dir, "pids.max", &pids)?;
             }
         }
         Ok(cgroup)
     }
 }
 
-/// One workload's cgroup: a directory per hierarchy it is in (one on v2, one per controller on
-/// v1).
+/// v1: the workload's directory in `controller`'s hierarchy.
+fn legacy_dir(root: &Path, controller: &str, workload: &str) -> PathBuf {
+    root.join(controller).join(PARENT).join(workload)
+}
+
+/// One workload's cgroup: a directory per hierarchy it is in (one on v2; on v1 the memory
+/// hierarchy's, and the cpu and pids ones).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cgroup {
-    dirs: Vec<PathBuf>,
+    /// Where its members are read from.
+    main: PathBuf,
+    others: Vec<PathBuf>,
 }
 
 impl Cgroup {
+    fn dirs(&self) -> impl Iterator<Item = &PathBuf> {
+        std::iter::once(&self.main).chain(&self.others)
+    }
+
     /// The files its first process writes its PID into, to join it.
     pub fn joins(&self) -> Vec<PathBuf> {
-        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+        self.dirs().map(|d| d.join("cgroup.procs")).collect()
     }
 
     /// The file the kernel lists its processes in.
     pub fn members(&self) -> PathBuf {
-        self.dirs[0].join("cgroup.procs")
+        self.main.join("cgroup.procs")
     }
 
     /// Removes it; one already gone is removed. Fails while processes are in it.
     pub fn remove(&self) -> Result<(), CgroupError> {
-        for dir in &self.dirs {
+        for dir in self.dirs() {
             match std::fs::remove_dir(dir) {
                 Err(e) if e.kind() != ErrorKind::NotFound => return Err(at(dir)(e)),
                 _ => {}
@@ -195,15 +216,16 @@ impl Cgroup {
         Ok(())
     }
 
-    /// SIGKILL to whatever is in it: what an earlier start left behind.
+    /// SIGKILL to whatever is in it, in any of its hierarchies: what an earlier start left
+    /// behind. Blocking (up to a second while the kernel reaps them).
     fn kill_members(&self) {
-        use crate::drivers::process::{members, signal};
-        for pid in members(&self.members()).unwrap_or_default() {
-            signal(pid, rustix::process::Signal::KILL);
+        use crate::drivers::process::{members, signal_members};
+        for procs in self.joins() {
+            signal_members(&procs, rustix::process::Signal::KILL);
         }
-        // The kernel takes killed processes out of the cgroup as it reaps them.
+        let empty = |procs: &PathBuf| members(procs).is_ok_and(|left| left.is_empty());
         for _ in 0..50 {
-            if members(&self.members()).is_ok_and(|left| left.is_empty()) {
+            if self.joins().iter().all(empty) {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));

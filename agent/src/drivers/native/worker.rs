@@ -330,7 +330,20 @@ impl Worker {
             cpus: sandbox.cpus,
             memory_bytes: w.spec.resources.as_ref().map_or(0, |r| r.memory_bytes),
         };
-        let made = self.cgroups.as_ref().map(|h| h.make(&w.workload, limits));
+        let made = match self.cgroups.clone() {
+            None => None,
+            // Off the async threads: emptying a cgroup left from before waits for the kernel.
+            Some(h) => {
+                let id = w.workload.clone();
+                let making = tokio::task::spawn_blocking(move || h.make(&id, limits));
+                Some(
+                    making
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|made| made.map_err(|e| e.to_string())),
+                )
+            }
+        };
         let members = match made {
             None => None,
             Some(Ok(cgroup)) => Some(cgroup.members()),

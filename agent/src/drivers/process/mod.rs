@@ -37,8 +37,8 @@ pub enum ProcessError {
         program: String,
         source: std::io::Error,
     },
-    #[error("process group {0} is still there after SIGKILL")]
-    Unkillable(u32),
+    #[error("{0} still has processes after SIGKILL")]
+    Unkillable(String),
 }
 
 impl ProcessError {
@@ -90,11 +90,7 @@ impl Running {
 
     fn signal(&self, signal: Signal) {
         match &self.members {
-            Some(file) => {
-                for pid in members(file).unwrap_or_default() {
-                    self::signal(pid, signal);
-                }
-            }
+            Some(file) => signal_members(file, signal),
             None => signal_group(self.group, signal),
         }
     }
@@ -116,11 +112,12 @@ impl Supervisor {
         })
     }
 
-    /// The workload's process group if it still runs: its recorded leader is alive with the
-    /// recorded start time, in this boot; or the leader has exited and members of its group
-    /// remain (a PID isn't reused while it names a live group). A record that no longer matches
-    /// (everything ended, or the leader's PID now belongs to another process) is dropped. The
-    /// kernel failing to answer is an error, never taken for "gone".
+    /// The workload if it still runs, in this boot: its recorded leader is alive with the
+    /// recorded start time; or, for a workload in a cgroup, any process is in its cgroup
+    /// (whatever became of the leader's PID); or, for one without, the leader has exited and
+    /// members of its group remain (a PID isn't reused while it names a live group). A record
+    /// that no longer matches (everything ended, or the leader's PID now belongs to another
+    /// process) is dropped. The kernel failing to answer is an error, never taken for "gone".
     pub fn find(&self, id: &str) -> Result<Option<Running>, ProcessError> {
         let path = record::path(&self.dir, id)?;
         let Some(rec) = record::read(&path)? else {
@@ -132,10 +129,17 @@ impl Supervisor {
             group: rec.group,
             members: rec.members.clone(),
         };
+        let left = |r: &Running| {
+            r.any_left().map_err(|e| {
+                let listed = r.members.as_deref().unwrap_or(Path::new("/proc"));
+                ProcessError::io(listed, e)
+            })
+        };
         let alive = rec.boot == proc_table::boot_id().map_err(proc)?
-            && match proc_table::info(rec.pid).map_err(proc)? {
-                Some(now) => now.started == rec.started && now.group == rec.group,
-                None => running.any_left().map_err(proc)?,
+            && match (proc_table::info(rec.pid).map_err(proc)?, &running.members) {
+                (Some(now), _) if now.started == rec.started && now.group == rec.group => true,
+                (_, Some(_)) | (None, None) => left(&running)?,
+                (Some(_), None) => false,
             };
         if alive {
             return Ok(Some(running));
@@ -238,7 +242,11 @@ impl Supervisor {
         if !gone_within(&running, grace).await {
             running.signal(Signal::KILL);
             if !gone_within(&running, KILL_WAIT).await {
-                return Err(ProcessError::Unkillable(running.group));
+                let what = match &running.members {
+                    Some(file) => format!("the cgroup listed in {}", file.display()),
+                    None => format!("process group {}", running.group),
+                };
+                return Err(ProcessError::Unkillable(what));
             }
         }
         record::remove(&path)
@@ -254,12 +262,30 @@ pub fn members(procs: &Path) -> std::io::Result<Vec<u32>> {
     }
 }
 
-pub fn signal(pid: u32, signal: Signal) {
-    let target = i32::try_from(pid).ok().and_then(Pid::from_raw);
-    if let Some(target) = target
-        && let Err(e) = kill_process(target, signal)
-    {
-        tracing::debug!(pid, error = %e, "signalling a process");
+/// Signals every process `procs` lists. Each is first held by a pidfd and then found still
+/// listed, so a PID a member freed meanwhile and another process took is never signalled.
+pub fn signal_members(procs: &Path, signal: Signal) {
+    for pid in members(procs).unwrap_or_default() {
+        let Some(target) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+            continue;
+        };
+        let held = match rustix::process::pidfd_open(target, rustix::process::PidfdFlags::empty()) {
+            Ok(fd) => Some(fd),
+            // A kernel before 5.3 has no pidfds: signalled by its PID.
+            Err(rustix::io::Errno::NOSYS) => None,
+            // It ended meanwhile.
+            Err(_) => continue,
+        };
+        if !members(procs).is_ok_and(|now| now.contains(&pid)) {
+            continue;
+        }
+        let sent = match &held {
+            Some(fd) => rustix::process::pidfd_send_signal(fd, signal),
+            None => kill_process(target, signal),
+        };
+        if let Err(e) = sent {
+            tracing::debug!(pid, error = %e, "signalling a workload's process");
+        }
     }
 }
 
