@@ -12,6 +12,7 @@ pub mod ids;
 pub mod kind;
 pub mod lifecycle;
 pub mod machine;
+pub mod output;
 pub mod reasons;
 pub mod region;
 pub mod run_dirs;

@@ -372,6 +372,14 @@ pub fn clean_reason(text: &str) -> String {
     out
 }
 
+/// `text` with every secret shape Einsora issues cut to its public prefix (as in reasons), and
+/// nothing else changed.
+pub fn redact_secrets(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    redact_into(text, &mut out);
+    out
+}
+
 /// Secret shapes Einsora issues: API tokens, tickets, enrolment tokens. Only their public
 /// prefix (the marker and four characters) may appear.
 const SECRET_MARKERS: &[&str] = &["tsk_", "tkt_", "enr_"];

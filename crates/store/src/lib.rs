@@ -16,6 +16,7 @@ mod metering;
 mod migrations;
 mod model;
 mod model_files;
+mod output;
 mod postgres;
 mod sqlite;
 mod state_sql;
@@ -53,6 +54,10 @@ pub use migrations::MigrationReport;
 pub use model::{
     Admission, Event, Lease, NewTenant, NewWorkload, QuotaClass, Transition, WorkloadFilter,
 };
+pub use output::{
+    MAX_PAGE_LINES, NewOutputLine, OutputBatch, OutputCaps, OutputHead, OutputLine, OutputPage,
+    OutputQuery, OutputStore,
+};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -65,6 +70,7 @@ pub trait Store:
     + EnrolmentStore
     + InventoryStore
     + MeteringStore
+    + OutputStore
     + Send
     + Sync
     + std::fmt::Debug

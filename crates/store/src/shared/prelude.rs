@@ -32,3 +32,4 @@ include!("inventory.rs");
 include!("inventory_rows.rs");
 include!("agents.rs");
 include!("metering.rs");
+include!("output.rs");

@@ -14,6 +14,7 @@ mod inventory;
 mod leases;
 mod metering;
 mod migrations;
+mod output;
 mod quota;
 mod races;
 mod transitions;
@@ -21,6 +22,9 @@ mod workloads;
 
 // Each case once per engine: `sqlite::<case>` and `postgres::<case>`.
 einsora_testkit::on_both_engines! {
+    output::output_is_kept_in_order_once_and_resumes_from_its_head,
+    output::output_past_a_cap_drops_the_oldest_and_says_so,
+    output::the_retention_sweep_drops_lines_received_before_the_cutoff,
     transitions::every_legal_step_is_recorded,
     transitions::every_illegal_step_is_refused_and_changes_nothing,
     transitions::provisioning_needs_admission_and_pending_needs_start,

@@ -1,0 +1,116 @@
+//! Where workloads' output lives (ADR 0011): each line a row, numbered per workload, with a head
+//! row per workload saying where its agent's source is up to, so a restarted agent resumes
+//! there and nothing is stored twice. Caps per workload, per tenant and in all drop the oldest
+//! lines, counted as dropped; the retention sweep drops lines received before its cutoff.
+
+use async_trait::async_trait;
+use einsora_core::ids::{TenantId, WorkloadId};
+use einsora_core::output::OutputStream;
+use time::OffsetDateTime;
+
+use crate::StoreError;
+
+/// The most lines one page reads.
+pub const MAX_PAGE_LINES: u32 = 1000;
+
+#[async_trait]
+pub trait OutputStore: Send + Sync {
+    /// Appends one workload's batch in one transaction, then drops the oldest lines past
+    /// `caps` (the workload's, then its tenant's, then the whole store's), counting them as
+    /// dropped. A batch of an older attempt than the head's, or one starting before where the
+    /// head is for its attempt, was stored already: it is ignored and the head is answered
+    /// (the agent resumes from there). One starting beyond it is stored: its source dropped
+    /// what lies between, which its lines' `dropped_before` say.
+    async fn append_output(
+        &self,
+        batch: &OutputBatch,
+        caps: &OutputCaps,
+    ) -> Result<OutputHead, StoreError>;
+
+    /// Where each of these workloads' output is up to, for those that have printed.
+    async fn output_heads(&self, workloads: &[WorkloadId]) -> Result<Vec<OutputHead>, StoreError>;
+
+    /// A page of the workload's output, oldest first.
+    async fn read_output(
+        &self,
+        workload: WorkloadId,
+        query: &OutputQuery,
+    ) -> Result<OutputPage, StoreError>;
+
+    /// Drops every line received before `before`, counting them as dropped; how many.
+    async fn sweep_output(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
+}
+
+/// Lines one workload printed, as its agent shipped them: they lie between `from` and `to` in
+/// its source (for an attempt, offsets only grow).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputBatch {
+    pub workload_id: WorkloadId,
+    pub tenant_id: TenantId,
+    pub attempt: u32,
+    pub from: u64,
+    pub to: u64,
+    pub received_at: OffsetDateTime,
+    /// Redacted and cut already (`einsora_core::output::redact_line`).
+    pub lines: Vec<NewOutputLine>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewOutputLine {
+    pub stream: OutputStream,
+    pub printed_at: OffsetDateTime,
+    pub text: String,
+    /// Lines its source dropped just before it (a cap of the agent's or of the engine's log).
+    pub dropped_before: u64,
+}
+
+/// How much output the store keeps, in bytes of text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputCaps {
+    pub per_workload: u64,
+    pub per_tenant: u64,
+    pub total: u64,
+}
+
+/// Where a workload's output is up to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputHead {
+    pub workload_id: WorkloadId,
+    /// The attempt its agent last shipped, and where in that attempt's source it is up to.
+    pub attempt: u32,
+    pub offset: u64,
+    /// The number the next line gets.
+    pub next_seq: u64,
+    /// Bytes of text kept.
+    pub bytes: u64,
+    /// Lines dropped from its oldest end, by the caps and the retention sweep.
+    pub dropped_lines: u64,
+}
+
+/// Which lines to read: after `after` (a line's `seq`), or else the last `tail`, or else from
+/// the oldest kept; at most `limit` (at most [`MAX_PAGE_LINES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutputQuery {
+    pub after: Option<u64>,
+    pub tail: Option<u32>,
+    pub limit: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputLine {
+    pub seq: u64,
+    pub attempt: u32,
+    pub stream: OutputStream,
+    pub printed_at: OffsetDateTime,
+    pub text: String,
+    pub dropped_before: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OutputPage {
+    pub lines: Vec<OutputLine>,
+    /// Lines dropped from the oldest end (caps, retention): none of them can be read.
+    pub dropped_lines: u64,
+    /// The number the next line will get: read `after` the last line to follow.
+    pub next_seq: u64,
+}

@@ -1,0 +1,206 @@
+use einsora_core::ids::{TenantId, WorkloadId};
+use einsora_core::lifecycle::State;
+use einsora_core::output::OutputStream;
+use einsora_store::{NewOutputLine, OutputBatch, OutputCaps, OutputQuery, OutputStore, StoreError};
+use time::{Duration, OffsetDateTime};
+
+use crate::harness::{TestDb, tenant, workload_in};
+
+const ROOMY: OutputCaps = OutputCaps {
+    per_workload: 1 << 20,
+    per_tenant: 1 << 20,
+    total: 1 << 20,
+};
+
+fn lines(texts: &[&str]) -> Vec<NewOutputLine> {
+    texts
+        .iter()
+        .map(|t| NewOutputLine {
+            stream: OutputStream::Stdout,
+            printed_at: OffsetDateTime::UNIX_EPOCH + Duration::seconds(1),
+            text: (*t).to_owned(),
+            dropped_before: 0,
+        })
+        .collect()
+}
+
+fn batch(w: WorkloadId, t: TenantId, attempt: u32, from: u64, texts: &[&str]) -> OutputBatch {
+    let to = from + texts.iter().map(|t| t.len() as u64 + 1).sum::<u64>();
+    OutputBatch {
+        workload_id: w,
+        tenant_id: t,
+        attempt,
+        from,
+        to,
+        received_at: OffsetDateTime::now_utc(),
+        lines: lines(texts),
+    }
+}
+
+fn texts(page: &einsora_store::OutputPage) -> Vec<&str> {
+    page.lines.iter().map(|l| l.text.as_str()).collect()
+}
+
+fn all() -> OutputQuery {
+    OutputQuery {
+        limit: 1000,
+        ..OutputQuery::default()
+    }
+}
+
+/// Lines are numbered in order; a batch shipped again (an agent that restarted before it
+/// heard back) or from an older attempt stores nothing; a new attempt starts its own offsets;
+/// pages read after a line, or the tail.
+pub async fn output_is_kept_in_order_once_and_resumes_from_its_head(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let w = workload_in(store, t, State::Running).await.id;
+    let empty = store.read_output(w, &all()).await.unwrap();
+    assert_eq!((empty.lines.len(), empty.next_seq), (0, 1));
+
+    let first = batch(w, t, 1, 0, &["one", "two"]);
+    let head = store.append_output(&first, &ROOMY).await.unwrap();
+    assert_eq!((head.attempt, head.offset, head.next_seq), (1, 8, 3));
+    let again = store.append_output(&first, &ROOMY).await.unwrap();
+    assert_eq!(again, head, "shipped again: stored once");
+    let overlapping = batch(w, t, 1, 4, &["two"]);
+    assert_eq!(
+        store.append_output(&overlapping, &ROOMY).await.unwrap(),
+        head
+    );
+    store
+        .append_output(&batch(w, t, 1, 8, &["three"]), &ROOMY)
+        .await
+        .unwrap();
+    let restarted = store
+        .append_output(&batch(w, t, 2, 0, &["again"]), &ROOMY)
+        .await
+        .unwrap();
+    assert_eq!((restarted.attempt, restarted.offset), (2, 6));
+    let stale = store
+        .append_output(&batch(w, t, 1, 14, &["late"]), &ROOMY)
+        .await
+        .unwrap();
+    assert_eq!(stale, restarted, "an older attempt's lines come too late");
+
+    let page = store.read_output(w, &all()).await.unwrap();
+    assert_eq!(texts(&page), ["one", "two", "three", "again"]);
+    let seqs: Vec<u64> = page.lines.iter().map(|l| l.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4]);
+    assert_eq!(page.lines[3].attempt, 2);
+    assert_eq!(page.next_seq, 5);
+    let after = OutputQuery {
+        after: Some(2),
+        limit: 1,
+        tail: None,
+    };
+    assert_eq!(
+        texts(&store.read_output(w, &after).await.unwrap()),
+        ["three"]
+    );
+    let tail = OutputQuery {
+        tail: Some(2),
+        limit: 1000,
+        after: None,
+    };
+    assert_eq!(
+        texts(&store.read_output(w, &tail).await.unwrap()),
+        ["three", "again"]
+    );
+    let heads = store.output_heads(&[w, WorkloadId::new()]).await.unwrap();
+    assert_eq!(
+        heads,
+        [restarted.clone()].map(|mut h| {
+            h.next_seq = 5;
+            h.bytes = 16;
+            h
+        })
+    );
+
+    let backwards = OutputBatch {
+        to: 0,
+        ..batch(w, t, 2, 6, &["x"])
+    };
+    assert!(matches!(
+        store.append_output(&backwards, &ROOMY).await,
+        Err(StoreError::InvalidInput(_))
+    ));
+}
+
+/// Past a cap the oldest lines go, counted as dropped: the workload's own, then its tenant's
+/// oldest across its workloads, then the oldest of all; another tenant keeps its own.
+pub async fn output_past_a_cap_drops_the_oldest_and_says_so(db: TestDb) {
+    let store = &*db.store;
+    let (t, other) = (tenant(store, None).await, tenant(store, None).await);
+    let a = workload_in(store, t, State::Running).await.id;
+    let b = workload_in(store, t, State::Running).await.id;
+    let theirs = workload_in(store, other, State::Running).await.id;
+    let ten = "0123456789";
+    let caps = OutputCaps {
+        per_workload: 30,
+        per_tenant: 50,
+        total: 1 << 20,
+    };
+    let earlier = OutputBatch {
+        received_at: OffsetDateTime::now_utc() - Duration::seconds(10),
+        ..batch(a, t, 1, 0, &[ten, ten, ten, ten])
+    };
+    store.append_output(&earlier, &caps).await.unwrap();
+    let page = store.read_output(a, &all()).await.unwrap();
+    assert_eq!(page.lines.len(), 3, "30 bytes a workload");
+    assert_eq!(page.lines[0].seq, 2);
+    assert_eq!(page.dropped_lines, 1);
+    store
+        .append_output(&batch(b, t, 1, 0, &[ten, ten, ten]), &caps)
+        .await
+        .unwrap();
+    let (pa, pb) = (
+        store.read_output(a, &all()).await.unwrap(),
+        store.read_output(b, &all()).await.unwrap(),
+    );
+    assert_eq!(
+        pa.lines.len() + pb.lines.len(),
+        5,
+        "50 bytes the tenant: {pa:?} {pb:?}"
+    );
+    assert_eq!(pa.lines.len(), 2, "its oldest were a's");
+    assert_eq!(pa.dropped_lines, 2);
+    let whole = OutputCaps { total: 60, ..caps };
+    store
+        .append_output(&batch(theirs, other, 1, 0, &[ten, ten]), &whole)
+        .await
+        .unwrap();
+    let mut kept = 0;
+    for w in [a, b, theirs] {
+        kept += store.read_output(w, &all()).await.unwrap().lines.len();
+    }
+    assert_eq!(kept, 6, "60 bytes in all");
+    let theirs_page = store.read_output(theirs, &all()).await.unwrap();
+    assert_eq!(theirs_page.lines.len(), 2, "the newest are kept");
+}
+
+/// The sweep drops what was received before its cutoff, and counts it.
+pub async fn the_retention_sweep_drops_lines_received_before_the_cutoff(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let w = workload_in(store, t, State::Running).await.id;
+    let now = OffsetDateTime::now_utc();
+    let old = OutputBatch {
+        received_at: now - Duration::days(15),
+        ..batch(w, t, 1, 0, &["old", "older"])
+    };
+    store.append_output(&old, &ROOMY).await.unwrap();
+    store
+        .append_output(&batch(w, t, 1, old.to, &["new"]), &ROOMY)
+        .await
+        .unwrap();
+    let dropped = store.sweep_output(now - Duration::days(14)).await.unwrap();
+    assert_eq!(dropped, 2);
+    let page = store.read_output(w, &all()).await.unwrap();
+    assert_eq!(texts(&page), ["new"]);
+    assert_eq!(page.dropped_lines, 2);
+    assert_eq!(
+        store.sweep_output(now - Duration::days(14)).await.unwrap(),
+        0
+    );
+}
