@@ -17,10 +17,10 @@ pub const MAX_PAGE_LINES: u32 = 1000;
 pub trait OutputStore: Send + Sync {
     /// Appends one workload's batch in one transaction, then drops the oldest lines past
     /// `caps` (the workload's, then its tenant's, then the whole store's), counting them as
-    /// dropped. A batch of an older attempt than the head's, or one starting before where the
-    /// head is for its attempt, was stored already: it is ignored and the head is answered
-    /// (the agent resumes from there). One starting beyond it is stored: its source dropped
-    /// what lies between, which its lines' `dropped_before` say.
+    /// dropped. Of the head's attempt, a line ending at or before where the head is was stored
+    /// already and is skipped, so a batch shipped again (an agent that rewound to the head)
+    /// stores only what is new; a batch of an older attempt stores nothing. The head is
+    /// answered: the agent resumes from there.
     async fn append_output(
         &self,
         batch: &OutputBatch,
@@ -41,14 +41,13 @@ pub trait OutputStore: Send + Sync {
     async fn sweep_output(&self, before: OffsetDateTime) -> Result<u64, StoreError>;
 }
 
-/// Lines one workload printed, as its agent shipped them: they lie between `from` and `to` in
-/// its source (for an attempt, offsets only grow).
+/// Lines one workload printed, as its agent shipped them: its source, for an attempt, read up
+/// to `to` (offsets only grow within an attempt).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutputBatch {
     pub workload_id: WorkloadId,
     pub tenant_id: TenantId,
     pub attempt: u32,
-    pub from: u64,
     pub to: u64,
     pub received_at: OffsetDateTime,
     /// Redacted and cut already (`einsora_core::output::redact_line`).
@@ -62,6 +61,8 @@ pub struct NewOutputLine {
     pub text: String,
     /// Lines its source dropped just before it (a cap of the agent's or of the engine's log).
     pub dropped_before: u64,
+    /// Where it ends in the source.
+    pub end: u64,
 }
 
 /// How much output the store keeps, in bytes of text.

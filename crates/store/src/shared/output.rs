@@ -158,25 +158,35 @@ impl crate::OutputStore for ThisStore {
         batch: &OutputBatch,
         caps: &OutputCaps,
     ) -> Result<OutputHead, StoreError> {
-        if batch.to < batch.from {
-            return Err(StoreError::InvalidInput(
-                "an output batch ends before it starts".into(),
-            ));
+        let mut end = 0;
+        for line in &batch.lines {
+            if line.end < end || line.end > batch.to {
+                return Err(StoreError::InvalidInput(
+                    "an output batch's lines end in order, within it".into(),
+                ));
+            }
+            end = line.end;
         }
         let mut conn = self.writer().await?;
         let mut tx = begin_write(&mut conn).await?;
         let head = output_head(&mut tx, batch.workload_id).await?;
+        let stored_up_to = match &head {
+            // An older attempt's lines come too late.
+            Some(h) if batch.attempt < h.attempt => return Ok(h.clone()),
+            Some(h) if batch.attempt == h.attempt => h.offset,
+            _ => 0,
+        };
         if let Some(h) = &head
-            && (batch.attempt < h.attempt || (batch.attempt == h.attempt && batch.from < h.offset))
+            && h.attempt == batch.attempt
+            && batch.to <= h.offset
         {
-            // Stored already: the agent resumes from the head.
             return Ok(h.clone());
         }
         let workload = *batch.workload_id.as_uuid();
         let mut seq = head.as_ref().map_or(1, |h| h.next_seq);
         let received = crate::time_ms::to_ms(batch.received_at);
         let mut added = 0_u64;
-        for line in &batch.lines {
+        for line in batch.lines.iter().filter(|l| l.end > stored_up_to) {
             let bytes = line.text.len() as u64;
             sqlx::query(
                 "INSERT INTO workload_output (workload_id, seq, tenant_id, attempt, stream, \
