@@ -310,6 +310,7 @@ mod tests {
             attempt: 1,
             mode: Mode::Run.to_field(),
             spec,
+            output: None,
         }
     }
 

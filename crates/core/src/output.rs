@@ -16,6 +16,38 @@ word_enum! {
     }
 }
 
+/// A line a workload printed, as its agent read it from its source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrintedLine {
+    pub stream: OutputStream,
+    pub printed_at: time::OffsetDateTime,
+    /// At most [`MAX_LINE_BYTES`]; redacted before the store keeps it.
+    pub text: String,
+    /// Lines its source dropped just before it (a cap of the agent's or of the engine's log).
+    pub dropped_before: u64,
+    /// Where it ends in its source: bytes into a native workload's log, or the engine log's
+    /// timestamp in nanoseconds for a container. Within an attempt, ends only grow.
+    pub end: u64,
+}
+
+/// What one workload printed since its agent's last report: its attempt's source read up to
+/// `to`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrintedOutput {
+    pub workload_id: crate::ids::WorkloadId,
+    pub attempt: u32,
+    pub to: u64,
+    pub lines: Vec<PrintedLine>,
+}
+
+/// Where the store has a workload's output up to: its agent reads the attempt's source from
+/// `offset` (an older attempt's head says nothing of the current one's source).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputResume {
+    pub attempt: u32,
+    pub offset: u64,
+}
+
 /// A line as it may be stored: `token` (the workload's own, if any) removed, every credential
 /// shape cut to its public prefix, control characters but tabs made spaces, and the text cut to
 /// [`MAX_LINE_BYTES`].

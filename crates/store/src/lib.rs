@@ -55,8 +55,8 @@ pub use model::{
     Admission, Event, Lease, NewTenant, NewWorkload, QuotaClass, Transition, WorkloadFilter,
 };
 pub use output::{
-    MAX_PAGE_LINES, NewOutputLine, OutputBatch, OutputCaps, OutputHead, OutputLine, OutputPage,
-    OutputQuery, OutputStore,
+    MAX_PAGE_LINES, OutputBatch, OutputCaps, OutputHead, OutputLine, OutputPage, OutputQuery,
+    OutputStore,
 };
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;

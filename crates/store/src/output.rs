@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use einsora_core::ids::{TenantId, WorkloadId};
-use einsora_core::output::OutputStream;
+use einsora_core::output::{OutputStream, PrintedLine};
 use time::OffsetDateTime;
 
 use crate::StoreError;
@@ -51,18 +51,7 @@ pub struct OutputBatch {
     pub to: u64,
     pub received_at: OffsetDateTime,
     /// Redacted and cut already (`einsora_core::output::redact_line`).
-    pub lines: Vec<NewOutputLine>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewOutputLine {
-    pub stream: OutputStream,
-    pub printed_at: OffsetDateTime,
-    pub text: String,
-    /// Lines its source dropped just before it (a cap of the agent's or of the engine's log).
-    pub dropped_before: u64,
-    /// Where it ends in the source.
-    pub end: u64,
+    pub lines: Vec<PrintedLine>,
 }
 
 /// How much output the store keeps, in bytes of text.

@@ -7,6 +7,7 @@ use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::Mode;
 use einsora_core::ids::WorkloadId;
 use einsora_core::kind::WorkloadKind;
+use einsora_core::output::OutputResume;
 
 use super::{ConvertError, Problem, ProtoEnum, RawParams, WorkloadParams};
 use crate::agent::v1 as pb;
@@ -20,6 +21,8 @@ pub struct DesiredWorkload {
     pub attempt: u32,
     pub mode: Mode,
     pub spec: PlacedSpec,
+    /// Where the store has its output up to, if it has any.
+    pub output: Option<OutputResume>,
 }
 
 /// The placed workload, self-contained (an agent needs no catalog).
@@ -72,6 +75,10 @@ impl TryFrom<pb::DesiredWorkload> for DesiredWorkload {
             attempt: d.attempt,
             mode,
             spec: PlacedSpec::try_from(spec)?,
+            output: d.output.map(|h| OutputResume {
+                attempt: h.attempt,
+                offset: h.offset,
+            }),
         })
     }
 }
@@ -137,6 +144,10 @@ impl From<DesiredWorkload> for pb::DesiredWorkload {
             attempt: d.attempt,
             mode: d.mode.to_field(),
             spec: Some(d.spec.into()),
+            output: d.output.map(|h| pb::OutputHead {
+                attempt: h.attempt,
+                offset: h.offset,
+            }),
         }
     }
 }
@@ -172,6 +183,10 @@ mod tests {
             workload_id: WorkloadId::new(),
             attempt: 3,
             mode: Mode::Run,
+            output: Some(OutputResume {
+                attempt: 3,
+                offset: 4096,
+            }),
             spec: PlacedSpec {
                 kind: WorkloadKind::Endpoint,
                 compute_class: "cpu-1c-2g".into(),

@@ -6,6 +6,7 @@ use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::driver::Isolation;
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
+use einsora_core::output::OutputStream;
 use einsora_core::reasons::SessionClient;
 use einsora_core::sharing::SharingLevel;
 
@@ -102,6 +103,11 @@ enum_pair!(State, common_pb::WorkloadState, "state", Unspecified, {
     Failed <=> Failed,
     Deleting <=> Deleting,
     Deleted <=> Deleted,
+});
+
+enum_pair!(OutputStream, agent_pb::OutputStream, "stream", Unspecified, {
+    Stdout <=> Stdout,
+    Stderr <=> Stderr,
 });
 
 enum_pair!(SessionClient, accounts_pb::SessionClient, "client", Unspecified, {

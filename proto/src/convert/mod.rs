@@ -22,7 +22,7 @@ pub use create_workload::{
 pub use desired::{DesiredWorkload, PlacedSpec, Resources};
 pub use enums::{ProtoEnum, enum_list};
 pub use report::{
-    AccessTarget, InventoryReport, WorkloadStatus, WorkloadStatuses, bounds, gpu_usage,
+    AccessTarget, InventoryReport, WorkloadStatus, WorkloadStatuses, bounds, gpu_usage, output,
 };
 pub use times::{optional_time, required_time, timestamp};
 

@@ -7,6 +7,7 @@ use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::ids::WorkloadId;
 use einsora_core::machine::{Device, GpuNote, GpuSample, Inventory, ModelFile, is_model_path};
+use einsora_core::output::{MAX_LINE_BYTES, OutputStream, PrintedLine, PrintedOutput};
 
 use super::{ConvertError, Problem, ProtoEnum, parse_id};
 use crate::agent::v1 as pb;
@@ -35,6 +36,8 @@ pub mod bounds {
     pub const MAX_CPUS: u32 = 4096;
     /// The least memory a machine may say it has.
     pub const MIN_MEMORY: u64 = 64 << 20;
+    /// Lines in one output report.
+    pub const MAX_OUTPUT_LINES: usize = 512;
 }
 use bounds::*;
 
@@ -154,6 +157,66 @@ fn at_most<T>(field: &str, list: &[T], max: usize) -> Result<(), ConvertError> {
         ));
     }
     Ok(())
+}
+
+/// An output report: at most [`MAX_OUTPUT_LINES`] lines of at most
+/// [`einsora_core::output::MAX_LINE_BYTES`], each with its stream and time, their ends in order
+/// and within what the source was read to.
+pub fn output(raw: pb::WorkloadOutput) -> Result<PrintedOutput, ConvertError> {
+    let workload_id = parse_id("workload_id", &raw.workload_id)?;
+    at_most("lines", &raw.lines, MAX_OUTPUT_LINES)?;
+    let mut lines = Vec::with_capacity(raw.lines.len());
+    let mut end = 0;
+    for (n, l) in raw.lines.into_iter().enumerate() {
+        let field = |name: &str| format!("lines[{n}].{name}");
+        if l.text.len() > MAX_LINE_BYTES {
+            return Err(ConvertError::invalid(
+                field("text"),
+                format!("at most {MAX_LINE_BYTES} bytes"),
+            ));
+        }
+        if l.end_offset < end || l.end_offset > raw.to_offset {
+            return Err(ConvertError::invalid(
+                field("end_offset"),
+                "at least the line before's, at most to_offset",
+            ));
+        }
+        end = l.end_offset;
+        lines.push(PrintedLine {
+            stream: OutputStream::from_field(&field("stream"), l.stream)?,
+            printed_at: crate::convert::required_time(&field("printed_at"), l.printed_at.as_ref())?,
+            text: l.text,
+            dropped_before: l.dropped_before,
+            end: l.end_offset,
+        });
+    }
+    Ok(PrintedOutput {
+        workload_id,
+        attempt: raw.attempt,
+        to: raw.to_offset,
+        lines,
+    })
+}
+
+impl From<PrintedOutput> for pb::WorkloadOutput {
+    fn from(o: PrintedOutput) -> Self {
+        pb::WorkloadOutput {
+            workload_id: o.workload_id.to_string(),
+            attempt: o.attempt,
+            to_offset: o.to,
+            lines: o
+                .lines
+                .into_iter()
+                .map(|l| pb::OutputLine {
+                    stream: l.stream.to_field(),
+                    printed_at: Some(crate::convert::timestamp(l.printed_at)),
+                    text: l.text,
+                    dropped_before: l.dropped_before,
+                    end_offset: l.end,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A GPU usage report, as the machine whose inventory listed `devices` sent it: each GPU one

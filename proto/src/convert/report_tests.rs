@@ -222,3 +222,64 @@ fn gpu_usage_is_only_of_the_machines_gpus_within_their_bounds() {
         "gpus[0].memory_used_bytes",
     );
 }
+
+#[test]
+fn output_is_bounded_in_order_and_names_what_is_wrong() {
+    use einsora_core::output::OutputStream;
+    let id = einsora_core::ids::WorkloadId::new();
+    let line = |text: &str, end| pb::OutputLine {
+        stream: pb::OutputStream::Stdout as i32,
+        printed_at: Some(prost_types::Timestamp {
+            seconds: 1_700_000_000,
+            nanos: 0,
+        }),
+        text: text.to_owned(),
+        dropped_before: 0,
+        end_offset: end,
+    };
+    let report = |lines| pb::WorkloadOutput {
+        workload_id: id.to_string(),
+        attempt: 2,
+        to_offset: 10,
+        lines,
+    };
+    let good = output(report(vec![line("hi", 3), line("there", 9)])).unwrap();
+    assert_eq!((good.workload_id, good.attempt, good.to), (id, 2, 10));
+    assert_eq!(good.lines[1].text, "there");
+    assert_eq!(good.lines[1].stream, OutputStream::Stdout);
+    assert_eq!(
+        pb::WorkloadOutput::from(good.clone()),
+        report(vec![line("hi", 3), line("there", 9)]),
+        "and back"
+    );
+    let long = "x".repeat(einsora_core::output::MAX_LINE_BYTES + 1);
+    let bad: Vec<(Vec<pb::OutputLine>, &str)> = vec![
+        (vec![line("b", 9), line("a", 3)], "lines[1].end_offset"),
+        (vec![line("past", 11)], "lines[0].end_offset"),
+        (vec![line(&long, 5)], "lines[0].text"),
+        (
+            vec![pb::OutputLine {
+                stream: 0,
+                ..line("x", 1)
+            }],
+            "lines[0].stream",
+        ),
+        (
+            vec![pb::OutputLine {
+                printed_at: None,
+                ..line("x", 1)
+            }],
+            "lines[0].printed_at",
+        ),
+        ((0..513).map(|_| line("x", 1)).collect(), "lines"),
+    ];
+    for (lines, field) in bad {
+        let err = output(report(lines)).unwrap_err();
+        assert_eq!(err.field, field, "{err}");
+    }
+    let nameless = pb::WorkloadOutput {
+        workload_id: "nope".into(),
+        ..report(vec![])
+    };
+    assert_eq!(output(nameless).unwrap_err().field, "workload_id");
+}

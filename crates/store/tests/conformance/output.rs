@@ -1,7 +1,7 @@
 use einsora_core::ids::{TenantId, WorkloadId};
 use einsora_core::lifecycle::State;
-use einsora_core::output::OutputStream;
-use einsora_store::{NewOutputLine, OutputBatch, OutputCaps, OutputQuery, OutputStore, StoreError};
+use einsora_core::output::{OutputStream, PrintedLine};
+use einsora_store::{OutputBatch, OutputCaps, OutputQuery, StoreError};
 use time::{Duration, OffsetDateTime};
 
 use crate::harness::{TestDb, tenant, workload_in};
@@ -13,13 +13,13 @@ const ROOMY: OutputCaps = OutputCaps {
 };
 
 /// `texts` as lines of a source starting at `from`, each ending after its newline.
-fn lines(from: u64, texts: &[&str]) -> Vec<NewOutputLine> {
+fn lines(from: u64, texts: &[&str]) -> Vec<PrintedLine> {
     let mut end = from;
     texts
         .iter()
         .map(|t| {
             end += t.len() as u64 + 1;
-            NewOutputLine {
+            PrintedLine {
                 stream: OutputStream::Stdout,
                 printed_at: OffsetDateTime::UNIX_EPOCH + Duration::seconds(1),
                 text: (*t).to_owned(),

@@ -11,6 +11,7 @@ use einsora_core::workload::Workload;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::common::v1 as common_pb;
 use einsora_proto::convert::WorkloadParams;
+use einsora_store::OutputHead;
 
 pub fn mode(w: &Workload) -> Mode {
     match w.state {
@@ -27,6 +28,7 @@ pub fn workloads(
     on_machine: &[Workload],
     catalog: &Catalog,
     owner: TenantId,
+    output: &[OutputHead],
 ) -> Vec<pb::DesiredWorkload> {
     on_machine
         .iter()
@@ -38,9 +40,14 @@ pub fn workloads(
                 .and_then(|a| catalog.image(&w.image)?.runtime_for(a))
                 .map(|r| r.name().to_owned())
                 .unwrap_or_default();
+            let head = output.iter().find(|h| h.workload_id == w.id);
             pb::DesiredWorkload {
                 workload_id: w.id.to_string(),
                 attempt: w.attempt.get(),
+                output: head.map(|h| pb::OutputHead {
+                    attempt: h.attempt,
+                    offset: h.offset,
+                }),
                 mode: pb::Mode::from(mode(w)).into(),
                 spec: Some(pb::WorkloadSpec {
                     kind: common_pb::WorkloadKind::from(w.kind).into(),
@@ -152,7 +159,7 @@ mod tests {
             (Notebook, owner, "gone", false),
         ] {
             let w = workload(kind, State::Running, tenant, class);
-            let sent = workloads(&[w], &catalog, owner);
+            let sent = workloads(&[w], &catalog, owner, &[]);
             let egress = sent[0].spec.as_ref().unwrap().egress;
             assert_eq!(
                 egress,
@@ -171,7 +178,10 @@ mod tests {
         let owner = TenantId::new();
         let mut w = workload(Notebook, State::Running, owner, "h100-80gb");
         w.devices = vec!["GPU-1".into()];
-        let spec = workloads(&[w], &catalog, owner).remove(0).spec.unwrap();
+        let spec = workloads(&[w], &catalog, owner, &[])
+            .remove(0)
+            .spec
+            .unwrap();
         let resources = spec.resources.unwrap();
         assert_eq!(
             (resources.device_count, resources.device_uuids),
@@ -192,7 +202,10 @@ mod tests {
         ] {
             let mut w = workload(Notebook, State::Running, owner, class);
             w.image = image.into();
-            let spec = workloads(&[w], &catalog, owner).remove(0).spec.unwrap();
+            let spec = workloads(&[w], &catalog, owner, &[])
+                .remove(0)
+                .spec
+                .unwrap();
             assert_eq!(spec.retired, retired, "{class} {image}");
         }
     }

@@ -70,6 +70,13 @@ pub fn bounded(report: &pb::agent_report::Report) -> Result<(), Excess> {
         Report::GpuUsage(u) => {
             u.gpus.len() <= MAX_DEVICES && u.gpus.iter().all(|g| g.uuid.len() <= MAX_TEXT)
         }
+        Report::Output(o) => {
+            o.workload_id.len() <= MAX_NAME
+                && o.lines.len() <= MAX_OUTPUT_LINES
+                && o.lines
+                    .iter()
+                    .all(|l| l.text.len() <= einsora_core::output::MAX_LINE_BYTES)
+        }
     };
     if fits { Ok(()) } else { Err(Excess::Oversized) }
 }
@@ -88,6 +95,8 @@ pub struct Rates {
     pub inventory: Rate,
     pub renewal: Rate,
     pub gpu_usage: Rate,
+    /// Batches of its workloads' output.
+    pub output: Rate,
     /// New Sync streams of one machine.
     pub streams: Rate,
 }
@@ -116,6 +125,12 @@ impl Default for Rates {
                 burst: 10,
                 every: Duration::from_millis(500),
             },
+            // An agent ships a batch per workload per pass at most, and at most 16 a second
+            // (agent::output): a machine printing at full speed is within it.
+            output: Rate {
+                burst: 64,
+                every: Duration::from_millis(50),
+            },
             // An agent reconnects with a backoff from 0.5 s, doubling; each open costs the
             // store a read and a write and the log a few lines.
             streams: Rate {
@@ -140,6 +155,7 @@ struct Allowance {
     inventory: Bucket,
     renewal: Bucket,
     gpu_usage: Bucket,
+    output: Bucket,
     streams: Bucket,
     /// When a refused stream open was last logged and flagged, so a flood does neither more
     /// than once a minute.
@@ -227,6 +243,7 @@ impl Budgets {
             Report::Inventory(_) => (&mut allowance.inventory, self.rates.inventory),
             Report::RenewCertificate(_) => (&mut allowance.renewal, self.rates.renewal),
             Report::GpuUsage(_) => (&mut allowance.gpu_usage, self.rates.gpu_usage),
+            Report::Output(_) => (&mut allowance.output, self.rates.output),
         };
         if bucket.take(rate, now) {
             Ok(())

@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::catalog::Catalog;
-use einsora_core::ids::WorkloadId;
+use einsora_core::ids::{TenantId, WorkloadId};
 use einsora_core::lifecycle::State;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::sync_service_server::{SyncService, SyncServiceServer};
 use einsora_proto::convert::{InventoryReport, WorkloadStatuses, timestamp};
 use einsora_runtime::shutdown::Shutdown;
-use einsora_store::{MachineRecord, Store};
+use einsora_store::{MachineRecord, OutputBatch, OutputCaps, Store};
 use time::OffsetDateTime;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -35,6 +35,13 @@ use super::refusal::Refusal;
 use super::renew::Renewals;
 use super::streams::{Claim, Streams};
 use super::{desired, inventory, statuses};
+
+/// How much workloads' output the store keeps (ADR 0011), the oldest dropped past it.
+const OUTPUT_CAPS: OutputCaps = OutputCaps {
+    per_workload: 16 << 20,
+    per_tenant: 512 << 20,
+    total: 4 << 30,
+};
 
 /// What the store records a machine flagged for once a driver of its crashed (and was
 /// restarted by its agent): beside `limits::Excess`'s words.
@@ -156,6 +163,7 @@ impl SyncService for SyncApi {
             read_failing: false,
             seen_at: None,
             pending_removals: HashSet::new(),
+            placed: HashMap::new(),
         };
         tokio::spawn(session.run(request.into_inner(), claim, self.shutdown.clone()));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
@@ -187,6 +195,9 @@ struct Session {
     seen_at: Option<Instant>,
     /// Workloads deleted while the machine was away, sent to be removed until it says so.
     pending_removals: HashSet<WorkloadId>,
+    /// The workloads placed on the machine as its last desired state listed them, and their
+    /// tenants: the only ones whose output it may send.
+    placed: HashMap<WorkloadId, TenantId>,
 }
 
 /// Why a session ended early.
@@ -258,7 +269,16 @@ impl Session {
             .filter(|w| w.state == State::Deleted)
             .map(|w| w.id)
             .collect();
-        let workloads = desired::workloads(&on_machine, &self.catalog, self.machine.machine.owner);
+        self.placed = on_machine.iter().map(|w| (w.id, w.tenant_id)).collect();
+        let ids: Vec<WorkloadId> = on_machine.iter().map(|w| w.id).collect();
+        // Where each one's output is up to, for its agent to resume from; none when unread.
+        let heads = self.store.output_heads(&ids).await.unwrap_or_default();
+        let workloads = desired::workloads(
+            &on_machine,
+            &self.catalog,
+            self.machine.machine.owner,
+            &heads,
+        );
         if !force && self.renewed.is_none() && self.sent.as_ref() == Some(&workloads) {
             return Ok(());
         }
@@ -351,6 +371,7 @@ impl Session {
                     ),
                 }
             }
+            pb::agent_report::Report::Output(output) => self.on_output(output, now).await,
             pb::agent_report::Report::RenewCertificate(request) => {
                 let renewed = self
                     .renewals
@@ -370,6 +391,47 @@ impl Session {
                 Ok(()) => self.seen_at = Some(Instant::now()),
                 Err(e) => tracing::warn!(error = %e, "couldn't record that the machine was seen"),
             }
+        }
+    }
+
+    /// Keeps what one of the machine's workloads printed (ADR 0011), redacted: its own token
+    /// (as its agent reported it) removed, and every credential shape cut. Output of a workload
+    /// not placed on the machine is dropped.
+    async fn on_output(&mut self, raw: pb::WorkloadOutput, now: OffsetDateTime) {
+        let id = self.machine.machine.id;
+        let printed = match einsora_proto::convert::output(raw) {
+            Ok(printed) => printed,
+            Err(why) => {
+                tracing::warn!(machine = %id, %why, "refused an output report that doesn't read");
+                return;
+            }
+        };
+        let Some(tenant) = self.placed.get(&printed.workload_id).copied() else {
+            tracing::warn!(machine = %id, workload = %printed.workload_id, "dropped output of a workload not placed on the machine");
+            return;
+        };
+        let token = self
+            .hub
+            .target(id, printed.workload_id, printed.attempt)
+            .map(|t| t.token);
+        let lines = printed
+            .lines
+            .into_iter()
+            .map(|mut line| {
+                line.text = einsora_core::output::redact_line(&line.text, token.as_deref());
+                line
+            })
+            .collect();
+        let batch = OutputBatch {
+            workload_id: printed.workload_id,
+            tenant_id: tenant,
+            attempt: printed.attempt,
+            to: printed.to,
+            received_at: now,
+            lines,
+        };
+        if let Err(e) = self.store.append_output(&batch, &OUTPUT_CAPS).await {
+            tracing::warn!(machine = %id, workload = %batch.workload_id, error = %e, "couldn't keep its output");
         }
     }
 

@@ -98,6 +98,28 @@ fn reports_within_their_bounds_pass_and_one_over_any_bound_is_oversized() {
     };
     assert_eq!(bounded(&csr(MAX_CSR)), Ok(()));
     assert_eq!(bounded(&csr(MAX_CSR + 1)), Err(Excess::Oversized));
+
+    let longest = einsora_core::output::MAX_LINE_BYTES;
+    let output = |lines: usize, text: usize| {
+        Report::Output(pb::WorkloadOutput {
+            workload_id: "w".repeat(MAX_NAME),
+            lines: vec![
+                pb::OutputLine {
+                    text: "x".repeat(text),
+                    ..Default::default()
+                };
+                lines
+            ],
+            ..Default::default()
+        })
+    };
+    assert_eq!(bounded(&output(MAX_OUTPUT_LINES, 8)), Ok(()));
+    assert_eq!(bounded(&output(1, longest)), Ok(()));
+    assert_eq!(
+        bounded(&output(MAX_OUTPUT_LINES + 1, 8)),
+        Err(Excess::Oversized)
+    );
+    assert_eq!(bounded(&output(1, longest + 1)), Err(Excess::Oversized));
 }
 
 #[test]
@@ -111,6 +133,7 @@ fn each_kind_comes_a_burst_then_at_its_rate_per_machine() {
         inventory: rate,
         renewal: rate,
         gpu_usage: rate,
+        output: rate,
         streams: rate,
     });
     let (machine, other) = (MachineId::new(), MachineId::new());
