@@ -234,9 +234,24 @@ export interface ListWorkloadEventsResponse {
   events: WorkloadEvent[];
 }
 
+export interface ListWorkloadLogsResponse {
+  dropped: string;
+  lines: LogLine[];
+  next_after: string;
+}
+
 export interface ListWorkloadsResponse {
   next_page_token: string;
   workloads: Workload[];
+}
+
+export interface LogLine {
+  attempt: number;
+  dropped_before: string;
+  number: string;
+  printed_at?: string;
+  stream: string;
+  text: string;
 }
 
 export interface Workload {
@@ -296,6 +311,7 @@ export interface Get {
   '/v1/workloads/{id}': Workload;
   '/v1/workloads/{id}/events': ListWorkloadEventsResponse;
   '/v1/workloads/{id}/export': WorkloadExport;
+  '/v1/workloads/{id}/logs': ListWorkloadLogsResponse;
 }
 
 /** What each route answers to POST: the body it takes, and its answer. */

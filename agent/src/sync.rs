@@ -148,6 +148,10 @@ async fn session(
     sample.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let changed = drivers.changed();
     let mut reported: Option<WorkloadStatuses> = None;
+    // This stream's first desired state says where each workload's output is read from again.
+    drivers.new_stream();
+    let inbox = drivers.inbox();
+    let mut inbox = inbox.lock().await;
     loop {
         let force = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
@@ -178,6 +182,14 @@ async fn session(
                 false
             }
             () = changed.notified() => false,
+            Some(printed) = inbox.recv() => {
+                let report = pb::AgentReport {
+                    report: Some(pb::agent_report::Report::Output(printed.into())),
+                };
+                tx.send(report).await.map_err(|e| lost(&e))?;
+                tokio::time::sleep(crate::drivers::local::output::PACE).await;
+                false
+            }
             _ = check.tick() => {
                 if let Some(request) = renewal.request() {
                     tx.send(request).await.map_err(|e| lost(&e))?;

@@ -74,6 +74,7 @@ fn every_field_the_api_requires_is_marked_required() {
         "workloads.v1.StartWorkloadRequest",
         "workloads.v1.StopWorkloadRequest",
         "workloads.v1.ListWorkloadEventsRequest",
+        "workloads.v1.ListWorkloadLogsRequest",
         "workloads.v1.ExportWorkloadRequest",
         "machines.v1.GetMachineRequest",
         "machines.v1.RevokeMachineRequest",

@@ -43,6 +43,10 @@ pub struct Drivers {
     /// The desired state last applied; `None` before the first (applying nothing would park
     /// every workload).
     desired: Option<Vec<pb::DesiredWorkload>>,
+    /// The sync stream desired states now come on, counting from 1.
+    stream: u64,
+    /// What workloads print, from the drivers to the sync loop.
+    inbox: local::output::Inbox,
 }
 
 impl Drivers {
@@ -56,6 +60,7 @@ impl Drivers {
         sim: bool,
     ) -> Drivers {
         let changed = Arc::new(Notify::new());
+        let (outbox, inbox) = local::output::outbox();
         let models_dir = docker
             .as_ref()
             .and_then(|c| c.models_dir.clone())
@@ -66,7 +71,7 @@ impl Drivers {
         };
         let native = match native {
             Some(config) if docker.is_none() || config.enabled == native::Enabled::On => {
-                native::Native::detect(config, Arc::clone(&changed)).await
+                native::Native::detect(config, Arc::clone(&changed), outbox).await
             }
             _ => None,
         };
@@ -80,7 +85,20 @@ impl Drivers {
             refused: Vec::new(),
             gpus: None,
             desired: None,
+            stream: 0,
+            inbox,
         }
+    }
+
+    /// A new sync stream starts: its first desired state sets where each workload's output is
+    /// read from again.
+    pub fn new_stream(&mut self) {
+        self.stream += 1;
+    }
+
+    /// Batches of workloads' output, for the sync loop to send.
+    pub fn inbox(&self) -> local::output::Inbox {
+        Arc::clone(&self.inbox)
     }
 
     pub fn names(&self) -> Vec<String> {
@@ -188,6 +206,8 @@ impl Drivers {
                     attempt: d.attempt,
                     mode: d.mode,
                     spec: d.spec,
+                    output: d.output,
+                    stream: self.stream,
                 }),
                 _ if d.spec.driver == native::NAME && self.native.is_some() => {
                     on_native.push(local::Wanted {
@@ -196,6 +216,8 @@ impl Drivers {
                         attempt: d.attempt,
                         mode: d.mode,
                         spec: d.spec,
+                        output: d.output,
+                        stream: self.stream,
                     });
                 }
                 _ => {

@@ -43,6 +43,16 @@ pub enum ClientCommand {
     Events { id: String },
     /// Everything known about a workload, as JSON.
     Export { id: String },
+    /// What a workload printed (kept 14 days, secrets redacted).
+    Logs {
+        id: String,
+        /// Keep printing new lines as they arrive, until the workload stops.
+        #[arg(short, long)]
+        follow: bool,
+        /// Only the last N lines (at most 1000) before following.
+        #[arg(long)]
+        tail: Option<u32>,
+    },
     /// Launch a workload.
     Launch(Launch),
     /// Stop a workload.
@@ -227,6 +237,9 @@ async fn execute(
             )
             .await?,
         ),
+        ClientCommand::Logs { id, follow, tail } => {
+            super::logs::show(api, segment(&id)?, follow, tail).await
+        }
         ClientCommand::Launch(launch) => {
             let value = api
                 .call(Method::POST, "/v1/workloads", Some(launch_body(launch)))

@@ -3,6 +3,7 @@
 mod commands;
 mod credentials;
 mod http;
+mod logs;
 mod output;
 
 pub use commands::{ClientCommand, Global, run};

@@ -13,6 +13,7 @@ use crate::harness::notebooks::*;
 use crate::harness::solo::Solo;
 use crate::harness::workloads::{timeline, wait_for, wait_for_within};
 use crate::harness::world::{Tenant, call, tenant};
+use einsora_testkit::eventually_or;
 use einsora_testkit::http::{exchange, request};
 
 /// Its environment is built on first use: pip installing JupyterLab from local wheels.
@@ -68,7 +69,8 @@ fn a_native_notebook_runs_opens_keeps_its_files_and_is_deleted() {
 }
 
 /// `einsora up` restarted: the notebook's server is adopted (the same process: its supervisor
-/// record and JupyterLab's start time unchanged), not started again, and still serves.
+/// record and JupyterLab's start time unchanged), not started again, and still serves. What it
+/// prints reaches `einsora logs`, redacted, and across the restart no line is lost or repeated.
 #[test]
 fn an_agent_restart_adopts_a_native_notebook() {
     let (mut solo, _leftovers) = solo_native(&[]);
@@ -87,6 +89,26 @@ fn an_agent_restart_adopts_a_native_notebook() {
         .join("agent/native/processes")
         .join(format!("{id}.json"));
     let before = std::fs::read_to_string(&record).unwrap();
+    // A cell writes to its server's own output (the kernel inherits it), a credential with it.
+    let print = |marker: &str| {
+        format!("import os\nos.write(2, b'{marker} tsk_abcdefghijklmnop\\n')\nprint('ok')")
+    };
+    let (host_before, cookie_before) = (host.clone(), cookie.clone());
+    assert_eq!(
+        run_cell(
+            &solo,
+            &host_before,
+            &cookie_before,
+            &print("before-restart")
+        ),
+        "ok\n"
+    );
+    let first = logs_until(&cli, &id, "before-restart");
+    assert!(
+        first.contains("before-restart tsk_abcd…"),
+        "redacted: {first}"
+    );
+    assert!(!first.contains("tsk_abcdefghijklmnop"), "{first}");
 
     solo.restart();
     wait_for(&solo, &acme.session, &id, "running");
@@ -99,6 +121,36 @@ fn an_agent_restart_adopts_a_native_notebook() {
         "JupyterLab wasn't started again"
     );
     assert_eq!(run_cell(&solo, &host, &cookie, "print(6 * 7)"), "42\n");
+    assert_eq!(
+        run_cell(&solo, &host, &cookie, &print("after-restart")),
+        "ok\n"
+    );
+    let cli = Cli::with_token(&solo, token(&acme));
+    let second = logs_until(&cli, &id, "after-restart");
+    let lines: Vec<&str> = second.lines().collect();
+    assert!(
+        second.starts_with(&first),
+        "what it had is still there, first"
+    );
+    for marker in ["before-restart", "after-restart"] {
+        let times = lines.iter().filter(|l| l.contains(marker)).count();
+        assert_eq!(times, 1, "{marker} once: {second}");
+    }
+    let tail = cli.ok(&["logs", &id, "--tail", "1"]);
+    assert_eq!(tail.lines().count(), 1, "{tail}");
+}
+
+/// `einsora logs <id>` once it shows `marker`.
+fn logs_until(cli: &Cli<'_>, id: &str, marker: &str) -> String {
+    eventually_or(
+        "the marker in its logs",
+        Duration::from_secs(30),
+        || {
+            let out = cli.ok(&["logs", id]);
+            out.contains(marker).then_some(out)
+        },
+        || cli.ok(&["logs", id]),
+    )
 }
 
 /// From inside the notebook: nothing outside its files is writable, its token is read-only,

@@ -164,6 +164,13 @@ impl WorkloadService for Fake {
         Err(Status::unimplemented("canned"))
     }
 
+    async fn list_workload_logs(
+        &self,
+        _: Request<ListWorkloadLogsRequest>,
+    ) -> Answer<ListWorkloadLogsResponse> {
+        Err(Status::unimplemented("canned"))
+    }
+
     async fn export_workload(&self, _: Request<ExportWorkloadRequest>) -> Answer<WorkloadExport> {
         Err(Status::unimplemented("canned"))
     }

@@ -9,7 +9,7 @@ use einsora_proto::enrolment::v1 as enrolment_pb;
 use einsora_proto::machines::v1 as machines_pb;
 use einsora_proto::usage::v1 as usage_pb;
 use einsora_proto::workloads::v1 as pb;
-use einsora_store::{EnrolmentTokenRecord, Event, MachineRecord, UsageRecord};
+use einsora_store::{EnrolmentTokenRecord, Event, MachineRecord, OutputLine, UsageRecord};
 use time::{Duration, OffsetDateTime};
 use tonic::Status;
 
@@ -25,6 +25,17 @@ pub fn workload(w: &Workload) -> Result<pb::Workload, Status> {
 
 pub fn workloads(ws: &[Workload]) -> Result<Vec<pb::Workload>, Status> {
     ws.iter().map(workload).collect()
+}
+
+pub fn log_line(l: &OutputLine) -> pb::LogLine {
+    pb::LogLine {
+        number: l.seq,
+        attempt: l.attempt,
+        stream: l.stream.as_str().to_owned(),
+        printed_at: Some(timestamp(l.printed_at)),
+        text: l.text.clone(),
+        dropped_before: l.dropped_before,
+    }
 }
 
 pub fn event(e: &Event) -> pb::WorkloadEvent {

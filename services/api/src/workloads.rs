@@ -11,7 +11,10 @@ use einsora_core::reasons::{Reason, UserAction};
 use einsora_proto::convert::{CreateWorkload, timestamp};
 use einsora_proto::workloads::v1::workload_service_server::WorkloadService;
 use einsora_proto::workloads::v1::{self as pb};
-use einsora_store::{Store, Transition, WorkloadPage};
+use einsora_store::{MAX_PAGE_LINES, OutputQuery, Store, Transition, WorkloadPage};
+
+/// Lines a logs page has when the request doesn't say.
+const DEFAULT_LOG_LINES: u32 = 100;
 use time::OffsetDateTime;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
@@ -183,6 +186,43 @@ impl WorkloadService for WorkloadsApi {
         let events = self.store.events(w.id).await.map_err(status::store)?;
         Ok(Response::new(pb::ListWorkloadEventsResponse {
             events: events.iter().map(wire::event).collect(),
+        }))
+    }
+
+    async fn list_workload_logs(
+        &self,
+        request: Request<pb::ListWorkloadLogsRequest>,
+    ) -> Result<Response<pb::ListWorkloadLogsResponse>, Status> {
+        let caller = self.auth.caller(request.metadata(), Access::Read).await?;
+        let req = request.into_inner();
+        let id = scoped::id(&req.id)?;
+        let w = scoped::workload(&*self.store, caller.tenant, id, true).await?;
+        if req.tail > MAX_PAGE_LINES || req.limit > MAX_PAGE_LINES {
+            return Err(Status::invalid_argument(format!(
+                "tail and limit are at most {MAX_PAGE_LINES}"
+            )));
+        }
+        let query = OutputQuery {
+            after: (req.after > 0).then_some(req.after),
+            tail: (req.tail > 0).then_some(req.tail),
+            limit: if req.limit == 0 {
+                DEFAULT_LOG_LINES
+            } else {
+                req.limit
+            },
+        };
+        let page = self
+            .store
+            .read_output(w.id, &query)
+            .await
+            .map_err(status::store)?;
+        Ok(Response::new(pb::ListWorkloadLogsResponse {
+            lines: page.lines.iter().map(wire::log_line).collect(),
+            dropped: page.dropped_lines,
+            next_after: page
+                .lines
+                .last()
+                .map_or(req.after.max(page.next_seq.saturating_sub(1)), |l| l.seq),
         }))
     }
 

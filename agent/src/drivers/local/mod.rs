@@ -9,6 +9,7 @@ pub mod dirs;
 pub mod disk;
 pub mod fence;
 pub mod model;
+pub mod output;
 pub mod prepare;
 pub mod probe;
 pub mod records;
@@ -32,6 +33,11 @@ pub struct Wanted {
     pub attempt: u32,
     pub mode: Mode,
     pub spec: PlacedSpec,
+    /// Where the store has its output up to, as the desired state said.
+    pub output: Option<einsora_core::output::OutputResume>,
+    /// The sync stream that desired state came on (each new one counts up): a driver reads its
+    /// output from the store's head again on a new one (local/output.rs).
+    pub stream: u64,
 }
 
 impl Wanted {

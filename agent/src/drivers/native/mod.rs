@@ -13,6 +13,7 @@ mod config;
 mod egress;
 mod envs;
 mod gpus;
+mod output;
 mod runtimes;
 mod sandbox;
 mod worker;
@@ -65,7 +66,12 @@ impl Native {
     /// The driver, if bubblewrap is here and can make a sandbox (and the operator's
     /// interpreter, when one is set, answers); why not is said in the log. Its worker runs
     /// until the driver is dropped.
-    pub async fn detect(config: NativeConfig, changed: Arc<Notify>) -> Option<Native> {
+    /// `outbox` takes what its workloads print.
+    pub async fn detect(
+        config: NativeConfig,
+        changed: Arc<Notify>,
+        outbox: super::local::output::Outbox,
+    ) -> Option<Native> {
         if !config.bwrap.is_file() {
             tracing::info!(
                 bwrap = %config.bwrap.display(),
@@ -109,6 +115,7 @@ impl Native {
             seen,
             changed,
             nvidia,
+            outbox,
         };
         tokio::spawn(worker::supervised(parts, receiver, Arc::clone(&restarts)));
         tracing::info!(nvidia, "linux-native driver ready");

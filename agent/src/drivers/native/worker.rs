@@ -20,6 +20,7 @@ use super::{NAME, NativeConfig, gpus, runtimes};
 use crate::drivers::local::contract::Serves;
 use crate::drivers::local::dirs::Places;
 use crate::drivers::local::disk::Disks;
+use crate::drivers::local::output::{self as shipping, Cursors, Outbox};
 use crate::drivers::local::prepare::{Preparation, Unprepared};
 use crate::drivers::local::probe::{Probe, answers};
 use crate::drivers::local::records::{Record, Records};
@@ -35,6 +36,8 @@ pub struct Parts {
     pub seen: SeenMap,
     pub changed: Arc<Notify>,
     pub nvidia: bool,
+    /// Takes what workloads print.
+    pub outbox: Outbox,
 }
 
 /// The worker, started afresh (its records read again from disk) whenever it panics.
@@ -76,6 +79,8 @@ struct Worker {
     egress: Egress,
     /// Where each workload's cgroup is made; `None`: they run without limits of their own.
     cgroups: Option<Hierarchy>,
+    /// Where it is in each workload's output.
+    cursors: Cursors,
 }
 
 impl Worker {
@@ -108,6 +113,7 @@ impl Worker {
             parts,
             unprepared: Unprepared::default(),
             cgroups: cgroups(),
+            cursors: Cursors::default(),
         })
     }
 
@@ -175,6 +181,11 @@ impl Worker {
                 Mode::Park => (self.stop(&w.workload).await, None),
                 Mode::Remove => (self.remove(w).await, None),
             };
+            if w.mode != Mode::Remove {
+                self.ship_output(w);
+            } else {
+                self.cursors.forget(&w.workload);
+            }
             if ran {
                 self.keep_log_bounded(&w.workload);
             }
@@ -440,6 +451,32 @@ impl Worker {
         StatusCode::Removed
     }
 
+    /// Offers what it printed since it was last read (to the end of its log, within a pass's
+    /// read limit), its token removed.
+    fn ship_output(&mut self, w: &Wanted) {
+        let from = self.cursors.from(w);
+        let chunk = match super::output::read(&self.log_dir(&w.workload), from) {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                tracing::debug!(workload = %w.workload, error = %e, "can't read its output yet");
+                return;
+            }
+        };
+        if chunk.bytes.is_empty() {
+            return;
+        }
+        let token = self.records.get(&w.workload).token;
+        let now = time::OffsetDateTime::now_utc();
+        let (lines, _) = shipping::lines(
+            &chunk.bytes,
+            chunk.from,
+            token.as_deref(),
+            chunk.dropped,
+            now,
+        );
+        shipping::ship(&self.parts.outbox, &mut self.cursors, w, lines);
+    }
+
     /// Its output's directory, the agent's own (never one the workload can write).
     fn log_dir(&self, id: &str) -> PathBuf {
         self.logs.join(id)
@@ -478,7 +515,9 @@ impl Worker {
             std::fs::OpenOptions::new()
                 .write(true)
                 .open(&log)?
-                .set_len(0)
+                .set_len(0)?;
+            // Offsets into its output run on past what the log held (native/output.rs).
+            super::output::rotated(&self.log_dir(id), meta.len())
         })();
         if let Err(e) = rotated {
             tracing::warn!(workload = %id, error = %e, "can't keep its log bounded");

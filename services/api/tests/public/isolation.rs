@@ -45,6 +45,15 @@ async fn workload_rpcs(env: &Env, who: &Who, id: &str) -> Vec<(&'static str, Sta
                 .unwrap_err(),
         ),
         (
+            "logs",
+            w.list_workload_logs(who.req(pb::ListWorkloadLogsRequest {
+                id: id.clone(),
+                ..Default::default()
+            }))
+            .await
+            .unwrap_err(),
+        ),
+        (
             "export",
             w.export_workload(who.req(pb::ExportWorkloadRequest { id: id.clone() }))
                 .await

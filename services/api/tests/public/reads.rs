@@ -183,3 +183,70 @@ async fn the_catalog_is_the_installations() {
         Code::Unauthenticated,
     );
 }
+
+/// A workload's logs as the store keeps them: from the oldest, its tail, after a line's number
+/// (following), with what was dropped; past the page bound is refused, naming it.
+#[tokio::test]
+async fn logs_come_by_number_tail_or_after_a_line() {
+    use einsora_core::output::{OutputStream, PrintedLine};
+    use einsora_store::{OutputBatch, OutputCaps};
+    let env = env().await;
+    let who = env.tenant("acme", None).await;
+    let w = env
+        .create(&who, notebook("printer", "cpu-1c-2g"))
+        .await
+        .unwrap();
+    let workload = w.id.parse().unwrap();
+    let lines: Vec<PrintedLine> = (1..=5)
+        .map(|n| PrintedLine {
+            stream: OutputStream::Stderr,
+            printed_at: datetime!(2025-03-01 10:00 UTC),
+            text: format!("line {n}"),
+            dropped_before: 0,
+            end: n * 7,
+        })
+        .collect();
+    let caps = OutputCaps {
+        per_workload: 18,
+        per_tenant: 1 << 20,
+        total: 1 << 20,
+    };
+    let batch = OutputBatch {
+        workload_id: workload,
+        tenant_id: who.tenant,
+        attempt: 1,
+        to: 35,
+        received_at: time::OffsetDateTime::now_utc(),
+        lines,
+    };
+    env.store.append_output(&batch, &caps).await.unwrap();
+    let logs = |after, tail, limit| {
+        env.workloads
+            .list_workload_logs(who.req(pb::ListWorkloadLogsRequest {
+                id: w.id.clone(),
+                after,
+                tail,
+                limit,
+            }))
+    };
+    let texts = |r: &pb::ListWorkloadLogsResponse| -> Vec<String> {
+        r.lines.iter().map(|l| l.text.clone()).collect()
+    };
+    let all = logs(0, 0, 0).await.unwrap().into_inner();
+    assert_eq!(texts(&all), ["line 3", "line 4", "line 5"], "18 bytes kept");
+    assert_eq!((all.dropped, all.next_after), (2, 5));
+    assert_eq!(all.lines[0].number, 3);
+    assert_eq!(all.lines[0].stream, "stderr");
+    let tail = logs(0, 1, 0).await.unwrap().into_inner();
+    assert_eq!(texts(&tail), ["line 5"]);
+    let after = logs(3, 0, 1).await.unwrap().into_inner();
+    assert_eq!(
+        (texts(&after), after.next_after),
+        (vec!["line 4".to_owned()], 4)
+    );
+    let caught_up = logs(5, 0, 0).await.unwrap().into_inner();
+    assert_eq!((caught_up.lines.len(), caught_up.next_after), (0, 5));
+    let err = logs(0, 0, 1001).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("at most 1000"), "{}", err.message());
+}

@@ -1,0 +1,103 @@
+//! A linux-native workload's output as a source with offsets (local/output.rs): its log
+//! (`output.log`, stdout and stderr together, in the agent's own directory) and the bytes
+//! rotated out of it before (`output.base`), so an offset is the bytes the workload ever wrote
+//! there and survives rotations and agent restarts. What was rotated out before it was read
+//! is counted as dropped.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use super::super::local::output::READ_LIMIT;
+
+const LOG: &str = "output.log";
+const BASE: &str = "output.base";
+
+/// What one read of the source gave.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Chunk {
+    pub bytes: Vec<u8>,
+    /// The offset of its first byte.
+    pub from: u64,
+    /// Lines lost to a rotation between the read before and this one (at least one when any
+    /// bytes were: their lines can't be counted any more).
+    pub dropped: u64,
+}
+
+/// The offset the log's first byte has.
+pub fn base(dir: &Path) -> u64 {
+    std::fs::read_to_string(dir.join(BASE))
+        .ok()
+        .and_then(|b| b.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Up to `READ_LIMIT` bytes of the source from `offset`; nothing where there is no log yet.
+pub fn read(dir: &Path, offset: u64) -> std::io::Result<Chunk> {
+    let log = dir.join(LOG);
+    let meta = match std::fs::symlink_metadata(&log) {
+        Ok(meta) if meta.is_file() => meta,
+        Ok(_) => return Ok(Chunk::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Chunk::default()),
+        Err(e) => return Err(e),
+    };
+    let base = base(dir);
+    let (start, dropped) = if offset < base {
+        (0, 1)
+    } else {
+        (offset - base, 0)
+    };
+    if start >= meta.len() {
+        return Ok(Chunk {
+            bytes: Vec::new(),
+            from: base + start.min(meta.len()),
+            dropped,
+        });
+    }
+    let mut file = std::fs::File::open(&log)?;
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    file.take(READ_LIMIT as u64).read_to_end(&mut bytes)?;
+    Ok(Chunk {
+        bytes,
+        from: base + start,
+        dropped,
+    })
+}
+
+/// The log was emptied after holding `len` bytes: its next byte's offset moves past them.
+/// Written whole (a temporary file renamed over it).
+pub fn rotated(dir: &Path, len: u64) -> std::io::Result<()> {
+    let next = base(dir) + len;
+    let tmp = dir.join("output.base.tmp");
+    std::fs::write(&tmp, next.to_string())?;
+    std::fs::rename(&tmp, dir.join(BASE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_run_on_across_rotations_and_what_rotated_unread_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read(dir.path(), 0).unwrap(), Chunk::default(), "no log yet");
+        std::fs::write(dir.path().join(LOG), b"one\ntwo\n").unwrap();
+        let chunk = read(dir.path(), 4).unwrap();
+        assert_eq!((chunk.bytes.as_slice(), chunk.from), (&b"two\n"[..], 4));
+        rotated(dir.path(), 8).unwrap();
+        std::fs::write(dir.path().join(LOG), b"three\n").unwrap();
+        let chunk = read(dir.path(), 8).unwrap();
+        assert_eq!(
+            (chunk.bytes.as_slice(), chunk.from, chunk.dropped),
+            (&b"three\n"[..], 8, 0)
+        );
+        let late = read(dir.path(), 4).unwrap();
+        assert_eq!(
+            (late.from, late.dropped),
+            (8, 1),
+            "`two` rotated out unread"
+        );
+        let caught_up = read(dir.path(), 14).unwrap();
+        assert_eq!((caught_up.bytes.len(), caught_up.from), (0, 14));
+    }
+}
