@@ -1,7 +1,8 @@
 -- What workloads printed (ADR 0011): one row per line, numbered per
 -- workload in the order the store took them (seq), with the attempt that printed it, its stream,
--- when it was printed (as its agent read it) and received, its text (secrets redacted) and its
--- size in bytes (what the caps count), and how many lines its source dropped just before it.
+-- when it was printed (as its agent read it) and received, its text (secrets redacted) and what
+-- it costs the caps (its text's bytes and a row's overhead), and how many lines its source dropped
+-- just before it.
 CREATE TABLE workload_output (
     workload_id     UUID NOT NULL REFERENCES workloads(id),
     seq             BIGINT NOT NULL,
@@ -18,8 +19,9 @@ CREATE TABLE workload_output (
 CREATE INDEX workload_output_received ON workload_output (received_at);
 CREATE INDEX workload_output_tenant ON workload_output (tenant_id, received_at);
 
--- One row per workload that has printed: the next line's number, where its agent's source is
--- up to for the attempt it last shipped (so a restarted agent resumes there), the bytes it keeps,
+-- One row per workload that has printed: the next line's number, the attempt its agent last
+-- shipped and where its source is up to (offsets grow across attempts; a restarted agent resumes
+-- there), what it keeps (as the caps count it),
 -- and the lines dropped from its oldest end by the caps and the retention sweep.
 CREATE TABLE workload_output_heads (
     workload_id     UUID PRIMARY KEY REFERENCES workloads(id),
@@ -31,3 +33,11 @@ CREATE TABLE workload_output_heads (
     dropped_lines   BIGINT NOT NULL
 );
 CREATE INDEX workload_output_heads_tenant ON workload_output_heads (tenant_id);
+
+-- The bytes each tenant's output holds, and (the nil tenant's row) the whole store's: what the
+-- caps check, one row each. Every append locks the whole store's row first, so appends take
+-- their locks in one order.
+CREATE TABLE workload_output_totals (
+    tenant_id       UUID PRIMARY KEY,
+    bytes           BIGINT NOT NULL
+);

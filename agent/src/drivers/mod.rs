@@ -66,7 +66,9 @@ impl Drivers {
             .and_then(|c| c.models_dir.clone())
             .or_else(|| native.as_ref().and_then(|c| c.models_dir.clone()));
         let docker = match docker {
-            Some(config) => docker::Docker::detect(config, Arc::clone(&changed)).await,
+            Some(config) => {
+                docker::Docker::detect(config, Arc::clone(&changed), outbox.clone()).await
+            }
             None => None,
         };
         let native = match native {

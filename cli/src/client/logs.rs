@@ -13,13 +13,17 @@ use super::http::Api;
 const PAGE: u32 = 1000;
 /// How often a follower asks again when it has caught up.
 const POLL: Duration = Duration::from_millis(500);
+/// How many more times a follower asks once the workload has stopped: its last lines reach the
+/// store after its state does.
+const AFTER_STOP: u32 = 4;
 
 /// Prints the workload's kept lines (the last `tail` of them, if given), then, with `follow`,
-/// each new one until the workload is no longer provisioning or running.
+/// each new one until the workload has stopped (and a little after, for its last lines).
 pub async fn show(api: &Api, id: &str, follow: bool, tail: Option<u32>) -> anyhow::Result<()> {
     let base = format!("/v1/workloads/{id}/logs");
     let mut after = 0_u64;
     let mut first = true;
+    let mut after_stop = AFTER_STOP;
     loop {
         let query = match (first, tail) {
             (true, Some(tail)) => format!("?tail={}&limit={PAGE}", tail.min(PAGE)),
@@ -38,8 +42,14 @@ pub async fn show(api: &Api, id: &str, follow: bool, tail: Option<u32>) -> anyho
         if lines.len() as u32 == PAGE {
             continue;
         }
-        if !follow || !still_running(api, id).await? {
+        if !follow {
             return Ok(());
+        }
+        if !still_going(api, id).await? {
+            if after_stop == 0 {
+                return Ok(());
+            }
+            after_stop -= 1;
         }
         tokio::time::sleep(POLL).await;
     }
@@ -62,12 +72,13 @@ fn number(v: &Value) -> Option<u64> {
     v.as_u64().or_else(|| v.as_str()?.parse().ok())
 }
 
-async fn still_running(api: &Api, id: &str) -> anyhow::Result<bool> {
+/// Whether the workload is on its way to running, running, or stopping: it may print more.
+async fn still_going(api: &Api, id: &str) -> anyhow::Result<bool> {
     let w = api
         .call(Method::GET, &format!("/v1/workloads/{id}"), None)
         .await?;
     Ok(matches!(
         w["state"].as_str(),
-        Some("provisioning" | "running")
+        Some("pending" | "queued" | "provisioning" | "running" | "stopping")
     ))
 }

@@ -6,8 +6,10 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::harness::cli::dev_password;
-use crate::harness::notebooks::{containers, data_dir, notebook, open, solo, solo_with};
+use crate::harness::cli::{Cli, dev_password};
+use crate::harness::notebooks::{
+    containers, data_dir, notebook, open, run_cell, solo, solo_with, token,
+};
 use crate::harness::solo::Solo;
 use crate::harness::workloads::{act, state, timeline, wait_for};
 use crate::harness::world::{Tenant, call, login, tenant};
@@ -56,7 +58,8 @@ impl Drop for ChangedImage {
 }
 
 /// `einsora up` restarted: the notebook's container is adopted (the same one, still serving
-/// its files, its timeline untouched). Restarted with another image for its runtime: its old
+/// its files, its timeline untouched), and what it printed before and after reaches
+/// `einsora logs` redacted, each line once. Restarted with another image for its runtime: its old
 /// container is stopped and it fails as sandbox-changed; started again, it runs on the new
 /// image with its saved files.
 #[test]
@@ -78,6 +81,18 @@ fn an_agent_restart_adopts_containers_and_a_changed_sandbox_is_stopped() {
         "/api/contents/kept.txt",
         &file,
     );
+    let print = |marker: &str| {
+        format!("import os\nos.write(2, b'{marker} tsk_abcdefghijklmnop\\n')\nprint('ok')")
+    };
+    assert_eq!(
+        run_cell(&solo, &host, &cookie, &print("before-restart")),
+        "ok\n"
+    );
+    let first = Cli::with_token(&solo, token(&acme)).logs_until(&id, "before-restart");
+    assert!(
+        first.contains("before-restart tsk_abcd…"),
+        "redacted: {first}"
+    );
     let before = timeline(&solo, &acme.session, &id);
     let container = containers(&id);
     assert_eq!(container.len(), 1, "{container:?}");
@@ -93,6 +108,16 @@ fn an_agent_restart_adopts_containers_and_a_changed_sandbox_is_stopped() {
     let after = timeline(&solo, &acme.session, &id);
     let steps = |t: &[String]| t.iter().filter(|e| !e.starts_with("note:")).count();
     assert_eq!(steps(&after), steps(&before), "no step: nothing restarted");
+    assert_eq!(
+        run_cell(&solo, &host, &cookie, &print("after-restart")),
+        "ok\n"
+    );
+    let second = Cli::with_token(&solo, token(&acme)).logs_until(&id, "after-restart");
+    assert!(second.starts_with(&first), "{first}\n---\n{second}");
+    for marker in ["before-restart", "after-restart"] {
+        let times = second.lines().filter(|l| l.contains(marker)).count();
+        assert_eq!(times, 1, "{marker} once: {second}");
+    }
 
     let changed = ChangedImage::build();
     let images = format!("jupyterlab-cpu={}", changed.0);

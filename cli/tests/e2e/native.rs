@@ -13,7 +13,6 @@ use crate::harness::notebooks::*;
 use crate::harness::solo::Solo;
 use crate::harness::workloads::{timeline, wait_for, wait_for_within};
 use crate::harness::world::{Tenant, call, tenant};
-use einsora_testkit::eventually_or;
 use einsora_testkit::http::{exchange, request};
 
 /// Its environment is built on first use: pip installing JupyterLab from local wheels.
@@ -103,7 +102,7 @@ fn an_agent_restart_adopts_a_native_notebook() {
         ),
         "ok\n"
     );
-    let first = logs_until(&cli, &id, "before-restart");
+    let first = cli.logs_until(&id, "before-restart");
     assert!(
         first.contains("before-restart tsk_abcd…"),
         "redacted: {first}"
@@ -126,7 +125,7 @@ fn an_agent_restart_adopts_a_native_notebook() {
         "ok\n"
     );
     let cli = Cli::with_token(&solo, token(&acme));
-    let second = logs_until(&cli, &id, "after-restart");
+    let second = cli.logs_until(&id, "after-restart");
     let lines: Vec<&str> = second.lines().collect();
     assert!(
         second.starts_with(&first),
@@ -138,19 +137,6 @@ fn an_agent_restart_adopts_a_native_notebook() {
     }
     let tail = cli.ok(&["logs", &id, "--tail", "1"]);
     assert_eq!(tail.lines().count(), 1, "{tail}");
-}
-
-/// `einsora logs <id>` once it shows `marker`.
-fn logs_until(cli: &Cli<'_>, id: &str, marker: &str) -> String {
-    eventually_or(
-        "the marker in its logs",
-        Duration::from_secs(30),
-        || {
-            let out = cli.ok(&["logs", id]);
-            out.contains(marker).then_some(out)
-        },
-        || cli.ok(&["logs", id]),
-    )
 }
 
 /// From inside the notebook: nothing outside its files is writable, its token is read-only,

@@ -40,8 +40,9 @@ pub struct PrintedOutput {
     pub lines: Vec<PrintedLine>,
 }
 
-/// Where the store has a workload's output up to: its agent reads the attempt's source from
-/// `offset` (an older attempt's head says nothing of the current one's source).
+/// Where the store has a workload's output up to: its agent reads its source from `offset`.
+/// Offsets grow across a workload's attempts (bytes into its native log, or the engine log's
+/// timestamps), so the store skips what ends at or before it whatever the attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputResume {
     pub attempt: u32,

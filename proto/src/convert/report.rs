@@ -165,6 +165,9 @@ fn at_most<T>(field: &str, list: &[T], max: usize) -> Result<(), ConvertError> {
 pub fn output(raw: pb::WorkloadOutput) -> Result<PrintedOutput, ConvertError> {
     let workload_id = parse_id("workload_id", &raw.workload_id)?;
     at_most("lines", &raw.lines, MAX_OUTPUT_LINES)?;
+    if i64::try_from(raw.to_offset).is_err() {
+        return Err(ConvertError::invalid("to_offset", "at most 2^63 - 1"));
+    }
     let mut lines = Vec::with_capacity(raw.lines.len());
     let mut end = 0;
     for (n, l) in raw.lines.into_iter().enumerate() {

@@ -277,6 +277,11 @@ fn output_is_bounded_in_order_and_names_what_is_wrong() {
         let err = output(report(lines)).unwrap_err();
         assert_eq!(err.field, field, "{err}");
     }
+    let beyond = pb::WorkloadOutput {
+        to_offset: u64::MAX,
+        ..report(vec![])
+    };
+    assert_eq!(output(beyond).unwrap_err().field, "to_offset");
     let nameless = pb::WorkloadOutput {
         workload_id: "nope".into(),
         ..report(vec![])

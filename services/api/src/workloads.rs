@@ -205,10 +205,10 @@ impl WorkloadService for WorkloadsApi {
         let query = OutputQuery {
             after: (req.after > 0).then_some(req.after),
             tail: (req.tail > 0).then_some(req.tail),
-            limit: if req.limit == 0 {
-                DEFAULT_LOG_LINES
-            } else {
-                req.limit
+            limit: match (req.limit, req.tail) {
+                (0, 0) => DEFAULT_LOG_LINES,
+                (0, tail) => tail,
+                (limit, _) => limit,
             },
         };
         let page = self

@@ -186,6 +186,22 @@ impl Engine {
         }
     }
 
+    /// The container's log entries printed after `offset` (docker/logs.rs), stdout and
+    /// stderr, as far as the engine's capped log still holds them.
+    pub async fn logs(
+        &self,
+        id: &str,
+        offset: u64,
+    ) -> Result<Vec<super::logs::Entry>, EngineError> {
+        let path = format!(
+            "/containers/{}/logs?stdout=1&stderr=1&timestamps=1&since={}",
+            encode(id),
+            super::logs::since(offset)
+        );
+        let body = self.call(Method::GET, &path, None).await?;
+        Ok(super::logs::parse(&body))
+    }
+
     /// Whether the (stopped) container was killed for running out of memory; one removed
     /// meanwhile can't say, and wasn't.
     pub async fn oom_killed(&self, id: &str) -> Result<bool, EngineError> {

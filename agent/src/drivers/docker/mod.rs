@@ -10,6 +10,7 @@ mod config;
 mod egress;
 mod engine;
 mod gpus;
+mod logs;
 mod reconcile;
 mod spec;
 
@@ -23,6 +24,7 @@ use tokio::sync::{Notify, watch};
 
 pub use super::local::Seen;
 pub use super::local::fence::{EGRESS, EgressSetting};
+use super::local::output::Outbox;
 pub use super::local::{DISK_FLOOR, DISK_LIMITS, DiskConfig, LOG_LIMIT};
 use super::local::{Handle, SeenMap, Wanted};
 pub use config::{ENABLED, IMAGES, SOCKET};
@@ -61,6 +63,7 @@ struct Supervised {
     seen: SeenMap,
     changed: Arc<Notify>,
     gpus: GpuAccess,
+    outbox: Outbox,
     /// How many times it was restarted, for the controller.
     restarts: Arc<AtomicU32>,
 }
@@ -77,6 +80,7 @@ impl Supervised {
                 Arc::clone(&self.seen),
                 Arc::clone(&self.changed),
                 self.gpus.clone(),
+                self.outbox.clone(),
             );
             let mut wanted = wanted.clone();
             // The new worker applies the current desired state at once.
@@ -96,8 +100,13 @@ pub struct Docker {
 
 impl Docker {
     /// The driver, if the engine answers; its worker runs until the driver is dropped.
-    /// `changed` is notified whenever a workload's status changes.
-    pub async fn detect(config: DockerConfig, changed: Arc<Notify>) -> Option<Docker> {
+    /// `changed` is notified whenever a workload's status changes; `outbox` takes what its
+    /// workloads print.
+    pub async fn detect(
+        config: DockerConfig,
+        changed: Arc<Notify>,
+        outbox: Outbox,
+    ) -> Option<Docker> {
         let engine = Engine::new(config.socket.clone());
         if let Err(e) = tokio::time::timeout(Duration::from_secs(5), engine.ping())
             .await
@@ -122,6 +131,7 @@ impl Docker {
             seen,
             changed,
             gpus: gpus.clone(),
+            outbox,
             restarts: Arc::clone(&restarts),
         };
         tokio::spawn(worker.run(receiver));

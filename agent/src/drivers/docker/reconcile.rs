@@ -20,6 +20,7 @@ use super::spec::{
 use crate::drivers::local::dirs::Places;
 use crate::drivers::local::disk::Disks;
 use crate::drivers::local::fence::Fence;
+use crate::drivers::local::output::{self as shipping, Cursors, Outbox};
 use crate::drivers::local::probe::{Probe, answers};
 use crate::drivers::local::records::Records;
 use crate::drivers::local::{Seen, SeenMap, Wanted};
@@ -36,6 +37,9 @@ pub struct Worker {
     changed: Arc<Notify>,
     /// How the engine gives containers NVIDIA GPUs, if it can.
     gpus: GpuAccess,
+    /// Takes what workloads print, and where it is in each one's output.
+    outbox: Outbox,
+    cursors: Cursors,
     records: Records,
     /// Workloads' disks and run directories, and the free-space floor.
     disks: Disks,
@@ -57,6 +61,7 @@ impl Worker {
         seen: SeenMap,
         changed: Arc<Notify>,
         gpus: GpuAccess,
+        outbox: Outbox,
     ) -> Worker {
         let user = crate::drivers::local::workload_user();
         Worker {
@@ -68,6 +73,8 @@ impl Worker {
             seen,
             changed,
             gpus,
+            outbox,
+            cursors: Cursors::default(),
             user,
             pulls: HashMap::new(),
             unprepared: Unprepared::default(),
@@ -107,6 +114,11 @@ impl Worker {
                 Mode::Park => (self.park(&containers).await?, None),
                 Mode::Remove => (self.remove(w, &containers).await?, None),
             };
+            if w.mode == Mode::Remove {
+                self.cursors.forget(&w.workload);
+            } else {
+                self.ship_output(w, &containers).await;
+            }
             let s = Seen {
                 attempt: w.attempt,
                 mode: w.mode,
@@ -327,6 +339,24 @@ impl Worker {
             secret_dir: places.secret.clone(),
             serves,
         }
+    }
+
+    /// Offers what its attempt's container printed since it was last read, its token removed.
+    async fn ship_output(&mut self, w: &Wanted, containers: &[ContainerSummary]) {
+        let Some(c) = containers.iter().find(|c| of_attempt(c, w.attempt)) else {
+            return;
+        };
+        let from = self.cursors.from(w);
+        let entries = match self.engine.logs(&c.id, from).await {
+            Ok(entries) => entries,
+            Err(e) => {
+                tracing::debug!(workload = %w.workload, error = %e, "can't read its output yet");
+                return;
+            }
+        };
+        let token = self.records.get(&w.workload).token;
+        let lines = super::logs::lines(entries, from, token.as_deref());
+        shipping::ship(&self.outbox, &mut self.cursors, w, lines);
     }
 
     /// The image's ID; `None` while it is being pulled (a pull starts in the background).

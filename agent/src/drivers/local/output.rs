@@ -54,6 +54,9 @@ struct Place {
     offset: u64,
     /// The sync stream whose first desired state set it.
     stream: u64,
+    /// It is in the rest of a line cut at the read limit: skipped up to its newline, so no
+    /// part of it (a secret's tail, say) is shipped without its start.
+    skipping: bool,
 }
 
 /// A driver's place in each workload's source.
@@ -68,17 +71,25 @@ impl Cursors {
     /// keeps each line once), else where this driver is.
     pub fn from(&mut self, w: &Wanted) -> u64 {
         let head = w.output.map_or(0, |h| h.offset);
-        let place = self.places.entry(w.workload.clone()).or_insert(Place {
+        let fresh = Place {
             offset: head,
             stream: w.stream,
-        });
+            skipping: false,
+        };
+        let place = self.places.entry(w.workload.clone()).or_insert(fresh);
         if place.stream != w.stream {
-            *place = Place {
-                offset: head,
-                stream: w.stream,
-            };
+            *place = fresh;
         }
         place.offset
+    }
+
+    /// Where it is in `workload`'s source, if it has read it.
+    pub fn at(&self, workload: &str) -> Option<u64> {
+        self.places.get(workload).map(|p| p.offset)
+    }
+
+    fn skipping(&self, workload: &str) -> bool {
+        self.places.get(workload).is_some_and(|p| p.skipping)
     }
 
     /// Its source was read and shipped up to `to`.
@@ -94,18 +105,28 @@ impl Cursors {
 }
 
 /// The complete lines of `bytes` (read from offset `from` of a source), each cut to
-/// [`MAX_LINE_BYTES`] with its token removed, and where the last one ends. A trailing line with
-/// no newline yet waits for the next read, unless it alone fills `READ_LIMIT` (then it is taken
-/// as it is). `dropped` is counted before the first line.
+/// [`MAX_LINE_BYTES`] with its token removed, where the last one ends, and whether the source is
+/// then in the rest of a cut line. A trailing line with no newline yet waits for the next read,
+/// unless it is longer than a line may be already (then it is taken cut, and the rest of it
+/// skipped up to its newline: `skip` on the next read). `dropped` is counted before the first
+/// line.
 pub fn lines(
     bytes: &[u8],
     from: u64,
     token: Option<&str>,
     dropped: u64,
+    skip: bool,
     now: OffsetDateTime,
-) -> (Vec<PrintedLine>, u64) {
+) -> (Vec<PrintedLine>, u64, bool) {
     let mut lines = Vec::new();
     let mut start = 0;
+    if skip {
+        match bytes.iter().position(|b| *b == b'\n') {
+            Some(newline) => start = newline + 1,
+            None => return (lines, from + bytes.len() as u64, true),
+        }
+    }
+    let mut skipping = false;
     let mut dropped = dropped;
     let mut take = |text: &[u8], end: usize, lines: &mut Vec<PrintedLine>| {
         let text = String::from_utf8_lossy(text);
@@ -123,12 +144,44 @@ pub fn lines(
         take(&bytes[start..end - 1], end, &mut lines);
         start = end;
     }
-    if start == 0 && bytes.len() >= READ_LIMIT {
-        take(bytes, bytes.len(), &mut lines);
+    // A trailing line already longer than a line may be is taken cut now; its rest is skipped.
+    if bytes.len() - start > MAX_LINE_BYTES {
+        take(&bytes[start..], bytes.len(), &mut lines);
         start = bytes.len();
+        skipping = true;
     }
     debug_assert!(lines.iter().all(|l| l.text.len() <= MAX_LINE_BYTES));
-    (lines, from + start as u64)
+    (lines, from + start as u64, skipping)
+}
+
+/// Reads up to where `lines` found (`end`, and whether it is in a cut line's rest), ships the
+/// lines, and moves its place past what was taken.
+pub fn ship_read(
+    outbox: &Outbox,
+    cursors: &mut Cursors,
+    w: &Wanted,
+    read: (Vec<PrintedLine>, u64, bool),
+) {
+    let (lines, end, skipping) = read;
+    if lines.is_empty() {
+        // Nothing to ship: only a cut line's rest was skipped.
+        if let Some(place) = cursors.places.get_mut(&w.workload) {
+            place.offset = place.offset.max(end);
+            place.skipping = skipping;
+        }
+        return;
+    }
+    ship(outbox, cursors, w, lines);
+    if let Some(place) = cursors.places.get_mut(&w.workload)
+        && place.offset >= end
+    {
+        place.skipping = skipping;
+    }
+}
+
+/// Whether `w`'s next read starts in a cut line's rest.
+pub fn skipping(cursors: &Cursors, w: &Wanted) -> bool {
+    cursors.skipping(&w.workload)
 }
 
 /// Offers `lines` of `w` in batches, advancing its place past each one taken; stops at the

@@ -1,8 +1,10 @@
 //! A linux-native workload's output as a source with offsets (local/output.rs): its log
 //! (`output.log`, stdout and stderr together, in the agent's own directory) and the bytes
-//! rotated out of it before (`output.base`), so an offset is the bytes the workload ever wrote
-//! there and survives rotations and agent restarts. What was rotated out before it was read
-//! is counted as dropped.
+//! rotated out of it before (`output.base`, with the lines of them that weren't read first), so
+//! an offset is the bytes the workload ever wrote there and survives rotations and agent
+//! restarts. The worker rotates only what was read, unless the log is full: then what wasn't
+//! read is counted as dropped. Bytes the workload writes while the log is being rotated, or a
+//! crash between emptying the log and recording its base, can still lose lines uncounted.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -25,10 +27,14 @@ pub struct Chunk {
 
 /// The offset the log's first byte has.
 pub fn base(dir: &Path) -> u64 {
-    std::fs::read_to_string(dir.join(BASE))
-        .ok()
-        .and_then(|b| b.trim().parse().ok())
-        .unwrap_or(0)
+    recorded(dir).0
+}
+
+/// The log's base, and the lines the last rotation dropped unread.
+fn recorded(dir: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(dir.join(BASE)).unwrap_or_default();
+    let mut numbers = text.split_whitespace().map(|n| n.parse().unwrap_or(0));
+    (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
 }
 
 /// Up to `READ_LIMIT` bytes of the source from `offset`; nothing where there is no log yet.
@@ -40,9 +46,9 @@ pub fn read(dir: &Path, offset: u64) -> std::io::Result<Chunk> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Chunk::default()),
         Err(e) => return Err(e),
     };
-    let base = base(dir);
+    let (base, rotated_unread) = recorded(dir);
     let (start, dropped) = if offset < base {
-        (0, 1)
+        (0, rotated_unread.max(1))
     } else {
         (offset - base, 0)
     };
@@ -64,12 +70,12 @@ pub fn read(dir: &Path, offset: u64) -> std::io::Result<Chunk> {
     })
 }
 
-/// The log was emptied after holding `len` bytes: its next byte's offset moves past them.
-/// Written whole (a temporary file renamed over it).
-pub fn rotated(dir: &Path, len: u64) -> std::io::Result<()> {
+/// The log was emptied after holding `len` bytes, `dropped` lines of them unread: its next
+/// byte's offset moves past them. Written whole (a temporary file renamed over it).
+pub fn rotated(dir: &Path, len: u64, dropped: u64) -> std::io::Result<()> {
     let next = base(dir) + len;
     let tmp = dir.join("output.base.tmp");
-    std::fs::write(&tmp, next.to_string())?;
+    std::fs::write(&tmp, format!("{next} {dropped}"))?;
     std::fs::rename(&tmp, dir.join(BASE))
 }
 
@@ -84,7 +90,7 @@ mod tests {
         std::fs::write(dir.path().join(LOG), b"one\ntwo\n").unwrap();
         let chunk = read(dir.path(), 4).unwrap();
         assert_eq!((chunk.bytes.as_slice(), chunk.from), (&b"two\n"[..], 4));
-        rotated(dir.path(), 8).unwrap();
+        rotated(dir.path(), 8, 1).unwrap();
         std::fs::write(dir.path().join(LOG), b"three\n").unwrap();
         let chunk = read(dir.path(), 8).unwrap();
         assert_eq!(
@@ -97,6 +103,14 @@ mod tests {
             (8, 1),
             "`two` rotated out unread"
         );
+        rotated(dir.path(), 6, 3).unwrap();
+        let later = read(dir.path(), 8).unwrap();
+        assert_eq!(
+            (later.from, later.dropped),
+            (14, 3),
+            "the count a rotation recorded"
+        );
+        std::fs::write(dir.path().join(LOG), b"").unwrap();
         let caught_up = read(dir.path(), 14).unwrap();
         assert_eq!((caught_up.bytes.len(), caught_up.from), (0, 14));
     }

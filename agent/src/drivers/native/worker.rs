@@ -467,14 +467,16 @@ impl Worker {
         }
         let token = self.records.get(&w.workload).token;
         let now = time::OffsetDateTime::now_utc();
-        let (lines, _) = shipping::lines(
+        let skip = shipping::skipping(&self.cursors, w);
+        let read = shipping::lines(
             &chunk.bytes,
             chunk.from,
             token.as_deref(),
             chunk.dropped,
+            skip,
             now,
         );
-        shipping::ship(&self.parts.outbox, &mut self.cursors, w, lines);
+        shipping::ship_read(&self.parts.outbox, &mut self.cursors, w, read);
     }
 
     /// Its output's directory, the agent's own (never one the workload can write).
@@ -501,10 +503,30 @@ impl Worker {
         if !meta.is_file() || meta.len() <= half {
             return;
         }
+        // What hasn't been shipped yet waits while the log has room (as root its tmpfs holds
+        // twice the limit); past the limit it goes, and its lines are counted as dropped.
+        let dir = self.log_dir(id);
+        let base = super::output::base(&dir);
+        let unread_from = self
+            .cursors
+            .at(id)
+            .unwrap_or(base)
+            .saturating_sub(base)
+            .min(meta.len());
+        if unread_from < meta.len() && meta.len() <= self.disks.log_bytes() {
+            return;
+        }
         let kept = log.with_extension("log.1");
         let rotated = (|| -> std::io::Result<()> {
             remove_file(&kept)?;
             let mut from = std::fs::File::open(&log)?;
+            from.seek(SeekFrom::Start(unread_from))?;
+            let mut unread = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(&mut from, meta.len() - unread_from),
+                &mut unread,
+            )?;
+            let dropped = unread.iter().filter(|b| **b == b'\n').count() as u64;
             from.seek(SeekFrom::Start(meta.len() - half))?;
             let mut to = std::fs::OpenOptions::new()
                 .write(true)
@@ -517,7 +539,7 @@ impl Worker {
                 .open(&log)?
                 .set_len(0)?;
             // Offsets into its output run on past what the log held (native/output.rs).
-            super::output::rotated(&self.log_dir(id), meta.len())
+            super::output::rotated(&dir, meta.len(), dropped)
         })();
         if let Err(e) = rotated {
             tracing::warn!(workload = %id, error = %e, "can't keep its log bounded");

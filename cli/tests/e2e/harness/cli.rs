@@ -69,6 +69,19 @@ impl<'a> Cli<'a> {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// `einsora logs <id>` once it shows `marker` (within 30 s).
+    pub fn logs_until(&self, id: &str, marker: &str) -> String {
+        einsora_testkit::eventually_or(
+            "the marker in its logs",
+            std::time::Duration::from_secs(30),
+            || {
+                let out = self.ok(&["logs", id]);
+                out.contains(marker).then_some(out)
+            },
+            || self.ok(&["logs", id]),
+        )
+    }
+
     pub fn json(&self, args: &[&str]) -> Value {
         let mut args = args.to_vec();
         args.push("--json");

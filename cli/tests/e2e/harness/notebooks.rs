@@ -94,7 +94,10 @@ fn remove_cgroup(id: &str) {
         }
         let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
         for pid in procs.lines() {
-            let _ = Command::new("kill").args(["-KILL", pid]).status();
+            let _ = Command::new("kill")
+                .args(["-KILL", pid])
+                .stderr(std::process::Stdio::null())
+                .status();
         }
         for _ in 0..100 {
             if std::fs::remove_dir(&dir).is_ok() {

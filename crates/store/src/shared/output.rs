@@ -53,6 +53,12 @@ async fn output_head(
     row.as_ref().map(head_from_row).transpose()
 }
 
+/// What a line costs the caps beyond its text: a row's own overhead, so empty lines count too.
+const ROW_OVERHEAD: u64 = 64;
+
+/// The totals row of the whole store (the nil tenant's).
+const ALL: Uuid = Uuid::nil();
+
 /// Which lines a cap drops from: oldest first.
 enum Scope {
     Workload(WorkloadId),
@@ -60,8 +66,7 @@ enum Scope {
     All,
 }
 
-/// Drops the oldest lines of `scope` until at least `over` bytes are gone, counting them as
-/// dropped in their workloads' heads.
+/// Drops the oldest lines of `scope` until at least `over` of what the caps count is gone.
 async fn drop_oldest(tx: &mut Tx<'_>, scope: Scope, mut over: u64) -> Result<(), StoreError> {
     while over > 0 {
         let (filter, order) = match &scope {
@@ -81,36 +86,38 @@ async fn drop_oldest(tx: &mut Tx<'_>, scope: Scope, mut over: u64) -> Result<(),
             Scope::All => query,
         };
         let rows = query.bind(DROP_PAGE).fetch_all(&mut **tx).await?;
-        if rows.is_empty() {
-            return Ok(());
-        }
         let mut chosen = Vec::new();
+        let mut covered = 0;
         for row in &rows {
-            let bytes = to_u64("output bytes", row.try_get("bytes")?)?;
             chosen.push((
                 row.try_get::<Uuid, _>("workload_id")?,
                 row.try_get::<i64, _>("seq")?,
-                bytes,
             ));
-            over = over.saturating_sub(bytes.max(1));
-            if over == 0 {
+            covered += to_u64("output bytes", row.try_get("bytes")?)?;
+            if covered >= over {
                 break;
             }
         }
-        drop_lines(tx, &chosen).await?;
+        let (_, freed) = drop_lines(tx, &chosen).await?;
+        if freed == 0 {
+            return Ok(());
+        }
+        over = over.saturating_sub(freed);
     }
     Ok(())
 }
 
-/// Deletes these lines (workload, seq, bytes) and counts them in their heads.
-async fn drop_lines(tx: &mut Tx<'_>, lines: &[(Uuid, i64, u64)]) -> Result<(), StoreError> {
-    let mut by_workload: BTreeMap<Uuid, (Vec<i64>, u64)> = BTreeMap::new();
-    for (workload, seq, bytes) in lines {
-        let entry = by_workload.entry(*workload).or_default();
-        entry.0.push(*seq);
-        entry.1 += bytes;
+/// Deletes these lines (workload, seq) and takes what was deleted off its workloads' heads and
+/// the totals (only what this transaction deleted: another may have deleted some first); how
+/// many lines it deleted, and what they cost the caps.
+async fn drop_lines(tx: &mut Tx<'_>, lines: &[(Uuid, i64)]) -> Result<(u64, u64), StoreError> {
+    let mut by_workload: BTreeMap<Uuid, Vec<i64>> = BTreeMap::new();
+    for (workload, seq) in lines {
+        by_workload.entry(*workload).or_default().push(*seq);
     }
-    for (workload, (seqs, bytes)) in by_workload {
+    let (mut freed, mut count) = (0, 0);
+    let mut by_tenant: BTreeMap<Uuid, u64> = BTreeMap::new();
+    for (workload, seqs) in by_workload {
         let mut q =
             sqlx::QueryBuilder::<Db>::new("DELETE FROM workload_output WHERE workload_id = ");
         q.push_bind(workload).push(" AND seq IN (");
@@ -118,36 +125,59 @@ async fn drop_lines(tx: &mut Tx<'_>, lines: &[(Uuid, i64, u64)]) -> Result<(), S
         for seq in &seqs {
             list.push_bind(*seq);
         }
-        q.push(")");
-        q.build().execute(&mut **tx).await?;
+        q.push(") RETURNING tenant_id, bytes");
+        let deleted = q.build().fetch_all(&mut **tx).await?;
+        if deleted.is_empty() {
+            continue;
+        }
+        let mut bytes = 0;
+        for row in &deleted {
+            let cost = to_u64("output bytes", row.try_get("bytes")?)?;
+            bytes += cost;
+            *by_tenant
+                .entry(row.try_get::<Uuid, _>("tenant_id")?)
+                .or_default() += cost;
+        }
         sqlx::query(
             "UPDATE workload_output_heads SET bytes = bytes - $2, \
              dropped_lines = dropped_lines + $3 WHERE workload_id = $1",
         )
         .bind(workload)
         .bind(to_i64(bytes))
-        .bind(to_i64(seqs.len() as u64))
+        .bind(to_i64(deleted.len() as u64))
         .execute(&mut **tx)
         .await?;
+        freed += bytes;
+        count += deleted.len() as u64;
     }
+    for (tenant, bytes) in by_tenant.into_iter().chain([(ALL, freed)]) {
+        add_to_total(tx, tenant, -to_i64(bytes)).await?;
+    }
+    Ok((count, freed))
+}
+
+/// Adds `bytes` (negative: takes them off) to a totals row, making it if it is missing.
+async fn add_to_total(tx: &mut Tx<'_>, tenant: Uuid, bytes: i64) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO workload_output_totals (tenant_id, bytes) VALUES ($1, $2) \
+         ON CONFLICT (tenant_id) DO UPDATE SET bytes = workload_output_totals.bytes + excluded.bytes",
+    )
+    .bind(tenant)
+    .bind(bytes)
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 
-async fn bytes_held(tx: &mut Tx<'_>, tenant: Option<TenantId>) -> Result<u64, StoreError> {
-    let held: Option<i64> =
-        match tenant {
-            Some(t) => sqlx::query_scalar(
-                "SELECT CAST(SUM(bytes) AS BIGINT) FROM workload_output_heads WHERE tenant_id = $1",
-            )
-            .bind(*t.as_uuid())
-            .fetch_one(&mut **tx)
-            .await?,
-            None => {
-                sqlx::query_scalar("SELECT CAST(SUM(bytes) AS BIGINT) FROM workload_output_heads")
-                    .fetch_one(&mut **tx)
-                    .await?
-            }
-        };
+/// What a totals row holds (nothing if it has none).
+async fn total(tx: &mut Tx<'_>, tenant: Uuid) -> Result<u64, StoreError> {
+    let held: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT bytes FROM workload_output_totals WHERE tenant_id = $1{}",
+        for_update!()
+    )))
+    .bind(tenant)
+    .fetch_optional(&mut **tx)
+    .await?;
     to_u64("output bytes", held.unwrap_or(0))
 }
 
@@ -169,25 +199,25 @@ impl crate::OutputStore for ThisStore {
         }
         let mut conn = self.writer().await?;
         let mut tx = begin_write(&mut conn).await?;
+        // The whole store's row first: appends take their locks in one order.
+        add_to_total(&mut tx, ALL, 0).await?;
+        total(&mut tx, ALL).await?;
         let head = output_head(&mut tx, batch.workload_id).await?;
+        // Offsets grow across a workload's attempts: what ends at or before the head is stored.
         let stored_up_to = match &head {
             // An older attempt's lines come too late.
             Some(h) if batch.attempt < h.attempt => return Ok(h.clone()),
-            Some(h) if batch.attempt == h.attempt => h.offset,
-            _ => 0,
+            Some(h) if batch.attempt == h.attempt && batch.to <= h.offset => return Ok(h.clone()),
+            Some(h) => h.offset,
+            None => 0,
         };
-        if let Some(h) = &head
-            && h.attempt == batch.attempt
-            && batch.to <= h.offset
-        {
-            return Ok(h.clone());
-        }
         let workload = *batch.workload_id.as_uuid();
+        let tenant = *batch.tenant_id.as_uuid();
         let mut seq = head.as_ref().map_or(1, |h| h.next_seq);
         let received = crate::time_ms::to_ms(batch.received_at);
         let mut added = 0_u64;
         for line in batch.lines.iter().filter(|l| l.end > stored_up_to) {
-            let bytes = line.text.len() as u64;
+            let cost = line.text.len() as u64 + ROW_OVERHEAD;
             sqlx::query(
                 "INSERT INTO workload_output (workload_id, seq, tenant_id, attempt, stream, \
                  printed_at, received_at, text, bytes, dropped_before) \
@@ -195,18 +225,18 @@ impl crate::OutputStore for ThisStore {
             )
             .bind(workload)
             .bind(to_i64(seq))
-            .bind(*batch.tenant_id.as_uuid())
+            .bind(tenant)
             .bind(i64::from(batch.attempt))
             .bind(line.stream.as_str())
             .bind(crate::time_ms::to_ms(line.printed_at))
             .bind(received)
             .bind(&line.text)
-            .bind(to_i64(bytes))
+            .bind(to_i64(cost))
             .bind(to_i64(line.dropped_before))
             .execute(&mut *tx)
             .await?;
             seq += 1;
-            added += bytes;
+            added += cost;
         }
         sqlx::query(
             "INSERT INTO workload_output_heads (workload_id, tenant_id, next_seq, attempt, \
@@ -216,13 +246,16 @@ impl crate::OutputStore for ThisStore {
              bytes = workload_output_heads.bytes + excluded.bytes",
         )
         .bind(workload)
-        .bind(*batch.tenant_id.as_uuid())
+        .bind(tenant)
         .bind(to_i64(seq))
         .bind(i64::from(batch.attempt))
-        .bind(to_i64(batch.to))
+        .bind(to_i64(batch.to.max(stored_up_to)))
         .bind(to_i64(added))
         .execute(&mut *tx)
         .await?;
+        for row in [tenant, ALL] {
+            add_to_total(&mut tx, row, to_i64(added)).await?;
+        }
         let held = head.as_ref().map_or(0, |h| h.bytes) + added;
         if held > caps.per_workload {
             drop_oldest(
@@ -232,18 +265,18 @@ impl crate::OutputStore for ThisStore {
             )
             .await?;
         }
-        let tenant = bytes_held(&mut tx, Some(batch.tenant_id)).await?;
-        if tenant > caps.per_tenant {
+        let of_tenant = total(&mut tx, tenant).await?;
+        if of_tenant > caps.per_tenant {
             drop_oldest(
                 &mut tx,
                 Scope::Tenant(batch.tenant_id),
-                tenant - caps.per_tenant,
+                of_tenant - caps.per_tenant,
             )
             .await?;
         }
-        let total = bytes_held(&mut tx, None).await?;
-        if total > caps.total {
-            drop_oldest(&mut tx, Scope::All, total - caps.total).await?;
+        let of_all = total(&mut tx, ALL).await?;
+        if of_all > caps.total {
+            drop_oldest(&mut tx, Scope::All, of_all - caps.total).await?;
         }
         let head = output_head(&mut tx, batch.workload_id)
             .await?
@@ -336,7 +369,7 @@ impl crate::OutputStore for ThisStore {
             let mut conn = self.writer().await?;
             let mut tx = begin_write(&mut conn).await?;
             let rows = sqlx::query(
-                "SELECT workload_id, seq, bytes FROM workload_output WHERE received_at < $1 \
+                "SELECT workload_id, seq FROM workload_output WHERE received_at < $1 \
                  ORDER BY received_at, seq LIMIT $2",
             )
             .bind(cutoff)
@@ -351,12 +384,11 @@ impl crate::OutputStore for ThisStore {
                 lines.push((
                     row.try_get::<Uuid, _>("workload_id")?,
                     row.try_get::<i64, _>("seq")?,
-                    to_u64("output bytes", row.try_get("bytes")?)?,
                 ));
             }
-            drop_lines(&mut tx, &lines).await?;
+            let (count, _) = drop_lines(&mut tx, &lines).await?;
             tx.commit().await?;
-            dropped += lines.len() as u64;
+            dropped += count;
         }
     }
 }

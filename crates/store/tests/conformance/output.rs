@@ -54,8 +54,8 @@ fn all() -> OutputQuery {
 }
 
 /// Lines are numbered in order; a batch shipped again (an agent that rewound to the head)
-/// stores only its new lines, one from an older attempt nothing; a new attempt starts its own
-/// offsets; pages read after a line, or the tail.
+/// stores only its new lines, whatever its attempt, and one from an older attempt nothing;
+/// pages read after a line, or the tail.
 pub async fn output_is_kept_in_order_once_and_resumes_from_its_head(db: TestDb) {
     let store = &*db.store;
     let t = tenant(store, None).await;
@@ -71,11 +71,13 @@ pub async fn output_is_kept_in_order_once_and_resumes_from_its_head(db: TestDb) 
     let overlapping = batch(w, t, 1, 4, &["two", "three"]);
     let head = store.append_output(&overlapping, &ROOMY).await.unwrap();
     assert_eq!((head.offset, head.next_seq), (14, 4), "only its new line");
+    // The next attempt's source goes on from the last (offsets grow across attempts): read
+    // again from before the head, it stores only what is new.
     let restarted = store
-        .append_output(&batch(w, t, 2, 0, &["again"]), &ROOMY)
+        .append_output(&batch(w, t, 2, 8, &["three", "again"]), &ROOMY)
         .await
         .unwrap();
-    assert_eq!((restarted.attempt, restarted.offset), (2, 6));
+    assert_eq!((restarted.attempt, restarted.offset), (2, 20));
     let stale = store
         .append_output(&batch(w, t, 1, 14, &["late"]), &ROOMY)
         .await
@@ -111,7 +113,7 @@ pub async fn output_is_kept_in_order_once_and_resumes_from_its_head(db: TestDb) 
         heads,
         [restarted.clone()].map(|mut h| {
             h.next_seq = 5;
-            h.bytes = 16;
+            h.bytes = 16 + 4 * 64;
             h
         })
     );
@@ -135,9 +137,11 @@ pub async fn output_past_a_cap_drops_the_oldest_and_says_so(db: TestDb) {
     let b = workload_in(store, t, State::Running).await.id;
     let theirs = workload_in(store, other, State::Running).await.id;
     let ten = "0123456789";
+    // What a line of ten bytes costs the caps: its text and a row's overhead.
+    let line = 10 + 64;
     let caps = OutputCaps {
-        per_workload: 30,
-        per_tenant: 50,
+        per_workload: 3 * line,
+        per_tenant: 5 * line,
         total: 1 << 20,
     };
     let earlier = OutputBatch {
@@ -146,7 +150,7 @@ pub async fn output_past_a_cap_drops_the_oldest_and_says_so(db: TestDb) {
     };
     store.append_output(&earlier, &caps).await.unwrap();
     let page = store.read_output(a, &all()).await.unwrap();
-    assert_eq!(page.lines.len(), 3, "30 bytes a workload");
+    assert_eq!(page.lines.len(), 3, "three lines' worth a workload");
     assert_eq!(page.lines[0].seq, 2);
     assert_eq!(page.dropped_lines, 1);
     store
@@ -160,11 +164,14 @@ pub async fn output_past_a_cap_drops_the_oldest_and_says_so(db: TestDb) {
     assert_eq!(
         pa.lines.len() + pb.lines.len(),
         5,
-        "50 bytes the tenant: {pa:?} {pb:?}"
+        "five lines' worth the tenant: {pa:?} {pb:?}"
     );
     assert_eq!(pa.lines.len(), 2, "its oldest were a's");
     assert_eq!(pa.dropped_lines, 2);
-    let whole = OutputCaps { total: 60, ..caps };
+    let whole = OutputCaps {
+        total: 6 * line,
+        ..caps
+    };
     store
         .append_output(&batch(theirs, other, 1, 0, &[ten, ten]), &whole)
         .await
@@ -173,9 +180,24 @@ pub async fn output_past_a_cap_drops_the_oldest_and_says_so(db: TestDb) {
     for w in [a, b, theirs] {
         kept += store.read_output(w, &all()).await.unwrap().lines.len();
     }
-    assert_eq!(kept, 6, "60 bytes in all");
+    assert_eq!(kept, 6, "six lines' worth in all");
     let theirs_page = store.read_output(theirs, &all()).await.unwrap();
     assert_eq!(theirs_page.lines.len(), 2, "the newest are kept");
+
+    // Empty lines cost a row's overhead: a workload printing only newlines is capped too.
+    let quiet = tenant(store, None).await;
+    let blank = workload_in(store, quiet, State::Running).await.id;
+    let rows = OutputCaps {
+        per_workload: 3 * 64,
+        per_tenant: 1 << 20,
+        total: 1 << 20,
+    };
+    store
+        .append_output(&batch(blank, quiet, 1, 0, &[""; 10]), &rows)
+        .await
+        .unwrap();
+    let page = store.read_output(blank, &all()).await.unwrap();
+    assert_eq!((page.lines.len(), page.dropped_lines), (3, 7));
 }
 
 /// The sweep drops what was received before its cutoff, and counts it.

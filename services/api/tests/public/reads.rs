@@ -207,7 +207,7 @@ async fn logs_come_by_number_tail_or_after_a_line() {
         })
         .collect();
     let caps = OutputCaps {
-        per_workload: 18,
+        per_workload: 3 * (6 + 64),
         per_tenant: 1 << 20,
         total: 1 << 20,
     };
@@ -233,7 +233,11 @@ async fn logs_come_by_number_tail_or_after_a_line() {
         r.lines.iter().map(|l| l.text.clone()).collect()
     };
     let all = logs(0, 0, 0).await.unwrap().into_inner();
-    assert_eq!(texts(&all), ["line 3", "line 4", "line 5"], "18 bytes kept");
+    assert_eq!(
+        texts(&all),
+        ["line 3", "line 4", "line 5"],
+        "three lines' worth kept"
+    );
     assert_eq!((all.dropped, all.next_after), (2, 5));
     assert_eq!(all.lines[0].number, 3);
     assert_eq!(all.lines[0].stream, "stderr");

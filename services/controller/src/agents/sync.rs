@@ -195,9 +195,9 @@ struct Session {
     seen_at: Option<Instant>,
     /// Workloads deleted while the machine was away, sent to be removed until it says so.
     pending_removals: HashSet<WorkloadId>,
-    /// The workloads placed on the machine as its last desired state listed them, and their
-    /// tenants: the only ones whose output it may send.
-    placed: HashMap<WorkloadId, TenantId>,
+    /// The workloads placed on the machine as its last desired state listed them, with their
+    /// tenants and attempts: the only ones whose output it may send, of those attempts.
+    placed: HashMap<WorkloadId, (TenantId, u32)>,
 }
 
 /// Why a session ended early.
@@ -222,10 +222,7 @@ impl Session {
                     break;
                 }
                 report = reports.message() => match report {
-                    Ok(Some(report)) => {
-                        self.on_report(report).await;
-                        Ok(())
-                    }
+                    Ok(Some(report)) => self.on_report(report).await,
                     Ok(None) => break,
                     Err(status) => {
                         // Larger than the port decodes: refused from its length, unread.
@@ -269,10 +266,21 @@ impl Session {
             .filter(|w| w.state == State::Deleted)
             .map(|w| w.id)
             .collect();
-        self.placed = on_machine.iter().map(|w| (w.id, w.tenant_id)).collect();
         let ids: Vec<WorkloadId> = on_machine.iter().map(|w| w.id).collect();
-        // Where each one's output is up to, for its agent to resume from; none when unread.
-        let heads = self.store.output_heads(&ids).await.unwrap_or_default();
+        // Where each one's output is up to, for its agent to resume from. Not read: nothing is
+        // sent (an agent on a new stream would read its output again from the start).
+        let heads = match self.store.output_heads(&ids).await {
+            Ok(heads) => heads,
+            Err(e) => {
+                tracing::warn!(machine = %self.machine.machine.id, error = %e, "couldn't read where its workloads' output is up to");
+                self.next_send = Instant::now() + READ_RETRY;
+                return Ok(());
+            }
+        };
+        self.placed = on_machine
+            .iter()
+            .map(|w| (w.id, (w.tenant_id, w.attempt.get())))
+            .collect();
         let workloads = desired::workloads(
             &on_machine,
             &self.catalog,
@@ -300,16 +308,16 @@ impl Session {
         Ok(())
     }
 
-    async fn on_report(&mut self, report: pb::AgentReport) {
+    async fn on_report(&mut self, report: pb::AgentReport) -> Result<(), Ended> {
         // An empty report says nothing, not even that the agent is there.
         let Some(report) = report.report else {
-            return;
+            return Ok(());
         };
         let id = self.machine.machine.id;
         if let Err(excess) = limits::bounded(&report).and_then(|()| self.budgets.take(id, &report))
         {
             self.flag(excess).await;
-            return;
+            return Ok(());
         }
         let now = OffsetDateTime::now_utc();
         match report {
@@ -371,7 +379,7 @@ impl Session {
                     ),
                 }
             }
-            pb::agent_report::Report::Output(output) => self.on_output(output, now).await,
+            pb::agent_report::Report::Output(output) => self.on_output(output, now).await?,
             pb::agent_report::Report::RenewCertificate(request) => {
                 let renewed = self
                     .renewals
@@ -392,24 +400,35 @@ impl Session {
                 Err(e) => tracing::warn!(error = %e, "couldn't record that the machine was seen"),
             }
         }
+        Ok(())
     }
 
     /// Keeps what one of the machine's workloads printed (ADR 0011), redacted: its own token
-    /// (as its agent reported it) removed, and every credential shape cut. Output of a workload
-    /// not placed on the machine is dropped.
-    async fn on_output(&mut self, raw: pb::WorkloadOutput, now: OffsetDateTime) {
+    /// (as its agent reported it, once ready) removed, and every credential shape cut. Output of
+    /// a workload not placed on the machine, or of another attempt than its placed one, is
+    /// dropped. A batch that can't be kept ends the stream: the agent, reconnected, reads again
+    /// from where the store is up to, so nothing is lost.
+    async fn on_output(
+        &mut self,
+        raw: pb::WorkloadOutput,
+        now: OffsetDateTime,
+    ) -> Result<(), Ended> {
         let id = self.machine.machine.id;
         let printed = match einsora_proto::convert::output(raw) {
             Ok(printed) => printed,
             Err(why) => {
                 tracing::warn!(machine = %id, %why, "refused an output report that doesn't read");
-                return;
+                return Ok(());
             }
         };
-        let Some(tenant) = self.placed.get(&printed.workload_id).copied() else {
+        let Some((tenant, attempt)) = self.placed.get(&printed.workload_id).copied() else {
             tracing::warn!(machine = %id, workload = %printed.workload_id, "dropped output of a workload not placed on the machine");
-            return;
+            return Ok(());
         };
+        if printed.attempt != attempt {
+            tracing::warn!(machine = %id, workload = %printed.workload_id, "dropped output of an attempt the workload isn't on");
+            return Ok(());
+        }
         let token = self
             .hub
             .target(id, printed.workload_id, printed.attempt)
@@ -431,8 +450,10 @@ impl Session {
             lines,
         };
         if let Err(e) = self.store.append_output(&batch, &OUTPUT_CAPS).await {
-            tracing::warn!(machine = %id, workload = %batch.workload_id, error = %e, "couldn't keep its output");
+            tracing::warn!(machine = %id, workload = %batch.workload_id, error = %e, "couldn't keep its output; ending the stream so it is sent again");
+            return Err(Ended);
         }
+        Ok(())
     }
 
     /// Forgets the removals the machine says it made, so its next desired state no longer

@@ -7,7 +7,7 @@ fn now() -> OffsetDateTime {
 
 #[test]
 fn complete_lines_are_taken_and_a_partial_one_waits() {
-    let (lines, end) = lines(b"one\r\ntwo\nthr", 100, None, 0, now());
+    let (lines, end, _) = lines(b"one\r\ntwo\nthr", 100, None, 0, false, now());
     let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
     assert_eq!(texts, ["one", "two"]);
     assert_eq!(lines[0].end, 105);
@@ -16,7 +16,14 @@ fn complete_lines_are_taken_and_a_partial_one_waits() {
 
 #[test]
 fn the_token_goes_and_what_was_dropped_is_counted_before_the_first_line() {
-    let (lines, _) = lines(b"token abc123 here\nnext\n", 0, Some("abc123"), 7, now());
+    let (lines, _, _) = lines(
+        b"token abc123 here\nnext\n",
+        0,
+        Some("abc123"),
+        7,
+        false,
+        now(),
+    );
     assert_eq!(lines[0].text, "token [redacted] here");
     assert_eq!((lines[0].dropped_before, lines[1].dropped_before), (7, 0));
 }
@@ -24,10 +31,18 @@ fn the_token_goes_and_what_was_dropped_is_counted_before_the_first_line() {
 #[test]
 fn a_line_that_fills_a_whole_read_is_taken_cut() {
     let long = vec![b'x'; READ_LIMIT];
-    let (lines, end) = lines(&long, 0, None, 0, now());
-    assert_eq!(lines.len(), 1);
-    assert!(lines[0].text.len() <= MAX_LINE_BYTES);
-    assert_eq!(end, READ_LIMIT as u64);
+    let (cut, end, skipping) = lines(&long, 0, None, 0, false, now());
+    assert_eq!(cut.len(), 1);
+    assert!(cut[0].text.len() <= MAX_LINE_BYTES);
+    assert_eq!((end, skipping), (READ_LIMIT as u64, true));
+    // Its rest, a secret's tail in it, is skipped up to its newline.
+    let rest = b"cdefghijklmnop\nnext\n";
+    let (after, end, skipping) = lines(rest, READ_LIMIT as u64, None, 0, true, now());
+    let texts: Vec<&str> = after.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!((texts, skipping), (vec!["next"], false));
+    assert_eq!(end, READ_LIMIT as u64 + rest.len() as u64);
+    let (none, end, skipping) = lines(b"still the same line", 7, None, 0, true, now());
+    assert_eq!((none.len(), end, skipping), (0, 7 + 19, true));
 }
 
 fn wanted(stream: u64, head: Option<u64>) -> Wanted {
@@ -85,7 +100,7 @@ fn a_full_outbox_keeps_the_place() {
     let w = wanted(1, None);
     assert_eq!(cursors.from(&w), 0);
     let many = "x\n".repeat(BATCH_LINES * (CAPACITY + 1));
-    let (lines, _) = lines(many.as_bytes(), 0, None, 0, now());
+    let (lines, _, _) = lines(many.as_bytes(), 0, None, 0, false, now());
     ship(&outbox, &mut cursors, &w, lines);
     let shipped = (CAPACITY * BATCH_LINES * 2) as u64;
     assert_eq!(cursors.from(&w), shipped, "up to the last batch taken");

@@ -1,6 +1,7 @@
 //! What a machine's workloads print, as a scripted fake agent ships it: kept for its own
 //! placed workloads, redacted, once however often it is shipped again; the head it reached goes
-//! back in the desired state; output of a workload not placed on the machine is dropped.
+//! back in the desired state; output of a workload not placed on the machine, or of an attempt
+//! it isn't on, is dropped.
 
 use einsora_core::ids::WorkloadId;
 use einsora_core::lifecycle::State;
@@ -60,6 +61,16 @@ async fn a_placed_workloads_output_is_kept_redacted_once_and_its_head_sent_back(
     let first = stream.next().await.unwrap();
     assert_eq!(first.workloads[0].output, None);
 
+    // A batch claiming an attempt the workload isn't on is dropped: it can't hold back the
+    // real attempt's lines.
+    let hostile = Report::Output(pb::WorkloadOutput {
+        attempt: u32::MAX,
+        ..match output(w.id, 99, vec![line("forged", 99)]) {
+            Report::Output(o) => o,
+            _ => unreachable!(),
+        }
+    });
+    stream.send(hostile).await;
     let secret = "the key is tsk_abcdefghijklmnop";
     let batch = output(w.id, 20, vec![line("hello", 6), line(secret, 20)]);
     stream.send(batch.clone()).await;

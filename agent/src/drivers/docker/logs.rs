@@ -1,0 +1,139 @@
+//! A container's output as a source with offsets (local/output.rs): the engine's log of it,
+//! each entry with the engine's timestamp, read `since` the last one shipped. An offset is
+//! that timestamp in nanoseconds since the epoch, so it survives agent restarts and every
+//! attempt's container continues where the one before ended. The engine's own log is capped
+//! (two files of half `EINSORA_AGENT_LOG_LIMIT`): what it rotated out before it was read is
+//! gone, and can't be counted.
+//!
+//! Everything here is the workload's: any bytes, any frame sizes. Frames that don't parse end
+//! the read there; nothing panics on them.
+
+use einsora_core::output::{OutputStream, PrintedLine};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// One entry of the engine's log, as `GET /containers/{id}/logs?timestamps=1` frames it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub stream: OutputStream,
+    pub at: OffsetDateTime,
+    pub text: Vec<u8>,
+}
+
+/// The `since` query value for entries after `offset` (nanoseconds since the epoch).
+pub fn since(offset: u64) -> String {
+    format!("{}.{:09}", offset / 1_000_000_000, offset % 1_000_000_000)
+}
+
+/// The offset of an entry printed at `at`.
+pub fn offset_of(at: OffsetDateTime) -> u64 {
+    u64::try_from(at.unix_timestamp_nanos()).unwrap_or(0)
+}
+
+/// The entries of a non-TTY container's multiplexed log: frames of an 8-byte header (stream,
+/// three zero bytes, the payload's length big-endian) and a payload of `<RFC 3339 time> <text>`.
+pub fn parse(body: &[u8]) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    let mut rest = body;
+    while rest.len() >= 8 {
+        let stream = match rest[0] {
+            1 => OutputStream::Stdout,
+            2 => OutputStream::Stderr,
+            _ => break,
+        };
+        let len = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
+        let Some(payload) = rest.get(8..8 + len) else {
+            break;
+        };
+        rest = &rest[8 + len..];
+        let Some(space) = payload.iter().position(|b| *b == b' ') else {
+            continue;
+        };
+        let Some(at) = std::str::from_utf8(&payload[..space])
+            .ok()
+            .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+        else {
+            continue;
+        };
+        let mut text = &payload[space + 1..];
+        if let Some(line) = text.strip_suffix(b"\n") {
+            text = line;
+        }
+        entries.push(Entry {
+            stream,
+            at,
+            text: text.to_vec(),
+        });
+    }
+    entries
+}
+
+/// The entries after `offset` as lines, their token removed; each ends at its own offset. In
+/// the order of their times: the engine interleaves stdout's and stderr's not quite in order.
+pub fn lines(mut entries: Vec<Entry>, offset: u64, token: Option<&str>) -> Vec<PrintedLine> {
+    entries.sort_by_key(|e| e.at);
+    entries
+        .into_iter()
+        .filter(|e| offset_of(e.at) > offset)
+        .map(|e| {
+            let text = String::from_utf8_lossy(&e.text);
+            PrintedLine {
+                stream: e.stream,
+                printed_at: e.at,
+                text: einsora_core::output::redact_line(text.trim_end_matches('\r'), token),
+                dropped_before: 0,
+                end: offset_of(e.at),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(stream: u8, payload: &str) -> Vec<u8> {
+        let mut f = vec![stream, 0, 0, 0];
+        f.extend((payload.len() as u32).to_be_bytes());
+        f.extend(payload.as_bytes());
+        f
+    }
+
+    #[test]
+    fn frames_become_entries_with_their_streams_and_times() {
+        let mut body = frame(1, "2026-12-02T10:00:00.000000001Z hello\n");
+        body.extend(frame(2, "2026-12-02T10:00:01.5Z oops key=abc\r\n"));
+        body.extend(frame(1, "2026-12-02T10:00:01.2Z in between\n"));
+        let entries = parse(&body);
+        assert_eq!(entries.len(), 3);
+        assert_eq!(entries[0].stream, OutputStream::Stdout);
+        assert_eq!(entries[0].text, b"hello");
+        let first = offset_of(entries[0].at);
+        assert_eq!(since(first), "1796205600.000000001");
+        let lines = lines(entries, first, Some("abc"));
+        assert_eq!(lines.len(), 2, "after the offset only");
+        assert_eq!(lines[0].text, "in between", "in the order of their times");
+        assert_eq!(lines[1].stream, OutputStream::Stderr);
+        assert_eq!(lines[1].text, "oops key=[redacted]");
+        assert_eq!(lines[1].end, first + 1_499_999_999);
+    }
+
+    #[test]
+    fn what_isnt_a_frame_ends_the_read_without_a_panic() {
+        let mut body = frame(1, "2026-12-02T10:00:00Z kept\n");
+        body.extend([1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, b'x']);
+        assert_eq!(parse(&body).len(), 1, "a frame longer than the body");
+        assert_eq!(
+            parse(&[9, 0, 0, 0, 0, 0, 0, 1, b'x']),
+            vec![],
+            "no such stream"
+        );
+        let untimed = frame(1, "not-a-time text\n");
+        assert_eq!(
+            parse(&untimed),
+            vec![],
+            "an entry without its time is skipped"
+        );
+        assert_eq!(parse(&[1, 0, 0]), vec![]);
+    }
+}
