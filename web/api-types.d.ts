@@ -293,6 +293,8 @@ export interface WorkloadExport {
   events: WorkloadEvent[];
   exported_at?: string;
   machine_name: string;
+  output_dropped: string;
+  output_logs: LogLine[];
   usage: UsageRecord[];
   workload?: Workload;
 }

@@ -247,7 +247,27 @@ impl WorkloadService for WorkloadsApi {
                 .map_err(status::store)?
                 .map(|r| r.machine.name),
         };
+        // Its whole output as kept, page by page.
+        let (mut output_logs, mut after) = (Vec::new(), None);
+        let output_dropped = loop {
+            let query = OutputQuery {
+                after,
+                tail: None,
+                limit: MAX_PAGE_LINES,
+            };
+            let page = store
+                .read_output(w.id, &query)
+                .await
+                .map_err(status::store)?;
+            let Some(last) = page.lines.last().map(|l| l.seq) else {
+                break page.dropped_lines;
+            };
+            output_logs.extend(page.lines.iter().map(wire::log_line));
+            after = Some(last);
+        };
         Ok(Response::new(pb::WorkloadExport {
+            output_logs,
+            output_dropped,
             workload: Some(wire::workload(&w)?),
             events: events.iter().map(wire::event).collect(),
             usage: usage.iter().map(wire::usage).collect(),

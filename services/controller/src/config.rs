@@ -33,6 +33,8 @@ pub const ENROL_PER_MINUTE: &str = "EINSORA_AGENT_ENROL_PER_MINUTE";
 /// Connections the agents' port holds at once; one more waits until one closes. The default,
 /// 16,384, holds the 10,000 machines one controller is built for, with room to reconnect.
 pub const AGENT_CONNECTIONS: &str = "EINSORA_AGENT_MAX_CONNECTIONS";
+/// How long workloads' output is kept (ADR 0011).
+pub const LOG_RETENTION: &str = "EINSORA_LOG_RETENTION";
 
 const MIN_DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
@@ -62,6 +64,8 @@ pub struct Config {
     /// The agent state directory of the machine the access proxy can reach (this host's own,
     /// `EINSORA_AGENT_STATE_DIR`): only its workloads are opened, at the socket it lays out.
     pub reachable_agent: std::path::PathBuf,
+    /// How long workloads' output is kept (`EINSORA_LOG_RETENTION`).
+    pub output_retention: Duration,
 }
 
 /// The controller's timers, settable so tests can scale them down. (The 0.5 s recheck while
@@ -158,6 +162,7 @@ impl Config {
                 &einsora_core::run_dirs::default_state_dir(&settings.data_dir()?),
             )?,
             catalog: Arc::new(catalog),
+            output_retention: settings.positive_duration(LOG_RETENTION, "336h")?,
         };
         // Checked last, so a malformed setting is reported as such whatever the backend.
         if backend == BackendKind::Kubernetes {

@@ -47,6 +47,12 @@ pub async fn lead(
         writer: Fenced::new(Arc::clone(&store), held.clone()),
         agents: agents.clone(),
     };
+    let stop_sweeping = Shutdown::new();
+    let sweeper = tokio::spawn(crate::output_sweep::sweep(
+        Arc::clone(&store),
+        cfg.output_retention,
+        stop_sweeping.clone(),
+    ));
     let mut changes = store.changes();
     // A clean stop lets the pass in flight finish; a lost lease cancels it (its writes would be
     // refused anyway).
@@ -84,7 +90,9 @@ pub async fn lead(
         }
     }
     stop_renewing.trigger();
+    stop_sweeping.trigger();
     let _ = renewer.await;
+    let _ = sweeper.await;
     if lost.is_triggered() {
         anyhow::bail!("lost the lease {name}: stopping so this controller restarts as a standby");
     }

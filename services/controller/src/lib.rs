@@ -9,6 +9,7 @@ pub mod fake;
 mod internal;
 mod lead;
 mod lease;
+mod output_sweep;
 mod placement;
 mod reconcile;
 mod status;

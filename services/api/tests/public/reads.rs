@@ -185,7 +185,8 @@ async fn the_catalog_is_the_installations() {
 }
 
 /// A workload's logs as the store keeps them: from the oldest, its tail, after a line's number
-/// (following), with what was dropped; past the page bound is refused, naming it.
+/// (following), with what was dropped; past the page bound is refused, naming it; the export
+/// holds them all.
 #[tokio::test]
 async fn logs_come_by_number_tail_or_after_a_line() {
     use einsora_core::output::{OutputStream, PrintedLine};
@@ -253,4 +254,18 @@ async fn logs_come_by_number_tail_or_after_a_line() {
     let err = logs(0, 0, 1001).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("at most 1000"), "{}", err.message());
+
+    let export = env
+        .workloads
+        .export_workload(who.req(pb::ExportWorkloadRequest { id: w.id.clone() }))
+        .await
+        .unwrap()
+        .into_inner();
+    let exported: Vec<&str> = export.output_logs.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(
+        exported,
+        ["line 3", "line 4", "line 5"],
+        "its output in the export"
+    );
+    assert_eq!(export.output_dropped, 2);
 }
