@@ -40,6 +40,9 @@ pub struct Worker {
     /// Takes what workloads print, and where it is in each one's output.
     outbox: Outbox,
     cursors: Cursors,
+    /// Stopped containers whose log was read to its end, and on which sync stream: not asked
+    /// for it again every pass (a new stream reads from the store's head again).
+    drained: HashMap<String, u64>,
     records: Records,
     /// Workloads' disks and run directories, and the free-space floor.
     disks: Disks,
@@ -75,6 +78,7 @@ impl Worker {
             gpus,
             outbox,
             cursors: Cursors::default(),
+            drained: HashMap::new(),
             user,
             pulls: HashMap::new(),
             unprepared: Unprepared::default(),
@@ -105,6 +109,8 @@ impl Worker {
             let id = c.labels.get(LABEL_WORKLOAD).cloned().unwrap_or_default();
             ours.entry(id).or_default().push(c);
         }
+        self.drained
+            .retain(|id, _| ours.values().flatten().any(|c| c.id == *id));
         let busy_gpus = Self::gpus_in_use(wanted, &ours);
         let mut seen = BTreeMap::new();
         for w in wanted {
@@ -347,6 +353,9 @@ impl Worker {
             return;
         };
         let from = self.cursors.from(w);
+        if self.drained.get(&c.id) == Some(&w.stream) {
+            return;
+        }
         let entries = match self.engine.logs(&c.id, from).await {
             Ok(entries) => entries,
             Err(e) => {
@@ -356,7 +365,12 @@ impl Worker {
         };
         let token = self.records.get(&w.workload).token;
         let lines = super::logs::lines(entries, from, token.as_deref());
+        let end = lines.last().map_or(from, |l| l.end);
         shipping::ship(&self.outbox, &mut self.cursors, w, lines);
+        let read_to_end = self.cursors.at(&w.workload).is_some_and(|at| at >= end);
+        if !c.running() && read_to_end {
+            self.drained.insert(c.id.clone(), w.stream);
+        }
     }
 
     /// The image's ID; `None` while it is being pulled (a pull starts in the background).

@@ -88,7 +88,8 @@ impl Cursors {
         self.places.get(workload).map(|p| p.offset)
     }
 
-    fn skipping(&self, workload: &str) -> bool {
+    /// Whether `workload`'s next read starts in a cut line's rest.
+    pub fn skipping(&self, workload: &str) -> bool {
         self.places.get(workload).is_some_and(|p| p.skipping)
     }
 
@@ -177,11 +178,6 @@ pub fn ship_read(
     {
         place.skipping = skipping;
     }
-}
-
-/// Whether `w`'s next read starts in a cut line's rest.
-pub fn skipping(cursors: &Cursors, w: &Wanted) -> bool {
-    cursors.skipping(&w.workload)
 }
 
 /// Offers `lines` of `w` in batches, advancing its place past each one taken; stops at the

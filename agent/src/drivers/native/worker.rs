@@ -467,7 +467,7 @@ impl Worker {
         }
         let token = self.records.get(&w.workload).token;
         let now = time::OffsetDateTime::now_utc();
-        let skip = shipping::skipping(&self.cursors, w);
+        let skip = self.cursors.skipping(&w.workload);
         let read = shipping::lines(
             &chunk.bytes,
             chunk.from,
