@@ -104,14 +104,19 @@ impl ApiError {
         }
     }
 
-    pub(crate) fn into_response(self, request_id: &RequestId) -> Response {
-        let body = serde_json::json!({
+    /// The envelope: `{"error": {"code", "message", "request_id"}}`.
+    pub(crate) fn envelope(&self, request_id: &RequestId) -> serde_json::Value {
+        serde_json::json!({
             "error": {
                 "code": self.code,
                 "message": self.message,
                 "request_id": request_id.as_str(),
             }
-        });
+        })
+    }
+
+    pub(crate) fn into_response(self, request_id: &RequestId) -> Response {
+        let body = self.envelope(request_id);
         let mut response = (self.status, body.to_string()).into_response();
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

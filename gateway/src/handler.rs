@@ -19,7 +19,7 @@ use crate::edge::{Caller, REQUEST_ID, RequestId};
 use crate::errors::ApiError;
 use crate::json::{encode_field, encode_message};
 use crate::routes::{LOGIN, LOGOUT, Route};
-use crate::{bind, known_client, session, upstream};
+use crate::{bind, known_client, session, stream, upstream};
 
 const MAX_BODY_BYTES: usize = 1 << 20;
 
@@ -33,8 +33,8 @@ pub(crate) async fn handle(gateway: Arc<Gateway>, route: Arc<Route>, request: Re
 }
 
 async fn answer(
-    gateway: &Gateway,
-    route: &Route,
+    gateway: &Arc<Gateway>,
+    route: &Arc<Route>,
     request: Request,
     id: &RequestId,
 ) -> Result<Response, ApiError> {
@@ -61,6 +61,9 @@ async fn answer(
         add_known_client(&mut metadata, &parts.headers);
     }
     let encoded = message.encode_to_vec().into();
+    if route.streaming {
+        return stream::answer(gateway, route, &message, encoded, metadata, id).await;
+    }
     let call = upstream::call(
         gateway.channel.clone(),
         route.grpc_path.clone(),
@@ -78,10 +81,7 @@ async fn answer(
             return Err(ApiError::from_status(&status));
         }
     };
-    let output = DynamicMessage::decode(route.output.clone(), answer).map_err(|err| {
-        tracing::error!(%err, rpc = route.rpc, "the api's answer does not decode");
-        ApiError::internal()
-    })?;
+    let output = decode(route, answer)?;
 
     let mut headers = HeaderMap::new();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -99,15 +99,32 @@ async fn answer(
     } else if route.is(LOGOUT) {
         headers.insert(SET_COOKIE, session::clear(caller.https));
     }
+    let json = to_json(gateway, route, &output)?;
+    Ok((route.success, headers, Body::from(json.to_string())).into_response())
+}
+
+/// An answer of the route's RPC, decoded.
+pub(crate) fn decode(route: &Route, answer: bytes::Bytes) -> Result<DynamicMessage, ApiError> {
+    DynamicMessage::decode(route.output.clone(), answer).map_err(|err| {
+        tracing::error!(%err, rpc = route.rpc, "the api's answer does not decode");
+        ApiError::internal()
+    })
+}
+
+/// An answer's JSON form: the route's response field, or the whole message.
+pub(crate) fn to_json(
+    gateway: &Gateway,
+    route: &Route,
+    output: &DynamicMessage,
+) -> Result<serde_json::Value, ApiError> {
     let json = match &route.response_field {
         Some(field) => encode_field(field, &output.get_field(field), &gateway.words),
-        None => encode_message(&output, &gateway.words),
+        None => encode_message(output, &gateway.words),
     };
-    let json = json.map_err(|err| {
+    json.map_err(|err| {
         tracing::error!(%err, rpc = route.rpc, "the api's answer has no JSON form");
         ApiError::internal()
-    })?;
-    Ok((route.success, headers, Body::from(json.to_string())).into_response())
+    })
 }
 
 /// A body must be JSON and say so; a form or text/plain post (what a cross-site page can send
@@ -170,7 +187,7 @@ fn add_known_client(metadata: &mut MetadataMap, headers: &HeaderMap) {
 
 /// The api names the authenticated tenant and subject in `x-einsora-tenant` and
 /// `x-einsora-subject`, so every later line of this request carries them.
-fn record_principal(metadata: &MetadataMap) {
+pub(crate) fn record_principal(metadata: &MetadataMap) {
     let span = tracing::Span::current();
     for key in ["tenant", "subject"] {
         let value = metadata.get(format!("x-einsora-{key}").as_str());

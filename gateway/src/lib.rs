@@ -21,6 +21,7 @@ mod openapi;
 mod proxies;
 mod routes;
 mod session;
+mod stream;
 mod upstream;
 
 use std::net::SocketAddr;

@@ -12,6 +12,9 @@ use crate::json::TIMESTAMP;
 pub(crate) const LOGIN: &str = "/einsora.accounts.v1.AccountService/Login";
 pub(crate) const LOGOUT: &str = "/einsora.accounts.v1.AccountService/Logout";
 
+/// The request field that turns a streaming route's answer from one JSON object into NDJSON.
+pub(crate) const FOLLOW: &str = "follow";
+
 /// Async actions: they record intent and answer 202 with the workload's current state.
 const ACCEPTED: [&str; 4] = [
     "/einsora.workloads.v1.WorkloadService/CreateWorkload",
@@ -45,6 +48,8 @@ pub(crate) struct Route {
     /// The response field that is the HTTP body; `None` for the whole response.
     pub(crate) response_field: Option<FieldDescriptor>,
     pub(crate) success: StatusCode,
+    /// A server-streaming RPC: one JSON object, or NDJSON when the request `follow`s.
+    pub(crate) streaming: bool,
 }
 
 impl Route {
@@ -124,6 +129,15 @@ fn resolve(pool: &DescriptorPool, http: &HttpRoute) -> Result<Route, String> {
         "" => None,
         name => Some(field(&output, name)?),
     };
+    if http.server_streaming
+        && !input
+            .get_field_by_name(FOLLOW)
+            .is_some_and(|f| f.kind() == Kind::Bool && !f.is_list())
+    {
+        return Err(format!(
+            "it streams, so its request needs a bool field {FOLLOW}"
+        ));
+    }
     let grpc_path = PathAndQuery::try_from(http.grpc_path()).map_err(|e| e.to_string())?;
     let success = if ACCEPTED.contains(&grpc_path.as_str()) {
         StatusCode::ACCEPTED
@@ -142,6 +156,7 @@ fn resolve(pool: &DescriptorPool, http: &HttpRoute) -> Result<Route, String> {
         query_fields,
         response_field,
         success,
+        streaming: http.server_streaming,
     })
 }
 

@@ -69,3 +69,22 @@ pub(crate) async fn call(
         .await
         .unwrap_or_else(|_| Err(Status::deadline_exceeded("the api did not answer in time")))
 }
+
+/// One server-streaming call: the wait for the api's first answer is bounded as a unary call's
+/// is; the stream then lasts as long as the api sends (the caller going away ends it).
+pub(crate) async fn stream(
+    channel: Channel,
+    path: PathAndQuery,
+    message: Bytes,
+    metadata: MetadataMap,
+) -> Result<Response<tonic::Streaming<Bytes>>, Status> {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready()
+        .await
+        .map_err(|e| Status::unavailable(format!("the api connection is not ready: {e}")))?;
+    let request = tonic::Request::from_parts(metadata, Default::default(), message);
+    let call = grpc.server_streaming(request, path, Passthrough);
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| Err(Status::deadline_exceeded("the api did not answer in time")))
+}

@@ -33,6 +33,9 @@ pub struct HttpRoute {
     pub input_type: String,
     /// The response message's full name, without the leading dot.
     pub output_type: String,
+    /// The RPC answers a stream of responses (the gateway's rule in docs/api.md: one JSON
+    /// object unless the request `follow`s, then NDJSON).
+    pub server_streaming: bool,
 }
 
 impl HttpRoute {
@@ -130,6 +133,7 @@ impl Schema {
                             rpc: method.name().to_owned(),
                             input_type: trim_dot(method.input_type.as_deref()),
                             output_type: trim_dot(method.output_type.as_deref()),
+                            server_streaming: method.server_streaming(),
                         });
                     }
                 }

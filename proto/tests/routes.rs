@@ -230,6 +230,23 @@ fn login_answers_with_the_session_and_never_the_session_id() {
     assert!(!session.fields.iter().any(|f| f == "session_id"));
 }
 
+/// The one streaming route follows a workload's output; the gateway answers it as one JSON
+/// object, or as NDJSON when the request `follow`s (its request has the field).
+#[test]
+fn only_the_logs_route_streams() {
+    let (schema, routes) = routes();
+    let streaming: Vec<&str> = routes
+        .iter()
+        .filter(|r| r.server_streaming)
+        .map(|r| r.rpc.as_str())
+        .collect();
+    assert_eq!(streaming, ["ListWorkloadLogs"]);
+    let request = schema
+        .message("einsora.workloads.v1.ListWorkloadLogsRequest")
+        .unwrap();
+    assert!(request.fields.iter().any(|f| f == "follow"));
+}
+
 #[test]
 fn every_public_rpc_has_a_route_and_no_other_has_one() {
     let (_, routes) = routes();
@@ -272,6 +289,7 @@ fn path_variables_are_parsed_from_templates() {
         rpc: "r".into(),
         input_type: "i".into(),
         output_type: "o".into(),
+        server_streaming: false,
     };
     assert_eq!(route.path_variables(), ["id", "name"]);
     assert_eq!(route.grpc_path(), "/s/r");

@@ -78,11 +78,13 @@ pub struct OutputHead {
 }
 
 /// Which lines to read: after `after` (a line's `seq`), or else the last `tail`, or else from
-/// the oldest kept; at most `limit` (at most [`MAX_PAGE_LINES`]).
+/// the oldest kept; of those, only lines printed at or after `since`; at most `limit` (at most
+/// [`MAX_PAGE_LINES`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OutputQuery {
     pub after: Option<u64>,
     pub tail: Option<u32>,
+    pub since: Option<OffsetDateTime>,
     pub limit: u32,
 }
 

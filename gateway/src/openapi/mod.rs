@@ -148,13 +148,28 @@ fn responses(route: &Route, schemas: &mut Schemas<'_>) -> Result<Json, String> {
             "schema": { "type": "string" },
         });
     }
+    let mut content = json!({ "application/json": { "schema": schema } });
+    let mut description = match route.success.as_u16() {
+        202 => "Accepted: the current state.",
+        _ => "OK",
+    }
+    .to_owned();
+    if route.streaming {
+        // Each line one such object, as the api sends them; an error after the first line
+        // comes as a last line in the error envelope.
+        content["application/x-ndjson"] = json!({ "schema": schema });
+        description.push_str(
+            " With `follow`, NDJSON: one object per line as they come, until the stream ends; \
+             an error after the first line is a last line holding the error envelope.",
+        );
+    }
     let mut responses = Map::new();
     responses.insert(
         route.success.as_u16().to_string(),
         json!({
-            "description": if route.success.as_u16() == 202 { "Accepted: the current state." } else { "OK" },
+            "description": description,
             "headers": headers,
-            "content": { "application/json": { "schema": schema } },
+            "content": content,
         }),
     );
     for (status, _) in ERRORS {

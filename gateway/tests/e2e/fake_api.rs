@@ -164,11 +164,32 @@ impl WorkloadService for Fake {
         Err(Status::unimplemented("canned"))
     }
 
+    type ListWorkloadLogsStream = std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<ListWorkloadLogsResponse, Status>> + Send>,
+    >;
+
+    /// One page; following, two and then an error (the stream's last line).
     async fn list_workload_logs(
         &self,
-        _: Request<ListWorkloadLogsRequest>,
-    ) -> Answer<ListWorkloadLogsResponse> {
-        Err(Status::unimplemented("canned"))
+        request: Request<ListWorkloadLogsRequest>,
+    ) -> Answer<Self::ListWorkloadLogsStream> {
+        self.0.record(&request);
+        let page = |n: u64| ListWorkloadLogsResponse {
+            lines: vec![LogLine {
+                number: n,
+                attempt: 1,
+                stream: "stdout".into(),
+                text: format!("line {n}"),
+                ..Default::default()
+            }],
+            dropped: 0,
+            next_after: n,
+        };
+        let mut pages = vec![Ok(page(1))];
+        if request.get_ref().follow {
+            pages.extend([Ok(page(2)), Err(Status::not_found("no workload w1"))]);
+        }
+        answer(Box::pin(futures::stream::iter(pages)) as Self::ListWorkloadLogsStream)
     }
 
     async fn export_workload(&self, _: Request<ExportWorkloadRequest>) -> Answer<WorkloadExport> {

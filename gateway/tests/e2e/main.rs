@@ -76,6 +76,29 @@ async fn the_gateway_serves_the_api_over_http_and_grpc() {
     assert_eq!(metadata.get("x-einsora-csrf").unwrap(), CSRF);
     assert!(metadata.get("x-einsora-session").is_none());
 
+    // A streaming route: one page as JSON; following, NDJSON, one page a line, an error last.
+    let page = send(http, "GET", "/v1/workloads/w1/logs?tail=5", &[], "").await;
+    assert_eq!(page.status, 200, "{}", page.raw);
+    assert_eq!(page.header("content-type"), "application/json");
+    assert_eq!(page.body["lines"][0]["text"], "line 1");
+    let follow = "/v1/workloads/w1/logs?follow=true";
+    let followed = send(http, "GET", follow, &[], "").await;
+    assert_eq!(followed.status, 200, "{}", followed.raw);
+    assert_eq!(followed.header("content-type"), "application/x-ndjson");
+    let lines: Vec<serde_json::Value> = followed
+        .raw
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{}", followed.raw);
+    assert_eq!(lines[1]["lines"][0]["text"], "line 2");
+    assert_eq!(lines[1]["next_after"], "2");
+    assert_eq!(lines[2]["error"]["code"], "not_found");
+    assert_eq!(
+        lines[2]["error"]["request_id"],
+        followed.header("x-request-id")
+    );
+
     // Errors, per the table.
     let missing = send(http, "GET", "/v1/workloads/nope", &[], "").await;
     missing.assert_error(404, "not_found");

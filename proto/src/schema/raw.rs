@@ -95,6 +95,8 @@ pub struct Method {
     pub output_type: Option<String>,
     #[prost(message, optional, tag = "4")]
     pub options: Option<MethodOptions>,
+    #[prost(bool, optional, tag = "6")]
+    pub server_streaming: Option<bool>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

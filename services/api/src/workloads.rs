@@ -1,6 +1,7 @@
 //! WorkloadService: records intent and answers at once; the controller does the rest.
 
 mod create;
+mod logs;
 
 use std::sync::Arc;
 
@@ -13,8 +14,6 @@ use einsora_proto::workloads::v1::workload_service_server::WorkloadService;
 use einsora_proto::workloads::v1::{self as pb};
 use einsora_store::{MAX_PAGE_LINES, OutputQuery, Store, Transition, WorkloadPage};
 
-/// Lines a logs page has when the request doesn't say.
-const DEFAULT_LOG_LINES: u32 = 100;
 use time::OffsetDateTime;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
@@ -189,41 +188,29 @@ impl WorkloadService for WorkloadsApi {
         }))
     }
 
+    type ListWorkloadLogsStream = logs::LogStream;
+
     async fn list_workload_logs(
         &self,
         request: Request<pb::ListWorkloadLogsRequest>,
-    ) -> Result<Response<pb::ListWorkloadLogsResponse>, Status> {
+    ) -> Result<Response<logs::LogStream>, Status> {
         let caller = self.auth.caller(request.metadata(), Access::Read).await?;
-        let req = request.into_inner();
-        let id = scoped::id(&req.id)?;
-        let w = scoped::workload(&*self.store, caller.tenant, id, true).await?;
-        if req.tail > MAX_PAGE_LINES || req.limit > MAX_PAGE_LINES {
-            return Err(Status::invalid_argument(format!(
-                "tail and limit are at most {MAX_PAGE_LINES}"
-            )));
+        let req = logs::LogRequest::try_from(request.get_ref())?;
+        let w = scoped::workload(&*self.store, caller.tenant, req.id, true).await?;
+        let read = self.store.read_output(w.id, &req.query).await;
+        let first = logs::page(&read.map_err(status::store)?, req.query.after.unwrap_or(0));
+        if !req.follow {
+            return Ok(Response::new(Box::pin(tokio_stream::once(Ok(first)))));
         }
-        let query = OutputQuery {
-            after: (req.after > 0).then_some(req.after),
-            tail: (req.tail > 0).then_some(req.tail),
-            limit: match (req.limit, req.tail) {
-                (0, 0) => DEFAULT_LOG_LINES,
-                (0, tail) => tail,
-                (limit, _) => limit,
-            },
+        let follower = logs::Follower {
+            store: self.store.clone(),
+            auth: self.auth.clone(),
+            metadata: request.metadata().clone(),
+            tenant: caller.tenant,
+            id: w.id,
+            since: req.query.since,
         };
-        let page = self
-            .store
-            .read_output(w.id, &query)
-            .await
-            .map_err(status::store)?;
-        Ok(Response::new(pb::ListWorkloadLogsResponse {
-            lines: page.lines.iter().map(wire::log_line).collect(),
-            dropped: page.dropped_lines,
-            next_after: page
-                .lines
-                .last()
-                .map_or(req.after.max(page.next_seq.saturating_sub(1)), |l| l.seq),
-        }))
+        Ok(Response::new(follower.stream(first)))
     }
 
     async fn export_workload(
@@ -254,6 +241,7 @@ impl WorkloadService for WorkloadsApi {
                 after,
                 tail: None,
                 limit: MAX_PAGE_LINES,
+                since: None,
             };
             let page = store
                 .read_output(w.id, &query)

@@ -319,14 +319,17 @@ impl crate::OutputStore for ThisStore {
         };
         let limit = i64::from(query.limit.clamp(1, MAX_PAGE_LINES));
         let id = *workload.as_uuid();
+        // A line printed before `since` doesn't count: with no `since`, every line does.
+        let since = query.since.map_or(i64::MIN, crate::time_ms::to_ms);
         let rows = match (query.after, query.tail) {
             (Some(after), _) => {
                 sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {LINE_COLUMNS} FROM workload_output WHERE workload_id = $1 \
-                     AND seq > $2 ORDER BY seq LIMIT $3"
+                     AND seq > $2 AND printed_at >= $3 ORDER BY seq LIMIT $4"
                 )))
                 .bind(id)
                 .bind(to_i64(after))
+                .bind(since)
                 .bind(limit)
                 .fetch_all(self.reader())
                 .await?
@@ -334,9 +337,10 @@ impl crate::OutputStore for ThisStore {
             (None, Some(tail)) => {
                 let mut rows = sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {LINE_COLUMNS} FROM workload_output WHERE workload_id = $1 \
-                     ORDER BY seq DESC LIMIT $2"
+                     AND printed_at >= $2 ORDER BY seq DESC LIMIT $3"
                 )))
                 .bind(id)
+                .bind(since)
                 .bind(limit.min(i64::from(tail)))
                 .fetch_all(self.reader())
                 .await?;
@@ -346,9 +350,10 @@ impl crate::OutputStore for ThisStore {
             (None, None) => {
                 sqlx::query(sqlx::AssertSqlSafe(format!(
                     "SELECT {LINE_COLUMNS} FROM workload_output WHERE workload_id = $1 \
-                     ORDER BY seq LIMIT $2"
+                     AND printed_at >= $2 ORDER BY seq LIMIT $3"
                 )))
                 .bind(id)
+                .bind(since)
                 .bind(limit)
                 .fetch_all(self.reader())
                 .await?

@@ -93,7 +93,7 @@ pub async fn output_is_kept_in_order_once_and_resumes_from_its_head(db: TestDb) 
     let after = OutputQuery {
         after: Some(2),
         limit: 1,
-        tail: None,
+        ..OutputQuery::default()
     };
     assert_eq!(
         texts(&store.read_output(w, &after).await.unwrap()),
@@ -102,7 +102,7 @@ pub async fn output_is_kept_in_order_once_and_resumes_from_its_head(db: TestDb) 
     let tail = OutputQuery {
         tail: Some(2),
         limit: 1000,
-        after: None,
+        ..OutputQuery::default()
     };
     assert_eq!(
         texts(&store.read_output(w, &tail).await.unwrap()),
@@ -224,4 +224,35 @@ pub async fn the_retention_sweep_drops_lines_received_before_the_cutoff(db: Test
         store.sweep_output(now - Duration::days(14)).await.unwrap(),
         0
     );
+}
+
+/// `since` keeps only lines printed at or after it, whether reading after a line, the tail or
+/// from the oldest.
+pub async fn output_reads_only_what_was_printed_since(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let w = workload_in(store, t, State::Running).await.id;
+    let mut b = batch(w, t, 1, 0, &["old", "new", "newer"]);
+    for (i, line) in b.lines.iter_mut().enumerate() {
+        line.printed_at = OffsetDateTime::UNIX_EPOCH + Duration::seconds(10 * i as i64);
+    }
+    store.append_output(&b, &ROOMY).await.unwrap();
+    let since = Some(OffsetDateTime::UNIX_EPOCH + Duration::seconds(10));
+    let read = |q: OutputQuery| async move { store.read_output(w, &q).await.unwrap() };
+    let from_oldest = read(OutputQuery { since, ..all() }).await;
+    assert_eq!(texts(&from_oldest), ["new", "newer"]);
+    let tail = read(OutputQuery {
+        since,
+        tail: Some(3),
+        ..all()
+    })
+    .await;
+    assert_eq!(texts(&tail), ["new", "newer"]);
+    let after = read(OutputQuery {
+        since,
+        after: Some(2),
+        ..all()
+    })
+    .await;
+    assert_eq!(texts(&after), ["newer"]);
 }

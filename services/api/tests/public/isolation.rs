@@ -48,10 +48,12 @@ async fn workload_rpcs(env: &Env, who: &Who, id: &str) -> Vec<(&'static str, Sta
             "logs",
             w.list_workload_logs(who.req(pb::ListWorkloadLogsRequest {
                 id: id.clone(),
+                follow: true,
                 ..Default::default()
             }))
             .await
-            .unwrap_err(),
+            .err()
+            .expect("refused"),
         ),
         (
             "export",

@@ -8,6 +8,7 @@ use einsora_proto::workloads::v1 as pb;
 use einsora_proto::workloads::v1::workload_service_server::WorkloadService;
 use einsora_store::UsageRecord;
 use time::macros::datetime;
+use tokio_stream::StreamExt;
 use tonic::Code;
 
 use crate::machines::register;
@@ -222,18 +223,19 @@ async fn logs_come_by_number_tail_or_after_a_line() {
     };
     env.store.append_output(&batch, &caps).await.unwrap();
     let logs = |after, tail, limit| {
-        env.workloads
-            .list_workload_logs(who.req(pb::ListWorkloadLogsRequest {
-                id: w.id.clone(),
-                after,
-                tail,
-                limit,
-            }))
+        let request = who.req(pb::ListWorkloadLogsRequest {
+            id: w.id.clone(),
+            after,
+            tail,
+            limit,
+            ..Default::default()
+        });
+        async { first_page(env.workloads.list_workload_logs(request).await).await }
     };
     let texts = |r: &pb::ListWorkloadLogsResponse| -> Vec<String> {
         r.lines.iter().map(|l| l.text.clone()).collect()
     };
-    let all = logs(0, 0, 0).await.unwrap().into_inner();
+    let all = logs(0, 0, 0).await.unwrap();
     assert_eq!(
         texts(&all),
         ["line 3", "line 4", "line 5"],
@@ -242,14 +244,14 @@ async fn logs_come_by_number_tail_or_after_a_line() {
     assert_eq!((all.dropped, all.next_after), (2, 5));
     assert_eq!(all.lines[0].number, 3);
     assert_eq!(all.lines[0].stream, "stderr");
-    let tail = logs(0, 1, 0).await.unwrap().into_inner();
+    let tail = logs(0, 1, 0).await.unwrap();
     assert_eq!(texts(&tail), ["line 5"]);
-    let after = logs(3, 0, 1).await.unwrap().into_inner();
+    let after = logs(3, 0, 1).await.unwrap();
     assert_eq!(
         (texts(&after), after.next_after),
         (vec!["line 4".to_owned()], 4)
     );
-    let caught_up = logs(5, 0, 0).await.unwrap().into_inner();
+    let caught_up = logs(5, 0, 0).await.unwrap();
     assert_eq!((caught_up.lines.len(), caught_up.next_after), (0, 5));
     let err = logs(0, 0, 1001).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -268,4 +270,110 @@ async fn logs_come_by_number_tail_or_after_a_line() {
         "its output in the export"
     );
     assert_eq!(export.output_dropped, 2);
+}
+
+type LogAnswer = Result<
+    tonic::Response<<EnvWorkloads as WorkloadService>::ListWorkloadLogsStream>,
+    tonic::Status,
+>;
+type EnvWorkloads = einsora_api::workloads::WorkloadsApi;
+
+/// The one page a request without `follow` streams (and that the stream then ends).
+async fn first_page(answer: LogAnswer) -> Result<pb::ListWorkloadLogsResponse, tonic::Status> {
+    let mut stream = answer?.into_inner();
+    let first = stream.next().await.expect("a page")?;
+    assert!(stream.next().await.is_none(), "one page only");
+    Ok(first)
+}
+
+/// Following: the kept lines since a time, then each new batch as the agent's lines reach the
+/// store; the stream ends once the workload has stopped and its last lines are in.
+#[tokio::test]
+async fn following_sends_new_lines_until_the_workload_stops() {
+    use einsora_core::output::{OutputStream, PrintedLine};
+    use einsora_store::{OutputBatch, OutputCaps};
+    let env = env().await;
+    let who = env.tenant("acme", None).await;
+    let w = env
+        .create(&who, notebook("printer", "cpu-1c-2g"))
+        .await
+        .unwrap();
+    env.advance(&w.id, &[State::Provisioning, State::Running], None)
+        .await;
+    let caps = OutputCaps {
+        per_workload: 1 << 20,
+        per_tenant: 1 << 20,
+        total: 1 << 20,
+    };
+    let ship = |from: u64, texts: &[(&str, time::OffsetDateTime)]| {
+        let mut end = from;
+        let lines = texts
+            .iter()
+            .map(|(text, at)| {
+                end += text.len() as u64 + 1;
+                PrintedLine {
+                    stream: OutputStream::Stdout,
+                    printed_at: *at,
+                    text: (*text).to_owned(),
+                    dropped_before: 0,
+                    end,
+                }
+            })
+            .collect();
+        OutputBatch {
+            workload_id: w.id.parse().unwrap(),
+            tenant_id: who.tenant,
+            attempt: 1,
+            to: end,
+            received_at: time::OffsetDateTime::now_utc(),
+            lines,
+        }
+    };
+    let (old, new) = (
+        datetime!(2025-03-01 10:00 UTC),
+        datetime!(2025-03-01 11:00 UTC),
+    );
+    let first = ship(0, &[("before", old), ("since", new)]);
+    env.store.append_output(&first, &caps).await.unwrap();
+    let mut stream = env
+        .workloads
+        .list_workload_logs(who.req(pb::ListWorkloadLogsRequest {
+            id: w.id.clone(),
+            since: Some(einsora_proto::convert::timestamp(new)),
+            follow: true,
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let texts = |r: &pb::ListWorkloadLogsResponse| -> Vec<String> {
+        r.lines.iter().map(|l| l.text.clone()).collect()
+    };
+    let page = stream.next().await.unwrap().unwrap();
+    assert_eq!(texts(&page), ["since"], "only what was printed since");
+    let more = ship(first.to, &[("later", new)]);
+    env.store.append_output(&more, &caps).await.unwrap();
+    let wait = std::time::Duration::from_secs(10);
+    let batch = tokio::time::timeout(wait, stream.next()).await.unwrap();
+    let batch = batch.unwrap().unwrap();
+    assert_eq!(
+        (texts(&batch), batch.next_after),
+        (vec!["later".to_owned()], 3)
+    );
+
+    env.advance(&w.id, &[State::Stopping, State::Stopped], None)
+        .await;
+    let last = ship(more.to, &[("last words", new)]);
+    env.store.append_output(&last, &caps).await.unwrap();
+    let batch = tokio::time::timeout(wait, stream.next()).await.unwrap();
+    assert_eq!(
+        texts(&batch.unwrap().unwrap()),
+        ["last words"],
+        "lines after the stop"
+    );
+    let end = tokio::time::timeout(wait, stream.next()).await;
+    assert!(
+        end.unwrap().is_none(),
+        "the stream ends once the workload has stopped"
+    );
 }
