@@ -182,9 +182,13 @@ async fn session(
                 false
             }
             () = changed.notified() => false,
-            Some(printed) = inbox.recv() => {
+            Some(batch) = inbox.recv() => {
+                // Another stream's batch is read again from this stream's heads.
+                if batch.stream != drivers.stream() {
+                    continue;
+                }
                 let report = pb::AgentReport {
-                    report: Some(pb::agent_report::Report::Output(printed.into())),
+                    report: Some(pb::agent_report::Report::Output(batch.printed.into())),
                 };
                 tx.send(report).await.map_err(|e| lost(&e))?;
                 tokio::time::sleep(crate::drivers::local::output::PACE).await;

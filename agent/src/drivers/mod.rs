@@ -98,6 +98,11 @@ impl Drivers {
         self.stream += 1;
     }
 
+    /// The sync stream desired states now come on.
+    pub fn stream(&self) -> u64 {
+        self.stream
+    }
+
     /// Batches of workloads' output, for the sync loop to send.
     pub fn inbox(&self) -> local::output::Inbox {
         Arc::clone(&self.inbox)

@@ -52,6 +52,9 @@ pub enum ClientCommand {
         /// Only the last N lines (at most 1000) before following.
         #[arg(long)]
         tail: Option<u32>,
+        /// Only lines printed since then: an RFC 3339 time, or a duration back from now (10m).
+        #[arg(long, value_parser = super::logs::since)]
+        since: Option<time::OffsetDateTime>,
     },
     /// Launch a workload.
     Launch(Launch),
@@ -237,8 +240,18 @@ async fn execute(
             )
             .await?,
         ),
-        ClientCommand::Logs { id, follow, tail } => {
-            super::logs::show(api, segment(&id)?, follow, tail).await
+        ClientCommand::Logs {
+            id,
+            follow,
+            tail,
+            since,
+        } => {
+            let reading = super::logs::Reading {
+                follow,
+                tail,
+                since,
+            };
+            super::logs::show(api, segment(&id)?, &reading).await
         }
         ClientCommand::Launch(launch) => {
             let value = api

@@ -91,6 +91,74 @@ impl Api {
         body: Option<Value>,
         cookie: Option<&str>,
     ) -> anyhow::Result<Answer> {
+        let response = self.request(method, path, body, cookie).await?;
+        let status = response.status();
+        let request_id = header(response.headers(), "x-request-id");
+        let set_cookie = response
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect();
+        let body = json_body(response).await?;
+        if !status.is_success() {
+            return Err(api_error(&body, request_id).into());
+        }
+        Ok(Answer { body, set_cookie })
+    }
+
+    /// A GET answered with NDJSON (a followed stream): each line's object goes to `each` as it
+    /// arrives, until the server ends the stream; a line holding the error envelope ends it
+    /// with that error.
+    pub async fn each_line(
+        &self,
+        path: &str,
+        mut each: impl FnMut(Value) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let response = self.request(Method::GET, path, None, None).await?;
+        let request_id = header(response.headers(), "x-request-id");
+        if !response.status().is_success() {
+            let body = json_body(response).await?;
+            return Err(api_error(&body, request_id).into());
+        }
+        let mut body = response.into_body();
+        let mut pending = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.context("reading the stream")?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            pending.extend_from_slice(&data);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let value: Value = serde_json::from_slice(&line).with_context(|| {
+                    format!("the stream has a line that isn't JSON (request {request_id})")
+                })?;
+                if value.get("error").is_some() {
+                    return Err(api_error(&value, request_id).into());
+                }
+                each(value)?;
+            }
+            if pending.len() > MAX_LINE_BYTES {
+                anyhow::bail!(
+                    "the stream has a line over {MAX_LINE_BYTES} bytes (request {request_id})"
+                );
+            }
+        }
+        if !pending.is_empty() {
+            anyhow::bail!("the stream ended in the middle of a line (request {request_id})");
+        }
+        Ok(())
+    }
+
+    /// Sends one request with the caller's credentials; the answer's body is left unread.
+    async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        cookie: Option<&str>,
+    ) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
         let uri = format!("{}{path}", self.server.trim_end_matches('/'));
         let mut request = Request::builder().method(method.clone()).uri(&uri);
         request = self.credentials.apply(request, &method);
@@ -107,44 +175,43 @@ impl Api {
         let request = request
             .body(Full::new(payload))
             .context("building the request")?;
-        let response = self
-            .http
+        self.http
             .request(request)
             .await
-            .with_context(|| format!("can't reach Einsora at {}", self.server))?;
-        let status = response.status();
-        let request_id = header(response.headers(), "x-request-id");
-        let set_cookie = response
-            .headers()
-            .get_all("set-cookie")
-            .iter()
-            .filter_map(|v| v.to_str().ok().map(str::to_owned))
-            .collect();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .context("reading the answer")?
-            .to_bytes();
-        let body: Value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).with_context(|| {
-                format!("the server answered {status} with a body that isn't JSON (request {request_id})")
-            })?
-        };
-        if !status.is_success() {
-            let error = &body["error"];
-            return Err(ApiError {
-                code: error["code"].as_str().unwrap_or("error").to_owned(),
-                message: error["message"].as_str().unwrap_or("no message").to_owned(),
-                request_id: error["request_id"]
-                    .as_str()
-                    .map_or(request_id, str::to_owned),
-            }
-            .into());
-        }
-        Ok(Answer { body, set_cookie })
+            .with_context(|| format!("can't reach Einsora at {}", self.server))
+    }
+}
+
+/// The longest line of a stream the CLI holds: a page of the longest lines, escaped.
+const MAX_LINE_BYTES: usize = 128 << 20;
+
+/// A whole answer's JSON body (`null` when empty).
+async fn json_body(response: hyper::Response<hyper::body::Incoming>) -> anyhow::Result<Value> {
+    let status = response.status();
+    let request_id = header(response.headers(), "x-request-id");
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .context("reading the answer")?
+        .to_bytes();
+    if bytes.is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_json::from_slice(&bytes).with_context(|| {
+        format!("the server answered {status} with a body that isn't JSON (request {request_id})")
+    })
+}
+
+/// The error an envelope holds (`request_id`: the answer's header, where the body has none).
+fn api_error(body: &Value, request_id: String) -> ApiError {
+    let error = &body["error"];
+    ApiError {
+        code: error["code"].as_str().unwrap_or("error").to_owned(),
+        message: error["message"].as_str().unwrap_or("no message").to_owned(),
+        request_id: error["request_id"]
+            .as_str()
+            .map_or(request_id, str::to_owned),
     }
 }
 

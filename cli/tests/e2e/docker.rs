@@ -84,6 +84,9 @@ fn an_endpoint_serves_chat_completions_to_api_tokens_only() {
     assert_eq!(made.status, 202, "{}", made.body);
     let id = made.json()["id"].as_str().unwrap().to_owned();
     wait_for(&solo, &acme.session, &id, "running");
+    // What its server printed starting is in its logs.
+    let listening = "serve.py: listening on";
+    Cli::with_token(&solo, token(&acme)).logs_until(&id, listening);
     let grant = call(
         &solo,
         &acme.token,

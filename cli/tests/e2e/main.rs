@@ -21,6 +21,7 @@ mod hostile;
 mod images;
 mod isolation;
 mod lifecycle;
+mod logs;
 mod models;
 mod native;
 mod outage;

@@ -5,6 +5,9 @@
 
 mod parse;
 
+/// The grammar of a duration setting, for what reads one elsewhere (a CLI flag).
+pub use parse::duration as parse_duration;
+
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// One or more `<integer><unit>` parts, units `ms`, `s`, `m`, `h`: `500ms`, `1m30s`.
-pub(super) fn duration(text: &str) -> Option<Duration> {
+pub fn duration(text: &str) -> Option<Duration> {
     let mut rest = text;
     let mut total = Duration::ZERO;
     if rest.is_empty() {

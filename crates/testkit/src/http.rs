@@ -100,6 +100,81 @@ pub async fn exchange_async(addr: std::net::SocketAddr, request: &str) -> Answer
     parse(&raw).unwrap_or_else(|| panic!("not an HTTP answer: {raw:?}"))
 }
 
+/// A streamed answer: its head, and its body's lines as they arrive (a thread reads them; the
+/// channel closes when the answer ends or the connection breaks).
+#[derive(Debug)]
+pub struct Streamed {
+    pub head: Answer,
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+/// Sends `request` and hands back the answer's head at once and its body line by line as it
+/// comes (chunked or not), for answers that go on (NDJSON, a followed log).
+#[track_caller]
+pub fn stream(addr: &str, request: &str) -> Streamed {
+    use std::io::BufRead;
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut reader = std::io::BufReader::new(stream);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        let read = reader.read_line(&mut line).unwrap();
+        if read == 0 || line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let head = parse(format!("{head}\r\n").as_bytes()).expect("an HTTP answer's head");
+    let chunked = head
+        .header("transfer-encoding")
+        .is_some_and(|v| v.contains("chunked"));
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut pending = Vec::new();
+        let send = |bytes: &[u8], pending: &mut Vec<u8>| -> bool {
+            pending.extend_from_slice(bytes);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let line = String::from_utf8_lossy(&line[..end]).into_owned();
+                if tx.send(line).is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        loop {
+            let data = if chunked {
+                let mut size = String::new();
+                if reader.read_line(&mut size).unwrap_or(0) == 0 {
+                    return;
+                }
+                let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+                    return;
+                };
+                let mut data = vec![0; size + 2];
+                if size == 0 || reader.read_exact(&mut data).is_err() {
+                    return;
+                }
+                data.truncate(size);
+                data
+            } else {
+                let buffered = match reader.fill_buf() {
+                    Ok([]) | Err(_) => return,
+                    Ok(bytes) => bytes.to_vec(),
+                };
+                reader.consume(buffered.len());
+                buffered
+            };
+            if !send(&data, &mut pending) {
+                return;
+            }
+        }
+    });
+    Streamed { head, lines }
+}
+
 /// An answer's bytes as an [`Answer`]; `None` if they aren't one.
 pub fn parse(raw: &[u8]) -> Option<Answer> {
     let text = String::from_utf8_lossy(raw);

@@ -27,14 +27,24 @@ pub const PACE: std::time::Duration = std::time::Duration::from_millis(60);
 /// What one pass reads of one workload's source at most.
 pub const READ_LIMIT: usize = 1 << 20;
 
+/// A batch, and the sync stream whose desired state said where it was read from.
+#[derive(Debug)]
+pub struct Batch {
+    pub stream: u64,
+    pub printed: PrintedOutput,
+}
+
 /// The drivers' end of the outbox.
 #[derive(Debug, Clone)]
 pub struct Outbox {
-    tx: mpsc::Sender<PrintedOutput>,
+    tx: mpsc::Sender<Batch>,
 }
 
-/// The sync loop's end: one session at a time holds it.
-pub type Inbox = Arc<Mutex<mpsc::Receiver<PrintedOutput>>>;
+/// The sync loop's end: one session at a time holds it. It sends only its own stream's
+/// batches: one read before the stream's first desired state may start past where the store
+/// is up to (a batch lost with the old stream), and storing it would skip that batch's lines
+/// when they are read again from the head.
+pub type Inbox = Arc<Mutex<mpsc::Receiver<Batch>>>;
 
 pub fn outbox() -> (Outbox, Inbox) {
     let (tx, rx) = mpsc::channel(CAPACITY);
@@ -43,8 +53,8 @@ pub fn outbox() -> (Outbox, Inbox) {
 
 impl Outbox {
     /// Hands the batch over; `false` when the outbox is full (or no session will take it).
-    pub fn offer(&self, printed: PrintedOutput) -> bool {
-        self.tx.try_send(printed).is_ok()
+    pub fn offer(&self, batch: Batch) -> bool {
+        self.tx.try_send(batch).is_ok()
     }
 }
 
@@ -202,7 +212,10 @@ pub fn ship(outbox: &Outbox, cursors: &mut Cursors, w: &Wanted, lines: Vec<Print
             to,
             lines: batch,
         };
-        if !outbox.offer(printed) {
+        if !outbox.offer(Batch {
+            stream: w.stream,
+            printed,
+        }) {
             return;
         }
         cursors.advanced(&w.workload, to);

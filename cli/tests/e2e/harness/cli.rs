@@ -52,6 +52,11 @@ impl<'a> Cli<'a> {
     }
 
     pub fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        fed(self.command(args), stdin.unwrap_or(""))
+    }
+
+    /// The command line `einsora <args>` as this CLI user, not yet started.
+    pub fn command(&self, args: &[&str]) -> std::process::Command {
         let server = format!("http://{}", self.solo.http);
         let mut env = vec![
             ("EINSORA_SERVER", server.as_str()),
@@ -60,7 +65,7 @@ impl<'a> Cli<'a> {
         if let Some(token) = &self.token {
             env.push(("EINSORA_TOKEN", token));
         }
-        fed(self.solo.e.command(args, &env), stdin.unwrap_or(""))
+        self.solo.e.command(args, &env)
     }
 
     pub fn ok(&self, args: &[&str]) -> String {

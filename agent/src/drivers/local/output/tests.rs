@@ -106,6 +106,11 @@ fn a_full_outbox_keeps_the_place() {
     assert_eq!(cursors.from(&w), shipped, "up to the last batch taken");
     let mut inbox = inbox.try_lock().unwrap();
     let first = inbox.try_recv().unwrap();
+    assert_eq!(
+        first.stream, w.stream,
+        "read under its stream's desired state"
+    );
+    let first = first.printed;
     assert_eq!(first.lines.len(), BATCH_LINES);
     assert_eq!(first.to, (BATCH_LINES * 2) as u64);
 }
