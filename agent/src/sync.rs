@@ -187,6 +187,7 @@ async fn session(
                 if batch.stream != drivers.stream() {
                     continue;
                 }
+                shipped(&batch.printed);
                 let report = pb::AgentReport {
                     report: Some(pb::agent_report::Report::Output(batch.printed.into())),
                 };
@@ -293,3 +294,28 @@ fn jitter(d: Duration) -> Duration {
 #[cfg(test)]
 #[path = "sync_tests.rs"]
 mod tests;
+
+/// Workloads' output lines, and bytes of their text, sent to the controller.
+static SHIPPED: std::sync::LazyLock<[einsora_runtime::metrics::Counter; 2]> =
+    std::sync::LazyLock::new(|| {
+        let register = einsora_runtime::metrics::register;
+        [
+            register(
+                "einsora_agent_output_lines",
+                "Lines of workloads' output sent to the controller.",
+                Default::default(),
+            ),
+            register(
+                "einsora_agent_output_bytes",
+                "Bytes of workloads' output text sent to the controller.",
+                Default::default(),
+            ),
+        ]
+    });
+
+fn shipped(printed: &einsora_core::output::PrintedOutput) {
+    let bytes: usize = printed.lines.iter().map(|l| l.text.len()).sum();
+    let [lines, text] = &*SHIPPED;
+    lines.inc_by(printed.lines.len() as u64);
+    text.inc_by(bytes as u64);
+}

@@ -1,9 +1,11 @@
 //! Running one role in this process: every setting is validated before anything is bound or
-//! written, then tracing, then the role until SIGINT or SIGTERM.
+//! written, then tracing, its metrics port when `EINSORA_METRICS_ADDR` names one, then the role
+//! until SIGINT or SIGTERM.
 
 use std::future::Future;
 
 use anyhow::{Context, bail};
+use einsora_runtime::metrics::MetricsAddr;
 use einsora_runtime::settings::{ConfigError, Settings};
 use einsora_runtime::shutdown::Shutdown;
 use einsora_runtime::telemetry::{self, TelemetryOptions};
@@ -20,6 +22,7 @@ where
     F: Future<Output = anyhow::Result<()>>,
 {
     let cfg = config(settings)?;
+    let metrics = MetricsAddr::from_settings(settings)?;
     follow_supervisor()?;
     telemetry::init(TelemetryOptions::for_role(settings, name)?)?;
     raise_open_files();
@@ -29,6 +32,9 @@ where
         shutdown
             .on_signals()
             .context("listening for SIGINT and SIGTERM")?;
+        if let Some(listener) = metrics.bind().await? {
+            tokio::spawn(einsora_runtime::metrics::serve(listener, shutdown.clone()));
+        }
         role(cfg, shutdown).await
     })
 }

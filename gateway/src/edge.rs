@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::header::{HOST, ORIGIN};
 use axum::http::{HeaderMap, HeaderValue, Method};
 use axum::middleware::Next;
@@ -112,6 +112,7 @@ pub(crate) async fn edge(
         span.record("client_request_id", theirs);
     }
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let route = route_label(&request, &path);
     let refusal = if !host_allowed(&request, &gateway.hosts) {
         Some(ApiError::invalid(FOREIGN_HOST))
     } else if state_changing(&method) && !origin_allowed(headers, &gateway.hosts) {
@@ -140,7 +141,19 @@ pub(crate) async fn edge(
         let status = response.status().as_u16();
         tracing::info!(%method, path, %caller.addr, status, elapsed_ms, "answered");
     });
+    let status = response.status().as_u16();
+    einsora_runtime::metrics::http_request(&route, method.as_str(), status, started.elapsed());
     response
+}
+
+/// The request's route for metrics: the template it matched (`/v1/workloads/{id}`), else
+/// `dashboard` outside `/v1` and `unmatched` inside it, never the path itself.
+fn route_label(request: &Request, path: &str) -> String {
+    match request.extensions().get::<MatchedPath>() {
+        Some(matched) => matched.as_str().to_owned(),
+        None if path == "/v1" || path.starts_with("/v1/") => "unmatched".to_owned(),
+        None => "dashboard".to_owned(),
+    }
 }
 
 #[cfg(test)]

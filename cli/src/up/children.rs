@@ -6,6 +6,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use einsora_runtime::grpc::{self, InternalTls};
+use einsora_runtime::metrics::METRICS_ADDR;
 use einsora_runtime::pki::Role;
 use rustix::process::{Pid, Signal, kill_process};
 use tokio::net::TcpStream;
@@ -62,6 +63,9 @@ impl ChildRole {
         // dials the current one, not the one it joined through.
         if let (ChildRole::Agent, Some(agent)) = (self, &plan.local_agent) {
             command.env(einsora_agent::CONTROLLER, &agent.controller);
+        }
+        if let Some(addr) = plan.role_metrics.get(self.name()) {
+            command.env(METRICS_ADDR, addr.to_string());
         }
         command
             .arg(self.name())

@@ -10,6 +10,7 @@
 mod children;
 mod local_agent;
 mod logs;
+mod metrics;
 mod owner;
 mod plan;
 mod supervise;

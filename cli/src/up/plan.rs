@@ -2,6 +2,7 @@
 //! every role's configuration validated before anything is written or bound, and its ports
 //! checked free.
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener};
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use einsora_api::setup::{AuthMode, DEV_OWNER_SLUG, OWNER_SLUG};
+use einsora_runtime::metrics::METRICS_ADDR;
 use einsora_runtime::settings::{DATA_DIR, Settings};
 use einsora_runtime::telemetry::LOG_FILE;
 
@@ -23,6 +25,9 @@ use super::local_agent::LocalAgent;
 pub const LOCAL_AGENT: &str = "EINSORA_LOCAL_AGENT";
 /// The tenant (slug) that owns this machine: `owner`, or in dev auth mode `acme`.
 pub const MACHINE_OWNER: &str = "EINSORA_MACHINE_OWNER";
+
+/// The installation's metrics port under `up` (each role given its own, which `up` relays).
+const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9464";
 
 /// How long a child has to stop after SIGTERM before it gets SIGKILL.
 pub const STOP_GRACE: &str = "EINSORA_STOP_GRACE";
@@ -40,6 +45,10 @@ pub struct Plan {
     pub api_addr: SocketAddr,
     pub controller_addr: SocketAddr,
     pub metering_addr: SocketAddr,
+    /// Where `up` serves the installation's metrics (`EINSORA_METRICS_ADDR`).
+    pub metrics_addr: SocketAddr,
+    /// Where each role serves its own, for `up` to relay.
+    pub role_metrics: BTreeMap<&'static str, SocketAddr>,
     pub stop_grace: Duration,
     /// On the agent backend (the default), this machine's own agent.
     pub local_agent: Option<LocalAgent>,
@@ -118,7 +127,14 @@ impl Plan {
                 owner,
             }
         });
+        let metrics_addr = settings.socket_addr(METRICS_ADDR, DEFAULT_METRICS_ADDR)?;
+        let all_roles = ChildRole::SERVICES.into_iter().chain([ChildRole::Agent]);
+        let role_metrics = all_roles
+            .map(ChildRole::name)
+            .zip(free_loopback_ports(ChildRole::SERVICES.len() + 1)?)
+            .collect();
         let ports = [
+            (METRICS_ADDR, metrics_addr),
             (einsora_gateway::HTTP_ADDR, gateway.http_addr),
             (einsora_access::ADDR, access.addr),
             (einsora_api::ADDR, api.addr),
@@ -137,6 +153,8 @@ impl Plan {
             api_addr: api.addr,
             controller_addr: controller.addr,
             metering_addr: metering.addr,
+            metrics_addr,
+            role_metrics,
             local_agent,
             data_dir,
             defaults,

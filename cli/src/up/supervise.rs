@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
 use einsora_runtime::grpc::InternalTls;
+use einsora_runtime::metrics::METRICS_ADDR;
 use einsora_runtime::shutdown::Shutdown;
 use tokio::sync::mpsc;
 
 use super::children::ChildRole;
-use super::logs;
 use super::plan::Plan;
+use super::{logs, metrics};
 
 /// How long the roles have, together, to answer for the first time.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -39,6 +40,11 @@ enum Started {
 pub async fn run(plan: Arc<Plan>, tls: InternalTls, shutdown: Shutdown) -> anyhow::Result<()> {
     let begun = Instant::now();
     let exe = Arc::new(std::env::current_exe().context("finding the einsora binary")?);
+    let listener = einsora_runtime::grpc::bind(METRICS_ADDR, plan.metrics_addr).await?;
+    let metrics_url = format!("http://{}/metrics", listener.local_addr()?);
+    tracing::info!(%metrics_url, "serving the installation's metrics");
+    let roles_metrics = plan.role_metrics.clone();
+    tokio::spawn(metrics::serve(listener, roles_metrics, shutdown.clone()));
     let (started, mut reports) = mpsc::unbounded_channel();
     let roles = plan.roles();
     let keepers: Vec<_> = roles
@@ -129,6 +135,7 @@ impl Keeper {
                 backoff = FIRST_BACKOFF;
             }
             tracing::warn!(child = name, %ended, ?backoff, "stopped unexpectedly; restarting");
+            metrics::restarted(name);
             tokio::select! {
                 () = tokio::time::sleep(backoff) => {}
                 () = self.shutdown.cancelled() => return,

@@ -22,6 +22,7 @@ mod images;
 mod isolation;
 mod lifecycle;
 mod logs;
+mod metrics;
 mod models;
 mod native;
 mod outage;

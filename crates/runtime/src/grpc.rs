@@ -137,6 +137,7 @@ pub async fn serve(
     Server::builder()
         .http2_keepalive_interval(Some(KEEPALIVE))
         .http2_keepalive_timeout(Some(KEEPALIVE))
+        .layer(crate::metrics::GrpcMetricsLayer)
         .add_routes(routes.add_service(health_service))
         .serve_with_incoming_shutdown(tls::incoming(listener, tls), shutdown.cancelled())
         .await?;

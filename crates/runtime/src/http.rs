@@ -27,6 +27,15 @@ pub const MAX_CONNECTIONS: &str = "EINSORA_HTTP_MAX_CONNECTIONS";
 /// How long a client has to send a request's head.
 pub const HEADER_READ: &str = "EINSORA_HTTP_HEADER_TIMEOUT";
 
+/// Connections open on the process's HTTP ports (its metrics port's among them).
+static CONNECTIONS: std::sync::LazyLock<crate::metrics::Gauge> = std::sync::LazyLock::new(|| {
+    crate::metrics::register(
+        "einsora_http_connections",
+        "HTTP connections open on this process's ports.",
+        Default::default(),
+    )
+});
+
 /// The limits of one port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpLimits {
@@ -88,6 +97,8 @@ where
             },
         };
         nodelay(&tcp);
+        let open = CONNECTIONS.clone();
+        open.inc();
         let connection = http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read)
@@ -109,6 +120,7 @@ where
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
             drop(slot);
+            open.dec();
         });
     }
     slots.all_back().await;

@@ -2,6 +2,7 @@
 //! naming the process's role when it has one, so processes can share the file), both filtered
 //! by `EINSORA_LOG` (default `info`).
 
+mod store_queries;
 mod tag;
 
 use std::fs::{File, OpenOptions};
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
@@ -95,10 +97,12 @@ pub fn init(options: TelemetryOptions) -> Result<(), TelemetryError> {
             .with_ansi(false)
             .with_writer(tag::Tagged::json_role(Mutex::new(file), options.role))
     });
+    // The log filter is the log's own: the store's query timings see sqlx's statement events
+    // whatever it lets through.
+    let log = terminal.and_then(json).with_filter(options.filter);
     let installed = tracing_subscriber::registry()
-        .with(options.filter)
-        .with(terminal)
-        .with(json)
+        .with(log)
+        .with(store_queries::layer())
         .try_init();
     if installed.is_err() {
         tracing::debug!("a tracing subscriber was already installed; keeping it");

@@ -1,6 +1,10 @@
-//! What only the controller asks of the store beside transitions: the admission queue.
+//! What only the controller asks of the store beside transitions: the admission queue, and
+//! the region's workloads counted by state (its metrics).
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use einsora_core::lifecycle::State;
 use einsora_core::region::Region;
 use einsora_core::workload::Workload;
 
@@ -11,6 +15,10 @@ pub trait ControllerStore: Send + Sync {
     /// The region's pending and queued workloads, first come first: ordered by when each last
     /// went to pending (created or started again), which its timeline records.
     async fn waiting(&self, region: &Region) -> Result<Vec<Waiting>, StoreError>;
+
+    /// How many of the region's workloads are in each state, deleted ones left out: a state
+    /// with none is absent.
+    async fn census(&self, region: &Region) -> Result<BTreeMap<State, u64>, StoreError>;
 }
 
 /// A workload waiting for admission.

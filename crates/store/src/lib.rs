@@ -13,6 +13,7 @@ mod enrolment;
 mod error;
 mod inventory;
 mod metering;
+mod metrics;
 mod migrations;
 mod model;
 mod model_files;

@@ -1,7 +1,9 @@
 //! One handler for every request: a request ID, the site from the Host header, then the
 //! notebook's or the endpoints' handling; at shutdown a request still waiting is answered 503.
+//! Each is counted in `einsora_http_request_duration_seconds` by its site's kind.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -15,7 +17,7 @@ use crate::limits::{InFlight, Limits};
 use crate::session::Sessions;
 use crate::targets::Targets;
 use crate::upstream::Upstream;
-use crate::{endpoint, notebook};
+use crate::{endpoint, metrics, notebook};
 use einsora_runtime::access_url::AccessUrl;
 
 #[derive(Debug)]
@@ -45,32 +47,44 @@ async fn handle(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
         user = tracing::field::Empty,
         subject = tracing::field::Empty,
     );
+    let (started, method) = (Instant::now(), request.method().clone());
+    let mut route = "other";
     let answer = async {
         let shutdown = proxy.shutdown.cancelled();
         tokio::select! {
-            answer = dispatch(&proxy, request, &id) => answer,
+            answer = dispatch(&proxy, request, &id, &mut route) => answer,
             () = shutdown => Err(Failure::unavailable("the proxy is shutting down")),
         }
     }
     .instrument(span.clone())
     .await;
     let mut response = answer.unwrap_or_else(|failure| failure.response(&id));
+    let status = response.status().as_u16();
+    einsora_runtime::metrics::http_request(route, method.as_str(), status, started.elapsed());
     span.in_scope(|| tracing::debug!(status = response.status().as_u16(), "answered"));
     response.headers_mut().insert(REQUEST_ID, id.header());
     response
 }
 
+/// Hands the request to its site's handling; `route` says which, for the metrics.
 async fn dispatch(
     proxy: &Proxy,
     request: Request<Body>,
     id: &RequestId,
+    route: &mut &'static str,
 ) -> Result<Response, Failure> {
     let (parts, body) = request.into_parts();
     let site = host::site(&parts, &proxy.public)?;
     let request = Request::from_parts(parts, body);
     match site {
-        Site::Notebook(workload) => notebook::handle(proxy, workload, request, id).await,
-        Site::Endpoints => endpoint::handle(proxy, request, id).await,
+        Site::Notebook(workload) => {
+            *route = metrics::Site::Notebook.word();
+            notebook::handle(proxy, workload, request, id).await
+        }
+        Site::Endpoints => {
+            *route = metrics::Site::Endpoint.word();
+            endpoint::handle(proxy, request, id).await
+        }
     }
 }
 

@@ -72,7 +72,12 @@ pub(crate) async fn handle(
         .map_err(|_| Failure::invalid("the request target is not a valid path"))?;
     rewrite_for_worker(&mut parts.headers, &target, id)?;
     let request = Request::from_parts(parts, Body::from(body));
-    let answered = forward::send(&target.socket_path, request, &proxy.shutdown);
+    let answered = forward::send(
+        crate::metrics::Site::Endpoint,
+        &target.socket_path,
+        request,
+        &proxy.shutdown,
+    );
     let mut response = tokio::time::timeout(limits.timeout, answered)
         .await
         .map_err(|_| {

@@ -4,7 +4,7 @@
 //! the workload can write the directory it is in.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -16,6 +16,7 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
 use crate::errors::Failure;
+use crate::metrics::{self, Counted, Direction, Site};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Each direction's buffer of a joined WebSocket.
@@ -82,10 +83,27 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap, websocket: bool) {
 /// A WebSocket handshake the workload accepts is joined to the client's connection until
 /// either side closes or `shutdown` fires.
 pub(crate) async fn send(
+    site: Site,
     socket: &Path,
-    mut request: Request<Body>,
+    request: Request<Body>,
+    shutdown: &Shutdown,
+) -> Result<Response<Counted<Incoming>>, Failure> {
+    let started = Instant::now();
+    let sent = dial(site, socket, request, shutdown).await;
+    let status = sent.as_ref().map_or(0, |r| r.status().as_u16());
+    metrics::upstream(site, status, started.elapsed());
+    let counter = metrics::bytes(site, Direction::FromWorkload);
+    Ok(sent?.map(|body| Counted::new(body, counter)))
+}
+
+async fn dial(
+    site: Site,
+    socket: &Path,
+    request: Request<Body>,
     shutdown: &Shutdown,
 ) -> Result<Response<Incoming>, Failure> {
+    let counter = metrics::bytes(site, Direction::ToWorkload);
+    let mut request = request.map(|body| Body::new(Counted::new(body, counter)));
     let websocket = is_websocket(request.headers());
     let client_upgrade = websocket.then(|| hyper::upgrade::on(&mut request));
     let connect = tokio::time::timeout(CONNECT_TIMEOUT, workload_socket::connect(socket));
@@ -114,7 +132,7 @@ pub(crate) async fn send(
     match client_upgrade {
         Some(client) if switched => {
             let upstream = hyper::upgrade::on(&mut response);
-            tokio::spawn(join(client, upstream, shutdown.clone()));
+            tokio::spawn(join(site, client, upstream, shutdown.clone()));
         }
         None if switched => return Err(unreachable(socket, &"switched protocols unasked")),
         _ => {}
@@ -123,18 +141,20 @@ pub(crate) async fn send(
     Ok(response)
 }
 
-async fn join(client: OnUpgrade, upstream: OnUpgrade, shutdown: Shutdown) {
+async fn join(site: Site, client: OnUpgrade, upstream: OnUpgrade, shutdown: Shutdown) {
     let relay = async {
         let (client, upstream) = tokio::try_join!(client, upstream)?;
         let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
         // Small buffers: most WebSockets sit idle, and each holds its two for its whole life.
-        tokio::io::copy_bidirectional_with_sizes(
+        let (to, from) = tokio::io::copy_bidirectional_with_sizes(
             &mut client,
             &mut upstream,
             RELAY_BUFFER,
             RELAY_BUFFER,
         )
         .await?;
+        metrics::bytes(site, Direction::ToWorkload).inc_by(to);
+        metrics::bytes(site, Direction::FromWorkload).inc_by(from);
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
     };
     tokio::select! {

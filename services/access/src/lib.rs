@@ -14,6 +14,7 @@ mod errors;
 mod forward;
 mod host;
 pub mod limits;
+mod metrics;
 mod notebook;
 mod open;
 mod session;

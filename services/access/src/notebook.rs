@@ -73,7 +73,13 @@ pub(crate) async fn handle(
     rewrite_for_jupyter(headers, &target.token)?;
     // What the session opens ends with it (and so with the proxy).
     let ended = &found.session.ended;
-    let sent = forward::send(&target.socket_path, request, ended).await;
+    let sent = forward::send(
+        crate::metrics::Site::Notebook,
+        &target.socket_path,
+        request,
+        ended,
+    )
+    .await;
     let mut response = sent.inspect_err(|_| proxy.targets.forget(workload))?;
     session::strip_set_cookie(response.headers_mut());
     let stop = Box::pin(ended.cancelled());

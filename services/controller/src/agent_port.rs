@@ -97,6 +97,7 @@ impl AgentPort {
             .max_concurrent_streams(Some(STREAMS_PER_CONNECTION))
             .concurrency_limit_per_connection(STREAMS_PER_CONNECTION as usize)
             .http2_max_header_list_size(Some(MAX_HEADER_LIST))
+            .layer(einsora_runtime::metrics::GrpcMetricsLayer)
             .add_routes(self.routes.add_service(health_service))
             .serve_with_incoming_shutdown(incoming, shutdown.cancelled())
             .await

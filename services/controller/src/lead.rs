@@ -54,6 +54,8 @@ pub async fn lead(
         stop_sweeping.clone(),
     ));
     let mut changes = store.changes();
+    crate::metrics::leading(&cfg.region, true);
+    let mut census_at: Option<std::time::Instant> = None;
     // A clean stop lets the pass in flight finish; a lost lease cancels it (its writes would be
     // refused anyway).
     while !shutdown.is_triggered() && !lost.is_triggered() {
@@ -63,6 +65,13 @@ pub async fn lead(
             pass = reconciler.pass() => pass,
         };
         tracing::debug!(took = ?started.elapsed(), "reconcile pass");
+        crate::metrics::pass(&cfg.region, pass.is_ok(), started.elapsed());
+        if census_at.is_none_or(|at| at.elapsed() >= crate::metrics::CENSUS_EVERY) {
+            census_at = Some(std::time::Instant::now());
+            if let Err(e) = crate::metrics::census(&*store, &cfg.region, agents.as_deref()).await {
+                tracing::debug!(error = %e, "couldn't count the region's workloads for its metrics");
+            }
+        }
         let wait = match pass {
             Ok(outcome) if outcome.busy => cfg.timers.interval.min(BUSY_RECHECK),
             Ok(_) => cfg.timers.interval,
@@ -89,6 +98,7 @@ pub async fn lead(
             () = tokio::time::sleep(wait) => {}
         }
     }
+    crate::metrics::leading(&cfg.region, false);
     stop_renewing.trigger();
     stop_sweeping.trigger();
     let _ = renewer.await;

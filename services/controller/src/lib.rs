@@ -9,6 +9,7 @@ pub mod fake;
 mod internal;
 mod lead;
 mod lease;
+mod metrics;
 mod output_sweep;
 mod placement;
 mod reconcile;

@@ -10,6 +10,14 @@ use tokio::time::MissedTickBehavior;
 use crate::clock::Clock;
 use crate::meter::{Meter, Pass};
 
+static PASSES: std::sync::LazyLock<einsora_runtime::metrics::Latencies<2>> =
+    std::sync::LazyLock::new(|| {
+        einsora_runtime::metrics::latencies(
+            "einsora_metering_pass_duration_seconds",
+            "Time a usage accounting pass took, by kind of pass (sweep, changes) and result.",
+        )
+    });
+
 /// Changes come in bursts (a launch is several transitions): one pass after the burst.
 const DEBOUNCE: Duration = Duration::from_secs(1);
 
@@ -38,18 +46,38 @@ pub async fn run_passes(
             }
         };
         let now = clock.now();
-        tokio::select! {
+        let started = std::time::Instant::now();
+        let ok = tokio::select! {
             () = shutdown.cancelled() => break,
             result = meter.pass(pass, now) => match result {
-                Ok(report) => tracing::debug!(
-                    ?pass, recomputed = report.recomputed, written = report.written,
-                    "usage accounted"
-                ),
-                Err(e) => tracing::warn!(
-                    error = %e, ?pass, "usage accounting failed; retrying at the next pass"
-                ),
+                Ok(report) => {
+                    tracing::debug!(
+                        ?pass, recomputed = report.recomputed, written = report.written,
+                        "usage accounted"
+                    );
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e, ?pass, "usage accounting failed; retrying at the next pass"
+                    );
+                    false
+                }
             },
-        }
+        };
+        let labels = [
+            (
+                "pass",
+                if pass == Pass::Sweep {
+                    "sweep"
+                } else {
+                    "changes"
+                }
+                .to_owned(),
+            ),
+            ("result", if ok { "ok" } else { "error" }.to_owned()),
+        ];
+        einsora_runtime::metrics::observe(&PASSES, labels, started.elapsed());
     }
     tracing::debug!("usage accounting stopped");
 }

@@ -53,6 +53,9 @@ impl Einsora {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("EINSORA_DATA_DIR", self.dir())
             .env("EINSORA_LOG", "info")
+            // Tests run many installations at once: each serves its metrics on a port of its
+            // own unless the test names one.
+            .env("EINSORA_METRICS_ADDR", "127.0.0.1:0")
             .envs(env.iter().copied())
             .stdin(Stdio::null());
         cmd

@@ -18,6 +18,22 @@ impl crate::ControllerStore for ThisStore {
             })
             .collect()
     }
+
+    async fn census(&self, region: &Region) -> Result<BTreeMap<State, u64>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT state, COUNT(*) AS n FROM workloads WHERE region = $1 AND state <> 'deleted' \
+             GROUP BY state",
+        )
+        .bind(region.as_str())
+        .fetch_all(self.reader())
+        .await?;
+        let mut counts = BTreeMap::new();
+        for row in &rows {
+            let state = parse_word("workload state", &row.try_get::<String, _>("state")?)?;
+            counts.insert(state, to_u64("workload count", row.try_get("n")?)?);
+        }
+        Ok(counts)
+    }
 }
 
 /// The queue's order is the sequence of each workload's latest step into pending; notes on a

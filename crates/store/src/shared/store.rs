@@ -130,6 +130,7 @@ impl crate::Store for ThisStore {
         .map_err(|e| name_taken(e, &new.name))?;
         tx.commit().await?;
         self.committed();
+        crate::metrics::stepped(None, State::INITIAL);
         let at = from_ms(now)?;
         Ok(Workload {
             id: new.id,
@@ -280,6 +281,7 @@ impl crate::Store for ThisStore {
         }
         tx.commit().await?;
         self.committed();
+        crate::metrics::stepped(Some(w.state), State::Pending);
         Ok(Workload {
             state: State::Pending,
             reason,
@@ -508,6 +510,7 @@ async fn apply_step(
 
 /// The row as a written step left it.
 fn stepped(mut next: Workload, change: &Transition<'_>, now: i64) -> Result<Workload, StoreError> {
+    crate::metrics::stepped(Some(change.workload.state), change.to);
     next.state = change.to;
     next.reason = change.reason.text();
     next.version = change.workload.version + 1;

@@ -22,6 +22,7 @@ mod workloads;
 
 // Each case once per engine: `sqlite::<case>` and `postgres::<case>`.
 einsora_testkit::on_both_engines! {
+    workloads::the_census_counts_a_regions_workloads_by_state,
     output::output_is_kept_in_order_once_and_resumes_from_its_head,
     output::output_reads_only_what_was_printed_since,
     output::output_past_a_cap_drops_the_oldest_and_says_so,

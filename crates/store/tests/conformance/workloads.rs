@@ -118,3 +118,20 @@ pub async fn the_queue_is_first_come_first_by_the_latest_step_into_pending(db: T
     let elsewhere = einsora_core::region::Region::new("lab").unwrap();
     assert!(store.waiting(&elsewhere).await.unwrap().is_empty());
 }
+
+/// The controller's census counts a region's workloads by state, every tenant's, deleted ones
+/// and other regions' left out.
+pub async fn the_census_counts_a_regions_workloads_by_state(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let other = tenant(store, None).await;
+    create(store, t, "a").await;
+    create(store, other, "b").await;
+    workload_in(store, t, State::Running).await;
+    workload_in(store, t, State::Deleted).await;
+    let census = store.census(&local()).await.unwrap();
+    let counts: Vec<(State, u64)> = census.into_iter().collect();
+    assert_eq!(counts, [(State::Pending, 2), (State::Running, 1)]);
+    let elsewhere = einsora_core::region::Region::new("elsewhere").unwrap();
+    assert!(store.census(&elsewhere).await.unwrap().is_empty());
+}

@@ -12,6 +12,16 @@ pub use einsora_proto::convert::AccessTarget;
 use tokio::sync::Notify;
 
 /// A workload's status as its machine reported it.
+/// Agents' Sync streams open on this controller.
+static STREAMS: std::sync::LazyLock<einsora_runtime::metrics::Gauge> =
+    std::sync::LazyLock::new(|| {
+        einsora_runtime::metrics::register(
+            "einsora_agent_streams",
+            "Agents' Sync streams open on this controller.",
+            Default::default(),
+        )
+    });
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reported {
     pub attempt: u32,
@@ -60,6 +70,7 @@ impl Hub {
     }
 
     /// A stream opened; what wakes it when the machine's desired state may have changed.
+    /// (Counted in `einsora_agent_streams`.)
     pub fn connected(&self, machine: MachineId) -> Arc<Notify> {
         let mut machines = self.machines();
         let live = machines.entry(machine).or_insert_with(|| Live {
@@ -71,6 +82,7 @@ impl Hub {
         });
         live.streams += 1;
         live.heard = Instant::now();
+        STREAMS.inc();
         Arc::clone(&live.wake)
     }
 
@@ -81,8 +93,11 @@ impl Hub {
     }
 
     pub fn disconnected(&self, machine: MachineId) {
-        if let Some(live) = self.machines().get_mut(&machine) {
-            live.streams = live.streams.saturating_sub(1);
+        if let Some(live) = self.machines().get_mut(&machine)
+            && live.streams > 0
+        {
+            live.streams -= 1;
+            STREAMS.dec();
         }
     }
 

@@ -30,6 +30,9 @@ impl Reconciler {
     pub(super) async fn admit(&mut self) -> Result<Vec<WorkloadId>, StoreError> {
         let waiting = self.store.waiting(&self.region).await?;
         let ids = waiting.iter().map(|e| e.workload.id).collect();
+        // Until decided otherwise below, every one of them waits.
+        let classes = waiting.iter().map(|e| e.workload.gpu_class.as_str());
+        crate::metrics::waiting(&self.region, classes);
         if waiting.is_empty() {
             return Ok(ids);
         }
@@ -62,6 +65,7 @@ impl Reconciler {
             self.writer.settled(entry.workload.id);
         }
         let mut steps = Vec::new();
+        let mut still_waiting = Vec::new();
         for entry in waiting {
             let w = entry.workload;
             let decision = match &mut room {
@@ -78,18 +82,25 @@ impl Reconciler {
                     ..Step::to(w, State::Provisioning, reason)
                 }),
                 Decision::Wait(reason) if w.state == State::Pending => {
+                    still_waiting.push(w.gpu_class.clone());
                     steps.push(Step::to(w, State::Queued, reason));
                 }
-                Decision::Wait(reason) => self.writer.note_wait(&w, &reason).await?,
+                Decision::Wait(reason) => {
+                    still_waiting.push(w.gpu_class.clone());
+                    self.writer.note_wait(&w, &reason).await?;
+                }
                 Decision::Fail(reason) => steps.push(Step::to(w, State::Failed, reason)),
             }
         }
         let written = self.writer.apply(&steps).await?;
+        crate::metrics::waiting(&self.region, still_waiting.iter().map(String::as_str));
         let mut failed = Vec::new();
         for admitted in written.into_iter().flatten() {
             if admitted.state != State::Provisioning {
                 continue;
             }
+            let placed = admitted.placed_class.as_deref();
+            crate::metrics::admitted(&self.region, placed.unwrap_or(&admitted.gpu_class));
             if let Some((to, reason)) = self.run_admitted(&admitted).await?.step {
                 failed.push(Step::to(admitted, to, reason));
             }
