@@ -69,6 +69,24 @@ export interface Session {
   me?: Me;
 }
 
+export interface ActivityEntry {
+  action: string;
+  actor: string;
+  at?: string;
+  client_addr: string;
+  id: string;
+  object_id: string;
+  object_kind: string;
+  request_id: string;
+  result: string;
+  user_id: string;
+}
+
+export interface ListActivityResponse {
+  entries: ActivityEntry[];
+  next_page_token: string;
+}
+
 export interface Catalog {
   classes: ComputeClass[];
   drivers: Driver[];
@@ -301,6 +319,7 @@ export interface WorkloadExport {
 
 /** What each route answers to GET. */
 export interface Get {
+  '/v1/activity': ListActivityResponse;
   '/v1/catalog': Catalog;
   '/v1/enrolment-tokens': ListEnrolmentTokensResponse;
   '/v1/machines': ListMachinesResponse;

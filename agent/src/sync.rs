@@ -187,11 +187,14 @@ async fn session(
                 if batch.stream != drivers.stream() {
                     continue;
                 }
-                shipped(&batch.printed);
+                let (lines, bytes) = sizes(&batch.printed);
                 let report = pb::AgentReport {
                     report: Some(pb::agent_report::Report::Output(batch.printed.into())),
                 };
                 tx.send(report).await.map_err(|e| lost(&e))?;
+                let [shipped_lines, shipped_bytes] = &*SHIPPED;
+                shipped_lines.inc_by(lines);
+                shipped_bytes.inc_by(bytes);
                 tokio::time::sleep(crate::drivers::local::output::PACE).await;
                 false
             }
@@ -313,9 +316,8 @@ static SHIPPED: std::sync::LazyLock<[einsora_runtime::metrics::Counter; 2]> =
         ]
     });
 
-fn shipped(printed: &einsora_core::output::PrintedOutput) {
+/// A batch's lines, and bytes of their text.
+fn sizes(printed: &einsora_core::output::PrintedOutput) -> (u64, u64) {
     let bytes: usize = printed.lines.iter().map(|l| l.text.len()).sum();
-    let [lines, text] = &*SHIPPED;
-    lines.inc_by(printed.lines.len() as u64);
-    text.inc_by(bytes as u64);
+    (printed.lines.len() as u64, bytes as u64)
 }

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, MethodRouter, get};
 use axum::{Extension, Router, middleware};
 use einsora_proto::schema::Schema;
+use einsora_runtime::shutdown::Shutdown;
 use prost_reflect::DescriptorPool;
 use tonic::transport::Channel;
 
@@ -33,6 +34,7 @@ pub(crate) struct Gateway {
     pub(crate) proxies: TrustedProxies,
     pub(crate) insecure_http: bool,
     pub(crate) hosts: Hosts,
+    pub(crate) shutdown: Shutdown,
 }
 
 /// The settings the edge and the handlers act on.
@@ -41,6 +43,8 @@ pub(crate) struct Options {
     pub(crate) proxies: TrustedProxies,
     pub(crate) insecure_http: bool,
     pub(crate) hosts: Hosts,
+    /// The gateway's stop: a streamed answer ends with it.
+    pub(crate) shutdown: Shutdown,
 }
 
 /// Why the gateway can't be built from the descriptors.
@@ -96,6 +100,7 @@ pub(crate) fn router(api: Api, channel: Channel, options: Options) -> Result<Rou
         proxies: options.proxies,
         insecure_http: options.insecure_http,
         hosts: options.hosts,
+        shutdown: options.shutdown,
     });
     let document = Bytes::from(api.openapi.to_string());
     let mut paths: BTreeMap<String, MethodRouter> = BTreeMap::new();

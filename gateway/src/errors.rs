@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use axum::response::{IntoResponse, Response};
-use tonic::{Code, Status};
+use tonic::Status;
 
 use einsora_proto::metadata::ERROR as ERROR_KEY;
 use einsora_runtime::error_code::ErrorCode;
@@ -17,12 +17,6 @@ pub(crate) fn codes() -> impl Iterator<Item = ErrorCode> {
     ErrorCode::ALL.into_iter().filter(|c| !c.proxy_only())
 }
 
-/// Refinements of FAILED_PRECONDITION the api names in `x-einsora-error`.
-const PRECONDITIONS: [ErrorCode; 3] = [
-    ErrorCode::Conflict,
-    ErrorCode::QuotaExceeded,
-    ErrorCode::InvalidTransition,
-];
 /// Seconds a caller waits when the api names none.
 const DEFAULT_RETRY_AFTER: u64 = 1;
 const INTERNAL_MESSAGE: &str = "something went wrong on our side; the request ID identifies it \
@@ -73,34 +67,21 @@ impl ApiError {
     pub(crate) fn from_status(status: &Status) -> Self {
         let message = status.message();
         let metadata = |key| status.metadata().get(key).and_then(|v| v.to_str().ok());
-        match status.code() {
-            Code::InvalidArgument => Self::invalid(message),
-            Code::Unauthenticated => Self::new(ErrorCode::Unauthenticated, message),
-            Code::PermissionDenied => Self::forbidden(message),
-            Code::NotFound => Self::new(ErrorCode::NotFound, message),
-            Code::AlreadyExists => Self::new(ErrorCode::Conflict, message),
-            Code::FailedPrecondition => {
-                let refined = metadata(ERROR_KEY)
-                    .and_then(ErrorCode::from_word)
-                    .filter(|code| PRECONDITIONS.contains(code));
-                match refined {
-                    Some(code) => Self::new(code, message),
-                    None => unexpected(status),
-                }
-            }
-            Code::ResourceExhausted => ApiError {
+        match ErrorCode::from_grpc(status.code(), metadata(ERROR_KEY)) {
+            None => unexpected(status),
+            Some(ErrorCode::RateLimited) => ApiError {
                 retry_after: Some(retry_after(metadata("retry-after"))),
                 ..Self::new(ErrorCode::RateLimited, message)
             },
             // A deadline here is the gateway's own wait for the api running out.
-            Code::Unavailable | Code::DeadlineExceeded => {
+            Some(ErrorCode::Unavailable) => {
                 tracing::warn!(code = ?status.code(), message, "the api is unavailable");
                 ApiError {
                     retry_after: Some(retry_after(metadata("retry-after"))),
                     ..Self::new(ErrorCode::Unavailable, UNAVAILABLE_MESSAGE)
                 }
             }
-            _ => unexpected(status),
+            Some(code) => Self::new(code, message),
         }
     }
 
@@ -142,6 +123,7 @@ fn retry_after(value: Option<&str>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::Code;
 
     fn with(code: Code, key: &'static str, value: &'static str) -> Status {
         let mut status = Status::new(code, "why");

@@ -121,6 +121,7 @@ async fn serve_app(
         proxies: cfg.trusted_proxies.clone(),
         insecure_http: cfg.insecure_http,
         hosts: hosts::Hosts::new(addr, cfg.public_url.clone()),
+        shutdown: shutdown.clone(),
     };
     let app = app::router(api, channel, options)?;
     tracing::info!(http = %addr, api = %cfg.api_addr, "gateway serving");

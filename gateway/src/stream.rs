@@ -66,7 +66,15 @@ pub(crate) async fn answer(
         let (gateway, route, id) = (gateway.clone(), route.clone(), id.clone());
         async move {
             let mut messages = messages?;
-            let line = match messages.message().await {
+            // The gateway stopping ends the stream (its client follows again), so an open
+            // follow never holds its shutdown up.
+            let next = tokio::select! {
+                next = messages.message() => next,
+                () = gateway.shutdown.cancelled() => {
+                    Err(tonic::Status::unavailable("the gateway is stopping: follow again"))
+                }
+            };
+            let line = match next {
                 Ok(None) => return None,
                 Ok(Some(message)) => decode(&route, message)
                     .and_then(|m| to_json(&gateway, &route, &m))

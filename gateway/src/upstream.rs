@@ -10,6 +10,10 @@ use tonic::metadata::MetadataMap;
 use tonic::transport::Channel;
 use tonic::{Response, Status};
 
+/// The largest answer the gateway reads from the api: a page of a thousand workload output
+/// lines of 16 KiB each, and room to spare (tonic's default is 4 MiB).
+const MAX_ANSWER_BYTES: usize = 24 << 20;
+
 /// How long the gateway waits for the api before answering 503.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -59,7 +63,7 @@ pub(crate) async fn call(
     message: Bytes,
     metadata: MetadataMap,
 ) -> Result<Response<Bytes>, Status> {
-    let mut grpc = tonic::client::Grpc::new(channel);
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_ANSWER_BYTES);
     grpc.ready()
         .await
         .map_err(|e| Status::unavailable(format!("the api connection is not ready: {e}")))?;
@@ -78,7 +82,7 @@ pub(crate) async fn stream(
     message: Bytes,
     metadata: MetadataMap,
 ) -> Result<Response<tonic::Streaming<Bytes>>, Status> {
-    let mut grpc = tonic::client::Grpc::new(channel);
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(MAX_ANSWER_BYTES);
     grpc.ready()
         .await
         .map_err(|e| Status::unavailable(format!("the api connection is not ready: {e}")))?;

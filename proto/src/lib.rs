@@ -58,6 +58,10 @@ package!(
     usage => "einsora.usage.v1.rs"
 );
 package!(
+    /// Public: the tenant's activity log (`einsora.activity.v1`).
+    activity => "einsora.activity.v1.rs"
+);
+package!(
     /// Public: enrolment tokens for machines joining (`einsora.enrolment.v1`).
     enrolment => "einsora.enrolment.v1.rs"
 );

@@ -41,6 +41,7 @@ const UNPINNED: &[(&str, &str)] = &[
     ("POST", "/v1/enrolment-tokens"),
     ("GET", "/v1/enrolment-tokens"),
     ("DELETE", "/v1/enrolment-tokens/{id}"),
+    ("GET", "/v1/activity"),
 ];
 
 /// Which RPC serves each pinned route (gRPC path), so a route can't move to another RPC.
@@ -259,6 +260,7 @@ fn every_public_rpc_has_a_route_and_no_other_has_one() {
         "einsora.accounts.v1.TokenService",
         "einsora.usage.v1.UsageService",
         "einsora.enrolment.v1.EnrolmentTokenService",
+        "einsora.activity.v1.ActivityService",
     ];
     for r in &routes {
         assert!(
@@ -274,8 +276,8 @@ fn every_public_rpc_has_a_route_and_no_other_has_one() {
         "an RPC has two routes"
     );
     // 9 workloads + 3 machines + 1 catalog + 1 access + 4 accounts + 3 tokens + 1 usage + 3
-    // enrolment tokens.
-    assert_eq!(rpcs_with_routes.len(), 25);
+    // enrolment tokens + 1 activity.
+    assert_eq!(rpcs_with_routes.len(), 26);
 }
 
 #[test]

@@ -76,6 +76,9 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Your tenant's activity log: every action through the API, and every call it refused
+    /// (the tenant's owner only).
+    Activity(super::activity::ActivityArgs),
     /// Usage records (never money) for a period.
     Usage {
         /// RFC 3339 start (inclusive).
@@ -297,6 +300,7 @@ async fn execute(
             show(listed, Some("machines"), MACHINES)
         }
         ClientCommand::Tokens { command } => tokens(api, global, command, show).await,
+        ClientCommand::Activity(args) => super::activity::show(api, &args, global.json).await,
         ClientCommand::Usage { from, to } => {
             let path = format!("/v1/usage?from={}&to={}", query(&from), query(&to));
             show(
@@ -434,7 +438,7 @@ fn segment(id: &str) -> anyhow::Result<&str> {
 }
 
 /// A query value, percent-encoded (RFC 3339 times carry `+` and `:`).
-fn query(value: &str) -> String {
+pub(super) fn query(value: &str) -> String {
     value
         .bytes()
         .map(|b| match b {

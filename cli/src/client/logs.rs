@@ -42,7 +42,7 @@ pub fn since(text: &str) -> anyhow::Result<OffsetDateTime> {
 pub async fn show(api: &Api, id: &str, reading: &Reading) -> anyhow::Result<()> {
     let base = format!("/v1/workloads/{id}/logs");
     let since = match reading.since {
-        Some(at) => format!("&since={}", at.format(&Rfc3339)?),
+        Some(at) => format!("&since={}", super::commands::query(&at.format(&Rfc3339)?)),
         None => String::new(),
     };
     let mut after = 0_u64;
@@ -74,8 +74,11 @@ pub async fn show(api: &Api, id: &str, reading: &Reading) -> anyhow::Result<()> 
             .await;
         match followed {
             Ok(()) => return Ok(()),
-            // What the API refused is final; a broken connection is taken up again.
-            Err(e) if e.is::<ApiError>() => return Err(e),
+            // What the API refused is final; a broken connection, or a role restarting
+            // (`unavailable`) or failing for a moment (`internal`), is taken up again.
+            Err(e) if e.downcast_ref::<ApiError>().is_some_and(|a| !passing(a)) => {
+                return Err(e);
+            }
             Err(e) if resumes == 0 => return Err(e),
             Err(e) => {
                 resumes = if printed { RESUMES } else { resumes - 1 };
@@ -84,6 +87,11 @@ pub async fn show(api: &Api, id: &str, reading: &Reading) -> anyhow::Result<()> 
             }
         }
     }
+}
+
+/// An error a follow outlives: the API stopping or failing for a moment.
+fn passing(error: &ApiError) -> bool {
+    matches!(error.code.as_str(), "unavailable" | "internal")
 }
 
 /// Prints a page's lines (and, on the first page, how many older lines were dropped), moves

@@ -1,5 +1,6 @@
 //! The CLI as a client of a running Einsora's JSON API: credentials, requests, and output.
 
+mod activity;
 mod commands;
 mod credentials;
 mod http;

@@ -85,10 +85,12 @@ impl Plan {
             einsora_metering::ADDR,
             einsora_controller::AGENT_ADDR,
         ];
-        for (name, addr) in internal
-            .into_iter()
-            .zip(free_loopback_ports(internal.len())?)
-        {
+        // And each role's metrics port, which `up` relays: all picked at once, so none is given
+        // twice.
+        let all_roles = ChildRole::SERVICES.into_iter().chain([ChildRole::Agent]);
+        let mut free = free_loopback_ports(internal.len() + ChildRole::SERVICES.len() + 1)?;
+        let role_ports = free.split_off(internal.len());
+        for (name, addr) in internal.into_iter().zip(free) {
             default(name, addr.to_string().into());
         }
         let mut settings = defaults
@@ -128,11 +130,11 @@ impl Plan {
             }
         });
         let metrics_addr = settings.socket_addr(METRICS_ADDR, DEFAULT_METRICS_ADDR)?;
-        let all_roles = ChildRole::SERVICES.into_iter().chain([ChildRole::Agent]);
-        let role_metrics = all_roles
-            .map(ChildRole::name)
-            .zip(free_loopback_ports(ChildRole::SERVICES.len() + 1)?)
-            .collect();
+        let mut role_metrics: BTreeMap<&'static str, SocketAddr> =
+            all_roles.map(ChildRole::name).zip(role_ports).collect();
+        if local_agent.is_none() {
+            role_metrics.remove(ChildRole::Agent.name());
+        }
         let ports = [
             (METRICS_ADDR, metrics_addr),
             (einsora_gateway::HTTP_ADDR, gateway.http_addr),

@@ -34,6 +34,9 @@ fn isolation(engine: Engine) {
     let objects = objects(&solo, &a);
 
     let mut cases = 0;
+    // What B's activity log must show of it: (action, actor, the ID asked for).
+    let mut refused: Vec<(String, String, String)> = Vec::new();
+    let actors = [&b.session, &b.token].map(|who| actor(&solo, who));
     for route in Schema::load().unwrap().http_routes() {
         if route.path_variables().is_empty() {
             continue;
@@ -41,9 +44,14 @@ fn isolation(engine: Engine) {
         let theirs = route.path.replace("{id}", objects.for_path(&route.path));
         let unknown = route.path.replace("{id}", &WorkloadId::new().to_string());
         let body = (!route.body.is_empty()).then(|| json!({}));
-        for who in [&b.session, &b.token] {
+        for (who, actor) in [&b.session, &b.token].into_iter().zip(&actors) {
             let foreign = call(&solo, who, &route.method, &theirs, body.clone());
             let never = call(&solo, who, &route.method, &unknown, body.clone());
+            let action = snake(&route.rpc);
+            for path in [&theirs, &unknown] {
+                let id = path.split('/').nth(3).unwrap_or_default().to_owned();
+                refused.push((action.clone(), actor.clone(), id));
+            }
             let what = format!("{} {} as {who:?}", route.method, route.path);
             assert_eq!(
                 without_request_id(&foreign),
@@ -122,6 +130,75 @@ fn isolation(engine: Engine) {
     );
     a.secrets.push(ticket);
     assert_no_secret_logged(&solo, a.secrets.iter().chain(&b.secrets));
+
+    // Every refused call is in B's activity log, with B's actor, its action, the error and the
+    // ID it asked for; none of it is in A's, which has A's own actions.
+    let theirs = activity(&solo, &b.session);
+    assert_eq!(refused.len(), cases * 2);
+    assert!(theirs.len() >= refused.len(), "{} entries", theirs.len());
+    for (action, actor, id) in &refused {
+        let found = theirs.iter().any(|e| {
+            e["action"] == action.as_str()
+                && e["actor"] == actor.as_str()
+                && e["result"] != "ok"
+                && (e["result"] != "not_found" || e["object_id"] == id.as_str())
+        });
+        assert!(found, "{action} by {actor} on {id} isn't in B's log");
+    }
+    let ours = activity(&solo, &a.session);
+    assert!(
+        ours.iter()
+            .all(|e| !actors.contains(&e["actor"].as_str().unwrap_or_default().to_owned())),
+        "nothing of B's in A's log"
+    );
+    let created = ours.iter().any(|e| {
+        e["action"] == "create_workload"
+            && e["result"] == "ok"
+            && e["object_id"] == objects.workload.as_str()
+    });
+    assert!(created, "A's create is in its log: {ours:#?}");
+    // The log is its owner's to read; B's token reads B's (the token's user is its owner).
+    let page = call(&solo, &b.token, "GET", "/v1/activity?page_size=1", None);
+    assert_eq!(page.status, 200, "{}", page.body);
+}
+
+/// Every entry of the caller's tenant's activity log, newest first.
+fn activity(solo: &Solo, who: &Credential) -> Vec<serde_json::Value> {
+    let mut entries = Vec::new();
+    let mut token = String::new();
+    loop {
+        let path = format!("/v1/activity?page_size=500&page_token={token}");
+        let page = call(solo, who, "GET", &path, None);
+        assert_eq!(page.status, 200, "{}", page.body);
+        let page = page.json();
+        entries.extend(page["entries"].as_array().unwrap().iter().cloned());
+        match page["next_page_token"].as_str() {
+            Some(next) if !next.is_empty() => token = next.to_owned(),
+            _ => return entries,
+        }
+    }
+}
+
+/// The credential as the activity log names it: the user and how they signed in.
+fn actor(solo: &Solo, who: &Credential) -> String {
+    let me = call(solo, who, "GET", "/v1/me", None).json();
+    format!(
+        "{} ({})",
+        me["email"].as_str().unwrap(),
+        me["credential"]["description"].as_str().unwrap()
+    )
+}
+
+/// An RPC's name as the activity log's action: `GetWorkload` is `get_workload`.
+fn snake(rpc: &str) -> String {
+    let mut word = String::new();
+    for (i, c) in rpc.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            word.push('_');
+        }
+        word.push(c.to_ascii_lowercase());
+    }
+    word
 }
 
 #[test]

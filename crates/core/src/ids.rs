@@ -17,8 +17,14 @@ pub struct InvalidId {
 /// hyphenated one is this long.
 const HYPHENATED_LEN: usize = 36;
 
+/// An object's ID type, with the word for what it identifies (`workload`, `token`): what the
+/// activity log names the object of an action with.
+pub trait ObjectId: FromStr<Err = InvalidId> + fmt::Display + Copy {
+    const KIND: &'static str;
+}
+
 macro_rules! id_type {
-    ($($(#[$meta:meta])* $name:ident = $what:literal;)+) => {$(
+    ($($(#[$meta:meta])* $name:ident = $what:literal, $kind:literal;)+) => {$(
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub struct $name(Uuid);
@@ -42,6 +48,10 @@ macro_rules! id_type {
             fn default() -> Self {
                 Self::new()
             }
+        }
+
+        impl ObjectId for $name {
+            const KIND: &'static str = $kind;
         }
 
         impl fmt::Display for $name {
@@ -70,19 +80,19 @@ macro_rules! id_type {
 
 id_type! {
     /// A tenant: the unit of isolation, quota and usage.
-    TenantId = "tenant ID";
+    TenantId = "tenant ID", "tenant";
     /// A person with an account in a tenant.
-    UserId = "user ID";
+    UserId = "user ID", "user";
     /// A workload: a notebook, an endpoint or a VM.
-    WorkloadId = "workload ID";
+    WorkloadId = "workload ID", "workload";
     /// A machine that runs workloads through its agent.
-    MachineId = "machine ID";
+    MachineId = "machine ID", "machine";
     /// An API token (the ID, never the secret).
-    TokenId = "token ID";
+    TokenId = "token ID", "token";
     /// An enrolment token (the ID, never the secret).
-    EnrolmentTokenId = "enrolment token ID";
+    EnrolmentTokenId = "enrolment token ID", "enrolment_token";
     /// An hourly usage record.
-    UsageRecordId = "usage record ID";
+    UsageRecordId = "usage record ID", "usage_record";
 }
 
 #[cfg(test)]

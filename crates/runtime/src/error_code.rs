@@ -77,6 +77,32 @@ impl ErrorCode {
         ErrorCode::ALL.into_iter().find(|c| c.as_str() == word)
     }
 
+    /// The code a gRPC status of the api's becomes (docs/api.md, "Errors"): `refined` is its
+    /// `x-einsora-error` metadata, which names the conflict a FAILED_PRECONDITION is. `None`
+    /// for a status the api never answers on purpose (the gateway logs it and answers
+    /// `internal`).
+    pub fn from_grpc(code: tonic::Code, refined: Option<&str>) -> Option<ErrorCode> {
+        use tonic::Code;
+        const PRECONDITIONS: [ErrorCode; 3] = [
+            ErrorCode::Conflict,
+            ErrorCode::QuotaExceeded,
+            ErrorCode::InvalidTransition,
+        ];
+        Some(match code {
+            Code::InvalidArgument => ErrorCode::InvalidRequest,
+            Code::Unauthenticated => ErrorCode::Unauthenticated,
+            Code::PermissionDenied => ErrorCode::Forbidden,
+            Code::NotFound => ErrorCode::NotFound,
+            Code::AlreadyExists => ErrorCode::Conflict,
+            Code::FailedPrecondition => refined
+                .and_then(ErrorCode::from_word)
+                .filter(|c| PRECONDITIONS.contains(c))?,
+            Code::ResourceExhausted => ErrorCode::RateLimited,
+            Code::Unavailable | Code::DeadlineExceeded => ErrorCode::Unavailable,
+            _ => return None,
+        })
+    }
+
     pub fn status(self) -> StatusCode {
         match self {
             ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,

@@ -4,6 +4,7 @@
 //! per engine.
 
 mod accounts;
+mod activity;
 mod agents;
 mod changes;
 mod controller;
@@ -37,6 +38,10 @@ pub use accounts::{
     AccountStore, ApiTokenRecord, Grant, NewApiToken, NewSession, NewTicket, NewUser,
     PasswordLogin, RedeemedTicket, SecretHash, SessionRecord, User, secret_hash,
 };
+pub use activity::{
+    Activity, ActivityObject, ActivityPage, ActivityQuery, ActivityStore, MAX_ACTIVITY_PAGE,
+    Recording, recording,
+};
 pub use agents::{AgentStore, MachineFlag};
 pub use changes::ChangeSignal;
 pub use controller::{ControllerStore, Waiting};
@@ -66,6 +71,7 @@ pub use sqlite::SqliteStore;
 #[async_trait]
 pub trait Store:
     AccountStore
+    + ActivityStore
     + AgentStore
     + ControllerStore
     + EnrolmentStore

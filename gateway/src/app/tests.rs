@@ -26,6 +26,7 @@ fn app_with(peer: &str, proxies: &str, public: Option<&str>) -> Router {
         proxies: TrustedProxies::parse(proxies).unwrap(),
         insecure_http: false,
         hosts: Hosts::new("127.0.0.1:8080".parse().unwrap(), public),
+        shutdown: einsora_runtime::shutdown::Shutdown::new(),
     };
     let app = router(Api::load().unwrap(), channel, options).unwrap();
     app.layer(MockConnectInfo(peer.parse::<SocketAddr>().unwrap()))

@@ -159,7 +159,7 @@ fn responses(route: &Route, schemas: &mut Schemas<'_>) -> Result<Json, String> {
         // comes as a last line in the error envelope.
         content["application/x-ndjson"] = json!({ "schema": schema });
         description.push_str(
-            " With `follow`, NDJSON: one object per line as they come, until the stream ends; \
+            ". With `follow`, NDJSON: one object per line as they come, until the stream ends; \
              an error after the first line is a last line holding the error envelope.",
         );
     }

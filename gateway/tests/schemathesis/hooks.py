@@ -2,7 +2,8 @@
 
 The document states every rule one field carries (`einsora.options.v1.rules`). A few of the
 api's rules hold across fields, or against this installation's catalog: ListUsage's `to` comes
-after `from`, and both are instants from year 1 to 9999 in UTC (which no string format says);
+after `from`, and both are instants from year 1 to 9999 in UTC (which no string format says),
+and so do ListActivity's when given;
 CreateWorkload's class is offered in the region, its image runs the kind on the class's
 accelerator, its parameters are the kind's own, and its fallback classes are offered there
 too. These hooks make the cases Schemathesis generates as valid ones valid by those rules as
@@ -52,6 +53,20 @@ def range_forwards(context, case):
         except OverflowError:
             start -= timedelta(seconds=1)
     case.query["from"], case.query["to"] = start.isoformat(), end.isoformat()
+    return case
+
+
+@schemathesis.hook("map_case").apply_to(method="GET", path="/v1/activity")
+def activity_range_forwards(context, case):
+    """The activity log's `from` and `to` are optional: each one given is a time the API can
+    hold, and when both are, `to` comes after `from`, as the usage's."""
+    if not positive(case) or not case.query:
+        return case
+    for key in ("from", "to"):
+        if key in case.query:
+            case.query[key] = held(case.query[key]).isoformat()
+    if "from" in case.query and "to" in case.query:
+        return range_forwards(context, case)
     return case
 
 

@@ -16,7 +16,7 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
 use crate::errors::Failure;
-use crate::metrics::{self, Counted, Direction, Site};
+use crate::metrics::{self, Counted, CountedReads, Direction, Site};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Each direction's buffer of a joined WebSocket.
@@ -144,17 +144,19 @@ async fn dial(
 async fn join(site: Site, client: OnUpgrade, upstream: OnUpgrade, shutdown: Shutdown) {
     let relay = async {
         let (client, upstream) = tokio::try_join!(client, upstream)?;
-        let (mut client, mut upstream) = (TokioIo::new(client), TokioIo::new(upstream));
+        // Counted as the bytes pass, so a WebSocket open for hours shows as it goes.
+        let to = metrics::bytes(site, Direction::ToWorkload);
+        let from = metrics::bytes(site, Direction::FromWorkload);
+        let mut client = CountedReads::new(TokioIo::new(client), to);
+        let mut upstream = CountedReads::new(TokioIo::new(upstream), from);
         // Small buffers: most WebSockets sit idle, and each holds its two for its whole life.
-        let (to, from) = tokio::io::copy_bidirectional_with_sizes(
+        tokio::io::copy_bidirectional_with_sizes(
             &mut client,
             &mut upstream,
             RELAY_BUFFER,
             RELAY_BUFFER,
         )
         .await?;
-        metrics::bytes(site, Direction::ToWorkload).inc_by(to);
-        metrics::bytes(site, Direction::FromWorkload).inc_by(from);
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
     };
     tokio::select! {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use einsora_runtime::metrics::{self, Counter, Counters, Latencies};
 use hyper::body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 static UPSTREAM: LazyLock<Latencies<2>> = LazyLock::new(|| {
     metrics::latencies(
@@ -45,7 +46,7 @@ impl Site {
 pub(crate) fn upstream(site: Site, status: u16, elapsed: Duration) {
     let labels = [
         ("kind", site.word().to_owned()),
-        ("code", status.to_string()),
+        ("code", metrics::status_code(status)),
     ];
     metrics::observe(&UPSTREAM, labels, elapsed);
 }
@@ -71,6 +72,52 @@ impl Direction {
             Direction::ToWorkload => "to_workload",
             Direction::FromWorkload => "from_workload",
         }
+    }
+}
+
+/// One side of a joined WebSocket whose reads are counted as they happen: what is read from
+/// the client goes to the workload, and what is read from the workload goes to the client.
+#[derive(Debug)]
+pub(crate) struct CountedReads<T> {
+    inner: T,
+    counter: Counter,
+}
+
+impl<T> CountedReads<T> {
+    pub(crate) fn new(inner: T, counter: Counter) -> Self {
+        CountedReads { inner, counter }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for CountedReads<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = buf.filled().len().saturating_sub(before);
+        self.counter.inc_by(read as u64);
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for CountedReads<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

@@ -95,7 +95,13 @@ impl Auth {
     ) -> Result<Authenticated, Status> {
         let authenticated = self.identify(metadata, access).await?;
         let caller = &authenticated.caller;
-        context::authenticated(caller.tenant, &caller.actor.subject);
+        context::authenticated(context::Who {
+            tenant: caller.tenant,
+            user: caller.user,
+            subject: &caller.actor.subject,
+            actor: caller.actor.to_string(),
+            write: access == Access::Write,
+        });
         Ok(authenticated)
     }
 

@@ -4,16 +4,26 @@
 //! `x-einsora-tenant` and `x-einsora-subject` response metadata, on answers and errors alike, for
 //! the gateway's own log lines (docs/api.md).
 //!
-//! Of the request's metadata only the request ID is read here: the credentials beside it are
-//! secrets and never reach a span.
+//! Of the request's metadata only the request ID and the client's address are read here: the
+//! credentials beside them are secrets and never reach a span.
+//!
+//! It also keeps the tenant's activity log (ADR 0012): every public call runs as recorded
+//! (`einsora_store::recording`), so the store writes an action's entry in the action's own
+//! transaction once the caller is known; when the call ends, this layer writes the entry of a
+//! call the api refused, or of an action that wrote nothing, on its own. A call nobody was
+//! authenticated for has no tenant to be logged in (the operator's log has it); a read that
+//! succeeded is not an action.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
-use einsora_core::ids::TenantId;
+use einsora_core::ids::{ObjectId, TenantId, UserId};
+use einsora_runtime::error_code::ErrorCode;
+use einsora_store::{Activity, ActivityObject, Recording, Store};
 use tonic::service::Routes;
 use tracing::Instrument;
 use tracing::field::{Empty, display};
@@ -30,7 +40,17 @@ tokio::task_local! {
 #[derive(Debug)]
 struct Context {
     span: tracing::Span,
+    rpc: String,
+    request_id: String,
+    /// The caller's address, as the gateway saw it.
+    client_addr: Option<String>,
     principal: OnceLock<Principal>,
+    /// The activity entry of a public call (none for the internal service's).
+    recording: Option<Arc<Recording>>,
+    /// The call changes state (the caller was authenticated for a write).
+    write: AtomicBool,
+    /// What a refused call was about: the object its request named.
+    object: Mutex<Option<ActivityObject>>,
 }
 
 /// The authenticated caller, as response metadata.
@@ -40,51 +60,198 @@ struct Principal {
     subject: HeaderValue,
 }
 
-/// Every service of `routes` (those added so far), inside the request context.
-pub fn layer(routes: Routes) -> Routes {
+/// The internal service (the access proxy's checks on a user's behalf) acts for no one: its
+/// calls aren't in any activity log.
+const INTERNAL_SERVICES: &str = "/einsora.internal.";
+
+/// Every service of `routes` (those added so far), inside the request context; refused calls
+/// and actions that wrote nothing are logged in `store`.
+pub fn layer(routes: Routes, store: Arc<dyn Store>) -> Routes {
     let router = routes.into_axum_router();
-    Routes::from(router.layer(axum::middleware::from_fn(in_context)))
+    Routes::from(
+        router.layer(axum::middleware::from_fn(move |request, next| {
+            in_context(Arc::clone(&store), request, next)
+        })),
+    )
 }
 
-async fn in_context(request: Request, next: Next) -> Response {
+async fn in_context(store: Arc<dyn Store>, request: Request, next: Next) -> Response {
     let id = request_id(request.headers());
+    let path = request.uri().path().to_owned();
     let span = tracing::info_span!(
         "rpc",
         request_id = %id,
-        rpc = %request.uri().path(),
+        rpc = %path,
         tenant = Empty,
         subject = Empty,
     );
+    let recording = (!path.starts_with(INTERNAL_SERVICES)).then(Recording::new);
+    let client_addr = request
+        .headers()
+        .get(einsora_proto::metadata::CLIENT_ADDR)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<std::net::IpAddr>().ok())
+        .map(|ip| ip.to_string());
     let context = Arc::new(Context {
         span: span.clone(),
+        rpc: path,
+        request_id: id,
+        client_addr,
         principal: OnceLock::new(),
+        recording: recording.clone(),
+        write: AtomicBool::new(false),
+        object: Mutex::new(None),
     });
     // The handler runs inside this future (tonic answers a unary call only once it returns), so
     // whatever it authenticated is known when the response comes back.
     let served = CURRENT.scope(Arc::clone(&context), next.run(request));
-    let mut response = served.instrument(span).await;
+    let mut response = match &recording {
+        Some(recording) => {
+            einsora_store::recording(Arc::clone(recording), served)
+                .instrument(span.clone())
+                .await
+        }
+        None => served.instrument(span.clone()).await,
+    };
     if let Some(principal) = context.principal.get() {
         let headers = response.headers_mut();
         headers.insert(TENANT, principal.tenant.clone());
         headers.insert(SUBJECT, principal.subject.clone());
     }
+    if let Some(entry) = unrecorded(&context, &response) {
+        let written = store.record_activity(&entry).instrument(span.clone()).await;
+        if let Err(e) = written {
+            span.in_scope(|| tracing::warn!(error = %e, "couldn't write the activity log's entry"));
+        }
+    }
     response
 }
 
-/// Names the authenticated caller on the current request's span and response. Outside a
-/// request (a service called in-process) there is nothing to name it on.
-pub(crate) fn authenticated(tenant: TenantId, subject: &str) {
+/// The entry the call's end still owes the log: a refusal's, or an action's that wrote
+/// nothing in the store; none once the action's transaction wrote it, for a read that
+/// succeeded, or when no caller was known.
+fn unrecorded(context: &Context, response: &Response) -> Option<Activity> {
+    let recording = context.recording.as_ref()?;
+    if recording.recorded() {
+        return None;
+    }
+    let mut entry = recording.entry()?;
+    let header = |key: &str| response.headers().get(key).and_then(|v| v.to_str().ok());
+    // A refusal comes in the answer's head; an answer's own status, in its trailers, is OK.
+    let code = header("grpc-status")
+        .and_then(|c| c.parse::<i32>().ok())
+        .map(tonic::Code::from_i32)
+        .filter(|c| *c != tonic::Code::Ok);
+    entry.result = match code {
+        Some(code) => ErrorCode::from_grpc(code, header(einsora_proto::metadata::ERROR))
+            .unwrap_or(ErrorCode::Internal)
+            .as_str()
+            .to_owned(),
+        None if context.write.load(Ordering::Acquire) => "ok".to_owned(),
+        None => return None,
+    };
+    entry.object = context
+        .object
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    entry.id = uuid::Uuid::now_v7();
+    entry.at = time::OffsetDateTime::now_utc();
+    Some(entry)
+}
+
+/// Who is calling, for the log lines, the response and the activity log.
+#[derive(Debug)]
+pub(crate) struct Who<'a> {
+    pub tenant: TenantId,
+    pub user: UserId,
+    pub subject: &'a str,
+    /// The credential's description, as timelines show it.
+    pub actor: String,
+    /// The call changes state.
+    pub write: bool,
+}
+
+/// Names the authenticated caller on the current request's span, response and activity
+/// entry. Outside a request (a service called in-process) there is nothing to name it on.
+pub(crate) fn authenticated(who: Who<'_>) {
     let _outside = CURRENT.try_with(|context| {
-        let tenant = tenant.to_string();
+        let tenant = who.tenant.to_string();
         context.span.record("tenant", display(&tenant));
-        context.span.record("subject", display(subject));
+        context.span.record("subject", display(who.subject));
         let principal = Principal {
             tenant: metadata_value(&tenant),
-            subject: metadata_value(subject),
+            subject: metadata_value(who.subject),
         };
         // A second authentication in one request is the same caller.
-        let _first = context.principal.set(principal);
+        if context.principal.set(principal).is_err() {
+            return;
+        }
+        if who.write {
+            context.write.store(true, Ordering::Release);
+        }
+        if let Some(recording) = &context.recording {
+            recording.caller(entry(context, who));
+        }
     });
+}
+
+/// A sign-in to a known account that failed: the account's tenant logs it (as a refusal with
+/// the account as actor), and nothing else is named. A caller authenticated already stays
+/// the one logged.
+pub(crate) fn attempted(who: Who<'_>) {
+    let _outside = CURRENT.try_with(|context| {
+        context.write.store(true, Ordering::Release);
+        if let Some(recording) = &context.recording
+            && recording.entry().is_none()
+        {
+            recording.caller(entry(context, who));
+        }
+    });
+}
+
+/// The entry of the current call as `who`'s, before it has an object, a result or a time.
+fn entry(context: &Context, who: Who<'_>) -> Activity {
+    Activity {
+        id: uuid::Uuid::nil(),
+        tenant_id: who.tenant,
+        user_id: Some(who.user),
+        at: time::OffsetDateTime::UNIX_EPOCH,
+        actor: who.actor,
+        action: action(&context.rpc),
+        object: None,
+        result: String::new(),
+        request_id: context.request_id.clone(),
+        client_addr: context.client_addr.clone(),
+    }
+}
+
+/// The object the current call names (its request's ID), for its entry should it be refused.
+pub(crate) fn object<T: ObjectId>(id: T) {
+    let _outside = CURRENT.try_with(|context| {
+        *context
+            .object
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(ActivityObject::of(id));
+    });
+}
+
+/// An RPC's action word: `/einsora.workloads.v1.WorkloadService/CreateWorkload` is
+/// `create_workload`.
+fn action(rpc: &str) -> String {
+    let method = rpc.rsplit('/').next().unwrap_or_default();
+    let mut word = String::with_capacity(method.len() + 4);
+    for (i, c) in method.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                word.push('_');
+            }
+            word.push(c.to_ascii_lowercase());
+        } else {
+            word.push(c);
+        }
+    }
+    word
 }
 
 /// The gateway's request ID when it looks like one; otherwise (a caller other than the gateway,

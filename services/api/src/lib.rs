@@ -9,6 +9,7 @@ pub mod internal;
 pub mod setup;
 
 pub mod access;
+pub mod activity;
 pub mod catalog;
 pub mod enrolment;
 mod grants;
@@ -27,6 +28,7 @@ use einsora_core::catalog::Catalog;
 use einsora_proto::access::v1::access_service_server::AccessServiceServer;
 use einsora_proto::accounts::v1::account_service_server::AccountServiceServer;
 use einsora_proto::accounts::v1::token_service_server::TokenServiceServer;
+use einsora_proto::activity::v1::activity_service_server::ActivityServiceServer;
 use einsora_proto::catalog::v1::catalog_service_server::CatalogServiceServer;
 use einsora_proto::enrolment::v1::enrolment_token_service_server::EnrolmentTokenServiceServer;
 use einsora_proto::internal::v1::api_internal_service_server::ApiInternalServiceServer;
@@ -101,10 +103,12 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         Arc::clone(&store),
         Arc::clone(&auth),
         Arc::clone(&cfg.catalog),
+        shutdown.clone(),
     );
     let machines = machines::MachinesApi::new(Arc::clone(&store), Arc::clone(&auth));
     let catalog_api = catalog::CatalogApi::new(&cfg.catalog, Arc::clone(&auth));
     let usage = usage::UsageApi::new(Arc::clone(&store), Arc::clone(&auth));
+    let activity = activity::ActivityApi::new(Arc::clone(&store), Arc::clone(&auth));
     let access = access::AccessApi::new(Arc::clone(&store), Arc::clone(&auth), cfg.access_url);
     let enrolment = enrolment::EnrolmentApi::new(
         Arc::clone(&store),
@@ -123,13 +127,14 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             gateway(),
         ))
         .add_service(UsageServiceServer::with_interceptor(usage, gateway()))
+        .add_service(ActivityServiceServer::with_interceptor(activity, gateway()))
         .add_service(AccessServiceServer::with_interceptor(access, gateway()))
         .add_service(EnrolmentTokenServiceServer::with_interceptor(
             enrolment,
             gateway(),
         ));
     // Request IDs, tenants and subjects on every log line and response, for every service.
-    let routes = context::layer(routes);
+    let routes = context::layer(routes, Arc::clone(&store));
     tracing::info!(addr = %cfg.addr, database = %cfg.database, classes = cfg.catalog.classes().len(), "api serving");
     grpc::serve(listener, tls, routes, shutdown)
         .await

@@ -1,9 +1,7 @@
 //! Reads of the caller's tenant's objects. The tenant is part of every query, so another
 //! tenant's object and an unknown ID both come back absent and get the same NOT_FOUND.
 
-use std::str::FromStr;
-
-use einsora_core::ids::{InvalidId, TenantId, WorkloadId};
+use einsora_core::ids::{ObjectId, TenantId, WorkloadId};
 use einsora_core::lifecycle::State;
 use einsora_core::workload::Workload;
 use einsora_proto::convert::parse_id;
@@ -12,9 +10,11 @@ use tonic::Status;
 
 use crate::status;
 
-/// Parses the request's `id` field.
-pub fn id<T: FromStr<Err = InvalidId>>(raw: &str) -> Result<T, Status> {
-    parse_id("id", raw).map_err(status::invalid)
+/// Parses the request's `id` field: the object its activity entry names.
+pub fn id<T: ObjectId>(raw: &str) -> Result<T, Status> {
+    let id: T = parse_id("id", raw).map_err(status::invalid)?;
+    crate::context::object(id);
+    Ok(id)
 }
 
 /// The tenant's workload; a deleted one only if `include_deleted`.

@@ -1,7 +1,7 @@
 //! WorkloadService: records intent and answers at once; the controller does the rest.
 
 mod create;
-mod logs;
+pub mod logs;
 
 use std::sync::Arc;
 
@@ -18,6 +18,8 @@ use time::OffsetDateTime;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
+use einsora_runtime::shutdown::Shutdown;
+
 use crate::caller::{Access, Auth};
 use crate::{scoped, status, wire};
 
@@ -29,15 +31,33 @@ pub struct WorkloadsApi {
     store: Arc<dyn Store>,
     auth: Arc<Auth>,
     catalog: Arc<Catalog>,
+    /// Ends followed logs when the api stops.
+    shutdown: Shutdown,
+    follows: Arc<logs::Follows>,
+    settle: std::time::Duration,
 }
 
 impl WorkloadsApi {
-    pub fn new(store: Arc<dyn Store>, auth: Arc<Auth>, catalog: Arc<Catalog>) -> Self {
+    pub fn new(
+        store: Arc<dyn Store>,
+        auth: Arc<Auth>,
+        catalog: Arc<Catalog>,
+        shutdown: Shutdown,
+    ) -> Self {
         WorkloadsApi {
             store,
             auth,
             catalog,
+            shutdown,
+            follows: Arc::default(),
+            settle: logs::SETTLE,
         }
+    }
+
+    /// How long a followed log goes on once its workload has stopped with nothing new
+    /// (tests scale it down).
+    pub fn with_follow_settle(self, settle: std::time::Duration) -> Self {
+        WorkloadsApi { settle, ..self }
     }
 
     /// Start, stop or delete, as the caller asked; the store refuses a step the lifecycle
@@ -209,8 +229,10 @@ impl WorkloadService for WorkloadsApi {
             tenant: caller.tenant,
             id: w.id,
             since: req.query.since,
+            shutdown: self.shutdown.clone(),
+            settle: self.settle,
         };
-        Ok(Response::new(follower.stream(first)))
+        Ok(Response::new(follower.stream(&self.follows, first)?))
     }
 
     async fn export_workload(

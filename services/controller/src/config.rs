@@ -35,6 +35,8 @@ pub const ENROL_PER_MINUTE: &str = "EINSORA_AGENT_ENROL_PER_MINUTE";
 pub const AGENT_CONNECTIONS: &str = "EINSORA_AGENT_MAX_CONNECTIONS";
 /// How long workloads' output is kept (ADR 0011).
 pub const LOG_RETENTION: &str = "EINSORA_LOG_RETENTION";
+/// How long the activity log's entries are kept.
+pub const ACTIVITY_RETENTION: &str = "EINSORA_ACTIVITY_RETENTION";
 
 const MIN_DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
@@ -66,6 +68,8 @@ pub struct Config {
     pub reachable_agent: std::path::PathBuf,
     /// How long workloads' output is kept (`EINSORA_LOG_RETENTION`).
     pub output_retention: Duration,
+    /// How long activity log entries are kept (`EINSORA_ACTIVITY_RETENTION`).
+    pub activity_retention: Duration,
 }
 
 /// The controller's timers, settable so tests can scale them down. (The 0.5 s recheck while
@@ -163,6 +167,7 @@ impl Config {
             )?,
             catalog: Arc::new(catalog),
             output_retention: settings.positive_duration(LOG_RETENTION, "336h")?,
+            activity_retention: settings.positive_duration(ACTIVITY_RETENTION, "8760h")?,
         };
         // Checked last, so a malformed setting is reported as such whatever the backend.
         if backend == BackendKind::Kubernetes {

@@ -12,6 +12,7 @@ use einsora_store::{Store, StoreError};
 use crate::config::Config;
 use crate::lease;
 use crate::reconcile::Reconciler;
+use crate::retention::{Kept, sweep};
 use crate::writer::Fenced;
 
 /// How soon a pass runs again while some workload is starting or stopping.
@@ -24,6 +25,8 @@ pub async fn lead(
     agents: Option<Arc<crate::agents::Hub>>,
     shutdown: &Shutdown,
 ) -> anyhow::Result<()> {
+    // A standby says so too: the region's gauges are read from the one leading.
+    crate::metrics::leading(&cfg.region, false);
     let name = lease::name(&cfg.region);
     let holder = lease::holder();
     let Some(held) = lease::acquire(&*store, &name, &holder, cfg.timers, shutdown).await else {
@@ -48,11 +51,14 @@ pub async fn lead(
         agents: agents.clone(),
     };
     let stop_sweeping = Shutdown::new();
-    let sweeper = tokio::spawn(crate::output_sweep::sweep(
-        Arc::clone(&store),
-        cfg.output_retention,
-        stop_sweeping.clone(),
-    ));
+    let sweepers = [
+        (Kept::Output, cfg.output_retention),
+        (Kept::Activity, cfg.activity_retention),
+    ]
+    .map(|(kept, retention)| {
+        let store = Arc::clone(&store);
+        tokio::spawn(sweep(store, kept, retention, stop_sweeping.clone()))
+    });
     let mut changes = store.changes();
     crate::metrics::leading(&cfg.region, true);
     let mut census_at: Option<std::time::Instant> = None;
@@ -102,7 +108,9 @@ pub async fn lead(
     stop_renewing.trigger();
     stop_sweeping.trigger();
     let _ = renewer.await;
-    let _ = sweeper.await;
+    for sweeper in sweepers {
+        let _ = sweeper.await;
+    }
     if lost.is_triggered() {
         anyhow::bail!("lost the lease {name}: stopping so this controller restarts as a standby");
     }

@@ -10,9 +10,9 @@ mod internal;
 mod lead;
 mod lease;
 mod metrics;
-mod output_sweep;
 mod placement;
 mod reconcile;
+mod retention;
 mod status;
 #[cfg(test)]
 mod testing;

@@ -3,10 +3,11 @@
 async fn insert_ticket(store: &ThisStore, t: &NewTicket) -> Result<(), StoreError> {
     let now = now_ms();
     let mut conn = store.writer().await?;
+    let mut tx = begin_write(&mut conn).await?;
     // An expired ticket can't be redeemed any more: nothing is lost by forgetting it.
     sqlx::query("DELETE FROM access_tickets WHERE expires_at <= $1")
         .bind(now)
-        .execute(&mut *conn)
+        .execute(&mut *tx)
         .await?;
     let (session, token) = match &t.granted_by {
         Grant::Session(hash) => (Some(&hash[..]), None),
@@ -24,9 +25,9 @@ async fn insert_ticket(store: &ThisStore, t: &NewTicket) -> Result<(), StoreErro
     .bind(to_ms(t.expires_at))
     .bind(session)
     .bind(token)
-    .execute(&mut *conn)
+    .execute(&mut *tx)
     .await?;
-    Ok(())
+    commit_action(tx, Some(ActivityObject::of(t.workload_id))).await
 }
 
 async fn take_ticket(

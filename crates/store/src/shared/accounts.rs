@@ -87,26 +87,29 @@ mod accounts_sql {
         }
 
         async fn set_password(&self, user: UserId, phc: &str) -> Result<(), StoreError> {
+            let mut conn = self.writer().await?;
+            let mut tx = begin_write(&mut conn).await?;
             let done = sqlx::query(
                 "UPDATE password_credentials SET phc = $1, updated_at = $2 WHERE user_id = $3",
             )
             .bind(phc)
             .bind(now_ms())
             .bind(user.as_uuid())
-            .execute(&mut *self.writer().await?)
+            .execute(&mut *tx)
             .await?;
-            match done.rows_affected() {
-                0 => Err(StoreError::NotFound),
-                _ => Ok(()),
+            if done.rows_affected() == 0 {
+                return Err(StoreError::NotFound);
             }
+            commit_action(tx, Some(ActivityObject::of(user))).await
         }
 
         async fn create_session(&self, s: &NewSession) -> Result<(), StoreError> {
             let now = now_ms();
             let mut conn = self.writer().await?;
+            let mut tx = begin_write(&mut conn).await?;
             sqlx::query("DELETE FROM sessions WHERE expires_at <= $1")
                 .bind(now)
-                .execute(&mut *conn)
+                .execute(&mut *tx)
                 .await?;
             sqlx::query(
                 "INSERT INTO sessions (id_hash, user_id, csrf_hash, address, client, created_at, \
@@ -119,9 +122,9 @@ mod accounts_sql {
             .bind(s.client.word())
             .bind(now)
             .bind(to_ms(s.expires_at))
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await?;
-            Ok(())
+            commit_action(tx, Some(ActivityObject::of(s.user_id))).await
         }
 
         async fn session(&self, id_hash: &SecretHash) -> Result<Option<SessionRecord>, StoreError> {
@@ -146,10 +149,13 @@ mod accounts_sql {
         }
 
         async fn delete_session(&self, id_hash: &SecretHash) -> Result<bool, StoreError> {
+            let mut conn = self.writer().await?;
+            let mut tx = begin_write(&mut conn).await?;
             let done = sqlx::query("DELETE FROM sessions WHERE id_hash = $1")
                 .bind(&id_hash[..])
-                .execute(&mut *self.writer().await?)
+                .execute(&mut *tx)
                 .await?;
+            commit_action(tx, None).await?;
             Ok(done.rows_affected() > 0)
         }
 
@@ -207,7 +213,7 @@ mod accounts_sql {
             .bind(t.expires_at.map(to_ms))
             .execute(&mut *tx)
             .await?;
-            tx.commit().await?;
+            commit_action(tx, Some(ActivityObject::of(t.id))).await?;
             Ok(ApiTokenRecord {
                 id: t.id,
                 user_id: t.user_id,
@@ -259,6 +265,7 @@ mod accounts_sql {
             id: TokenId,
         ) -> Result<Option<ApiTokenRecord>, StoreError> {
             let mut conn = self.writer().await?;
+            let mut tx = begin_write(&mut conn).await?;
             let done = sqlx::query(
                 "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, $1) \
                  WHERE id = $2 AND user_id = $3",
@@ -266,16 +273,18 @@ mod accounts_sql {
             .bind(now_ms())
             .bind(id.as_uuid())
             .bind(user.as_uuid())
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await?;
             if done.rows_affected() == 0 {
                 return Ok(None);
             }
             let row = sqlx::query(sqlx::AssertSqlSafe(TOKEN_BY_ID.as_str()))
                 .bind(id.as_uuid())
-                .fetch_one(&mut *conn)
+                .fetch_one(&mut *tx)
                 .await?;
-            token_from_row(&row).map(Some)
+            let token = token_from_row(&row)?;
+            commit_action(tx, Some(ActivityObject::of(id))).await?;
+            Ok(Some(token))
         }
 
         async fn create_ticket(&self, ticket: &NewTicket) -> Result<(), StoreError> {

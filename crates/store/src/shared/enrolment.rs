@@ -48,6 +48,8 @@ mod enrolment_sql {
             t: &NewEnrolmentToken,
         ) -> Result<EnrolmentTokenRecord, StoreError> {
             let now = now_ms();
+            let mut conn = self.writer().await?;
+            let mut tx = begin_write(&mut conn).await?;
             // One statement: the creator must be a user of the token's tenant.
             let done = sqlx::query(
                 "INSERT INTO enrolment_tokens (id, tenant_id, name, region, prefix, token_hash, \
@@ -64,11 +66,12 @@ mod enrolment_sql {
             .bind(t.created_by.as_uuid())
             .bind(now)
             .bind(to_ms(t.expires_at))
-            .execute(&mut *self.writer().await?)
+            .execute(&mut *tx)
             .await?;
             if done.rows_affected() == 0 {
                 return Err(StoreError::NotFound);
             }
+            commit_action(tx, Some(ActivityObject::of(t.id))).await?;
             Ok(EnrolmentTokenRecord {
                 id: t.id,
                 tenant_id: t.tenant_id,
@@ -187,23 +190,30 @@ mod enrolment_sql {
             id: EnrolmentTokenId,
         ) -> Result<Option<EnrolmentTokenRecord>, StoreError> {
             let mut conn = self.writer().await?;
+            let mut tx = begin_write(&mut conn).await?;
             // `used_at IS NULL` in the same statement as the write: of a revoke and an
             // enrolment racing for one token, exactly one takes effect.
-            sqlx::query(
+            let done = sqlx::query(
                 "UPDATE enrolment_tokens SET revoked_at = COALESCE(revoked_at, $1) \
                  WHERE id = $2 AND tenant_id = $3 AND used_at IS NULL",
             )
             .bind(now_ms())
             .bind(id.as_uuid())
             .bind(tenant.as_uuid())
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await?;
             let row = sqlx::query(sqlx::AssertSqlSafe(BY_ID.as_str()))
                 .bind(id.as_uuid())
                 .bind(tenant.as_uuid())
-                .fetch_optional(&mut *conn)
+                .fetch_optional(&mut *tx)
                 .await?;
-            row.as_ref().map(token_from_row).transpose()
+            let token = row.as_ref().map(token_from_row).transpose()?;
+            if done.rows_affected() > 0 {
+                commit_action(tx, Some(ActivityObject::of(id))).await?;
+            } else {
+                tx.commit().await?;
+            }
+            Ok(token)
         }
     }
 }

@@ -164,7 +164,7 @@ impl crate::InventoryStore for ThisStore {
         .bind(id.as_uuid())
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        commit_action(tx, Some(ActivityObject::of(id))).await?;
         drop(conn);
         self.committed();
         self.machine_of(tenant, id).await

@@ -33,3 +33,4 @@ include!("inventory_rows.rs");
 include!("agents.rs");
 include!("metering.rs");
 include!("output.rs");
+include!("activity.rs");

@@ -128,7 +128,7 @@ impl crate::Store for ThisStore {
         .execute(&mut *tx)
         .await
         .map_err(|e| name_taken(e, &new.name))?;
-        tx.commit().await?;
+        commit_action(tx, Some(ActivityObject::of(new.id))).await?;
         self.committed();
         crate::metrics::stepped(None, State::INITIAL);
         let at = from_ms(now)?;
@@ -196,12 +196,16 @@ impl crate::Store for ThisStore {
         let next = check_step(change)?;
         // The clock is read once the writer is ours, so a wait can't stretch a lease.
         let mut conn = self.writer().await?;
+        let mut tx = begin_write(&mut conn).await?;
         let now = now_ms();
-        let applied = apply_step(&mut conn, change, now).await?;
-        drop(conn);
-        if !applied {
+        if !apply_step(&mut tx, change, now).await? {
+            drop(tx);
+            drop(conn);
             return Err(why_unchanged(self, change.workload.id, change.fence).await);
         }
+        let workload = ActivityObject::of(change.workload.id);
+        commit_action(tx, Some(workload)).await?;
+        drop(conn);
         self.committed();
         stepped(next, change, now)
     }
@@ -279,7 +283,7 @@ impl crate::Store for ThisStore {
             drop(tx);
             return Err(why_unchanged(self, w.id, None).await);
         }
-        tx.commit().await?;
+        commit_action(tx, Some(ActivityObject::of(w.id))).await?;
         self.committed();
         crate::metrics::stepped(Some(w.state), State::Pending);
         Ok(Workload {

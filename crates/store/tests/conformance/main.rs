@@ -7,6 +7,7 @@
 mod harness;
 
 mod accounts;
+mod activity;
 mod capacity;
 mod changes;
 mod enrolment;
@@ -23,6 +24,9 @@ mod workloads;
 // Each case once per engine: `sqlite::<case>` and `postgres::<case>`.
 einsora_testkit::on_both_engines! {
     workloads::the_census_counts_a_regions_workloads_by_state,
+    activity::activity_is_read_newest_first_filtered_and_paged,
+    activity::an_actions_entry_is_written_in_its_transaction_or_not_at_all,
+    activity::the_activity_sweep_drops_entries_before_the_cutoff,
     output::output_is_kept_in_order_once_and_resumes_from_its_head,
     output::output_reads_only_what_was_printed_since,
     output::output_past_a_cap_drops_the_oldest_and_says_so,

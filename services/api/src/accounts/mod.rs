@@ -11,7 +11,7 @@ mod tokens;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use einsora_core::reasons::SessionClient;
+use einsora_core::reasons::{Actor, Credential, SessionClient};
 use einsora_proto::accounts::v1 as pb;
 use einsora_proto::accounts::v1::account_service_server::AccountService;
 use einsora_proto::convert::{ProtoEnum, timestamp};
@@ -98,6 +98,7 @@ impl Accounts {
         password: String,
         client: Client<'_>,
         login: Option<Option<PasswordLogin>>,
+        session: SessionClient,
     ) -> Result<Option<PasswordLogin>, Status> {
         self.limiter
             .begin(client, Instant::now())
@@ -108,6 +109,16 @@ impl Accounts {
         };
         let phc = login.as_ref().map(|l| l.phc.clone());
         if !self.passwords.verify(password, phc).await? {
+            // A known account's tenant logs the failed sign-in.
+            if let Some(login) = &login {
+                context::attempted(context::Who {
+                    tenant: login.user.tenant_id,
+                    user: login.user.id,
+                    subject: &login.user.email,
+                    actor: signing_in(&login.user.email, session),
+                    write: true,
+                });
+            }
             return Ok(None);
         }
         self.limiter.succeeded(client);
@@ -122,10 +133,13 @@ impl Accounts {
         password: String,
         addr: Option<std::net::IpAddr>,
         proofs: &[String],
+        session: SessionClient,
     ) -> Result<Option<PasswordLogin>, Status> {
         let anonymous = Client::Anonymous { email, addr };
         if proofs.is_empty() {
-            return self.check_password(email, password, anonymous, None).await;
+            return self
+                .check_password(email, password, anonymous, None, session)
+                .await;
         }
         let login = self.password_login(email).await?;
         let now = OffsetDateTime::now_utc();
@@ -133,9 +147,22 @@ impl Accounts {
             .as_ref()
             .and_then(|l| known_client::check(proofs, &l.user.id, &l.phc, now));
         let client = known.as_ref().map_or(anonymous, Client::Known);
-        self.check_password(email, password, client, Some(login))
+        self.check_password(email, password, client, Some(login), session)
             .await
     }
+}
+
+/// Who signs in, as the activity log names them: the account, by the session it asks for.
+fn signing_in(email: &str, client: SessionClient) -> String {
+    let credential = match client {
+        SessionClient::Browser => Credential::BrowserSession,
+        SessionClient::Cli => Credential::CliSession,
+    };
+    Actor {
+        subject: email.to_owned(),
+        credential,
+    }
+    .to_string()
 }
 
 fn random_secret() -> Result<String, Status> {
@@ -161,10 +188,19 @@ impl AccountService for Accounts {
             raw => SessionClient::from_field("client", raw).map_err(status::invalid)?,
         };
         let email = normalize_email(&email);
-        let Some(login) = self.sign_in(&email, password, addr, &proofs).await? else {
+        let Some(login) = self
+            .sign_in(&email, password, addr, &proofs, client)
+            .await?
+        else {
             return Err(Status::unauthenticated(WRONG_LOGIN));
         };
-        context::authenticated(login.user.tenant_id, &login.user.email);
+        context::authenticated(context::Who {
+            tenant: login.user.tenant_id,
+            user: login.user.id,
+            subject: &login.user.email,
+            actor: signing_in(&login.user.email, client),
+            write: true,
+        });
         // A new ID at every login: a session ID planted before it is worth nothing.
         let (session_id, csrf_token) = (random_secret()?, random_secret()?);
         let expires_at = OffsetDateTime::now_utc() + SESSION_LIFETIME;
@@ -232,7 +268,10 @@ impl AccountService for Accounts {
         // A stolen session mustn't become a way to guess the password either; its failures
         // are its own, so nobody else's delay the owner's change.
         let session = Client::Known(&id_hash);
-        let checked = self.check_password(&user.email, req.current_password, session, None);
+        // (Authenticated already: a wrong password is logged as this caller's refusal.)
+        let browser = SessionClient::Browser;
+        let checked =
+            self.check_password(&user.email, req.current_password, session, None, browser);
         if checked.await?.is_none() {
             return Err(Status::permission_denied("current_password is wrong"));
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use einsora_core::ids::TokenId;
 use einsora_proto::accounts::v1 as pb;
 use einsora_proto::accounts::v1::token_service_server::TokenService;
-use einsora_proto::convert::{optional_time, parse_id};
+use einsora_proto::convert::optional_time;
 use einsora_store::NewApiToken;
 use time::OffsetDateTime;
 use tonic::{Request, Response, Status};
@@ -116,7 +116,7 @@ impl TokenService for Tokens {
             .auth
             .authenticate(request.metadata(), Access::Write)
             .await?;
-        let id: TokenId = parse_id("id", &request.get_ref().id).map_err(status::invalid)?;
+        let id: TokenId = crate::scoped::id(&request.get_ref().id)?;
         let revoked = self
             .auth
             .store()

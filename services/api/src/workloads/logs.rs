@@ -1,15 +1,20 @@
 //! ListWorkloadLogs: one page of what a workload printed, or, with `follow`, that page and
 //! then each new batch of lines as it reaches the store, until the workload has stopped and its
-//! last lines are in.
+//! last lines are in. A follower sends an empty page when it has had nothing to send for a
+//! while (so a client, or a proxy between, sees the stream is alive), ends with UNAVAILABLE
+//! when the api stops (the client follows again after its last line), and a tenant holds at
+//! most [`FOLLOWS_PER_TENANT`] at once.
 
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use einsora_core::ids::{TenantId, WorkloadId};
 use einsora_core::lifecycle::State;
 use einsora_proto::convert::optional_time;
 use einsora_proto::workloads::v1::{self as pb};
+use einsora_runtime::shutdown::Shutdown;
 use einsora_store::{MAX_PAGE_LINES, OutputPage, OutputQuery, Store};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -17,6 +22,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
+use tracing::Instrument;
 
 use crate::caller::{Access, Auth};
 use crate::{scoped, status, wire};
@@ -29,14 +35,65 @@ const DEFAULT_LOG_LINES: u32 = 100;
 /// How often a follower that has caught up asks the store again (the delay a follower sees is
 /// at most this plus the agent's shipping pace).
 const POLL: Duration = Duration::from_millis(200);
-/// How long a follower goes on once the workload is seen stopped: its agent may ship its last
-/// lines after it reports the exit.
-const SETTLE: Duration = Duration::from_secs(2);
+/// How long a follower goes on once the workload is seen stopped with nothing new: its agent
+/// may ship its last lines after it reports the exit, behind a full outbox of other workloads'
+/// (64 batches sent 60 ms apart) and a driver pass.
+pub const SETTLE: Duration = Duration::from_secs(10);
 /// How often a follower's credential is checked again, so a revoked token or an ended session
 /// ends the stream.
 const RECHECK: Duration = Duration::from_secs(30);
+/// The longest a follower stays silent: then it sends an empty page.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+/// Followed streams one tenant may hold at once; one more is RESOURCE_EXHAUSTED.
+pub const FOLLOWS_PER_TENANT: usize = 32;
+
+/// The followed streams each tenant holds.
+#[derive(Debug, Default)]
+pub struct Follows(Mutex<HashMap<TenantId, usize>>);
+
+impl Follows {
+    /// One more for `tenant`, if it holds fewer than the limit.
+    fn take(self: &Arc<Self>, tenant: TenantId) -> Result<FollowSlot, Status> {
+        let mut held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = held.entry(tenant).or_default();
+        if *count >= FOLLOWS_PER_TENANT {
+            return Err(Status::resource_exhausted(format!(
+                "this tenant follows {FOLLOWS_PER_TENANT} workloads' logs already: end one first"
+            )));
+        }
+        *count += 1;
+        Ok(FollowSlot {
+            follows: Arc::clone(self),
+            tenant,
+        })
+    }
+}
+
+/// A followed stream's place in its tenant's count, given back when it ends.
+#[derive(Debug)]
+struct FollowSlot {
+    follows: Arc<Follows>,
+    tenant: TenantId,
+}
+
+impl Drop for FollowSlot {
+    fn drop(&mut self) {
+        let mut held = self
+            .follows
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = held.get_mut(&self.tenant) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                held.remove(&self.tenant);
+            }
+        }
+    }
+}
 
 /// The request's reading, validated.
+#[derive(Debug)]
 pub struct LogRequest {
     pub id: WorkloadId,
     pub query: OutputQuery,
@@ -88,6 +145,7 @@ fn settled(state: State) -> bool {
 }
 
 /// Who follows which workload's output, from where.
+#[derive(Debug)]
 pub struct Follower {
     pub store: Arc<dyn Store>,
     pub auth: Arc<Auth>,
@@ -95,19 +153,29 @@ pub struct Follower {
     pub tenant: TenantId,
     pub id: WorkloadId,
     pub since: Option<time::OffsetDateTime>,
+    pub shutdown: Shutdown,
+    /// [`SETTLE`], unless a test scales it down.
+    pub settle: Duration,
 }
 
 impl Follower {
     /// Sends `first`, then new lines as they arrive; ends when the workload has settled, the
-    /// caller's credential no longer reads it, or the caller goes away.
-    pub fn stream(self, first: pb::ListWorkloadLogsResponse) -> LogStream {
+    /// caller's credential no longer reads it, the caller goes away or the api stops.
+    pub fn stream(
+        self,
+        follows: &Arc<Follows>,
+        first: pb::ListWorkloadLogsResponse,
+    ) -> Result<LogStream, Status> {
+        let slot = follows.take(self.tenant)?;
         let (tx, rx) = mpsc::channel(4);
-        tokio::spawn(async move {
+        let follow = async move {
             if let Err(status) = self.run(first, &tx).await {
                 let _ = tx.send(Err(status)).await;
             }
-        });
-        Box::pin(ReceiverStream::new(rx))
+            drop(slot);
+        };
+        tokio::spawn(follow.in_current_span());
+        Ok(Box::pin(ReceiverStream::new(rx)))
     }
 
     async fn run(
@@ -119,8 +187,12 @@ impl Follower {
         if tx.send(Ok(first)).await.is_err() {
             return Ok(());
         }
-        let (mut checked, mut settled_since) = (Instant::now(), None);
+        let (mut checked, mut settled_since, mut sent) = (Instant::now(), None, Instant::now());
         loop {
+            if checked.elapsed() >= RECHECK {
+                self.auth.caller(&self.metadata, Access::Read).await?;
+                checked = Instant::now();
+            }
             let query = OutputQuery {
                 after: Some(after),
                 since: self.since,
@@ -137,24 +209,29 @@ impl Follower {
                 if tx.send(Ok(batch)).await.is_err() {
                     return Ok(());
                 }
+                sent = Instant::now();
                 if full {
                     continue;
                 }
-            }
-            if checked.elapsed() >= RECHECK {
-                self.auth.caller(&self.metadata, Access::Read).await?;
-                checked = Instant::now();
+            } else if sent.elapsed() >= HEARTBEAT {
+                if tx.send(Ok(page(&read, after))).await.is_err() {
+                    return Ok(());
+                }
+                sent = Instant::now();
             }
             let w = scoped::workload(&*self.store, self.tenant, self.id, true).await?;
             match settled_since {
                 _ if !settled(w.state) => settled_since = None,
                 None => settled_since = Some(Instant::now()),
-                Some(since) if since.elapsed() >= SETTLE => return Ok(()),
+                Some(since) if since.elapsed() >= self.settle => return Ok(()),
                 Some(_) => {}
             }
             tokio::select! {
                 () = tokio::time::sleep(POLL) => {}
                 () = tx.closed() => return Ok(()),
+                () = self.shutdown.cancelled() => {
+                    return Err(Status::unavailable("the api is stopping: follow again"));
+                }
             }
         }
     }

@@ -24,7 +24,7 @@ async fn serve(env: &Env) -> Channel {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = Server::builder()
-        .add_routes(context::layer(routes))
+        .add_routes(context::layer(routes, std::sync::Arc::clone(&env.store)))
         .serve_with_incoming(TcpIncoming::from(listener));
     tokio::spawn(server);
     let endpoint = Channel::from_shared(format!("http://{addr}")).unwrap();
@@ -118,4 +118,101 @@ async fn log_lines_carry_the_request_id_tenant_and_subject_and_no_secret() {
     for secret in [session.as_str(), csrf, &acme.token, &secret[8..]] {
         assert!(!text.contains(secret), "a secret reached the log");
     }
+}
+
+/// The activity log over real gRPC, inside the layer: an action's entry names the caller, the
+/// object, the request and `ok`; a refused call's names the error code and the object its
+/// request named; a read that succeeded and a call nobody signed for leave none; an action the
+/// store refused leaves its refusal and nothing else.
+#[tokio::test]
+async fn actions_and_refusals_are_in_the_callers_tenants_activity_log() {
+    use einsora_store::ActivityQuery;
+    let env = env().await;
+    let acme = env.tenant("acme", None).await;
+    let globex = env.tenant("globex", None).await;
+    let mut workloads = WorkloadServiceClient::new(serve(&env).await);
+    let mut create = acme.req(crate::notebook("nb", "cpu-1c-2g"));
+    create
+        .metadata_mut()
+        .insert(REQUEST_ID, "req-create-1".parse().unwrap());
+    create
+        .metadata_mut()
+        .insert("x-einsora-client-addr", "192.0.2.7".parse().unwrap());
+    let made = workloads
+        .create_workload(create)
+        .await
+        .unwrap()
+        .into_inner();
+    workloads
+        .list_workloads(acme.req(workloads_pb::ListWorkloadsRequest::default()))
+        .await
+        .unwrap();
+    let unknown = get_workload(&acme);
+    let unknown_id = unknown.get_ref().id.clone();
+    workloads.get_workload(unknown).await.unwrap_err();
+    let again = workloads
+        .create_workload(acme.req(crate::notebook("nb", "cpu-1c-2g")))
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), Code::AlreadyExists);
+    let mut anonymous = get_workload(&acme);
+    anonymous.metadata_mut().remove("authorization");
+    workloads.get_workload(anonymous).await.unwrap_err();
+    // Another tenant's read of acme's workload is globex's refusal, not acme's business.
+    let theirs = globex.req(workloads_pb::GetWorkloadRequest {
+        id: made.id.clone(),
+        ..Default::default()
+    });
+    workloads.get_workload(theirs).await.unwrap_err();
+
+    let log = |who: &crate::Who| {
+        let query = ActivityQuery {
+            tenant: who.tenant,
+            from: None,
+            to: None,
+            action: None,
+            user: None,
+            object_id: None,
+            ok: None,
+            before: None,
+            limit: 100,
+        };
+        let store = std::sync::Arc::clone(&env.store);
+        async move { store.activity(&query).await.unwrap().entries }
+    };
+    let entries = log(&acme).await;
+    let summary: Vec<(&str, &str, Option<&str>)> = entries
+        .iter()
+        .rev()
+        .map(|e| {
+            let object = e.object.as_ref().map(|o| o.id.as_str());
+            (e.action.as_str(), e.result.as_str(), object)
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("create_workload", "ok", Some(made.id.as_str())),
+            ("get_workload", "not_found", Some(unknown_id.as_str())),
+            ("create_workload", "conflict", None),
+        ],
+        "oldest first: {entries:#?}"
+    );
+    let created = entries.last().unwrap();
+    assert_eq!(created.request_id, "req-create-1");
+    assert_eq!(created.client_addr.as_deref(), Some("192.0.2.7"));
+    assert_eq!(created.object.as_ref().unwrap().kind, "workload");
+    assert!(
+        created
+            .actor
+            .starts_with("you@acme.example (API token \"laptop\""),
+        "{}",
+        created.actor
+    );
+    let theirs = log(&globex).await;
+    assert_eq!(theirs.len(), 1, "{theirs:#?}");
+    assert_eq!(
+        (theirs[0].action.as_str(), theirs[0].result.as_str()),
+        ("get_workload", "not_found")
+    );
 }

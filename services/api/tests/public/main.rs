@@ -8,6 +8,7 @@
 
 mod access;
 mod actions;
+mod activity;
 mod context;
 mod create;
 mod enrolment;
@@ -46,10 +47,13 @@ use tonic::{Request, Status};
 #[derive(Debug)]
 pub struct Env {
     pub store: Arc<dyn Store>,
+    /// The api's stop: followed logs end with it.
+    pub shutdown: einsora_runtime::shutdown::Shutdown,
     pub workloads: WorkloadsApi,
     pub machines: MachinesApi,
     pub catalog: CatalogApi,
     pub usage: UsageApi,
+    pub activity: einsora_api::activity::ActivityApi,
     pub access: AccessApi,
     pub enrolment: EnrolmentApi,
     db: TestDb,
@@ -73,14 +77,23 @@ pub async fn env() -> Env {
     let store = Arc::clone(&db.store);
     let auth = Arc::new(Auth::new(Arc::clone(&store)));
     let catalog = Arc::new(Catalog::builtin());
+    let shutdown = einsora_runtime::shutdown::Shutdown::new();
     Env {
-        workloads: WorkloadsApi::new(Arc::clone(&store), Arc::clone(&auth), Arc::clone(&catalog)),
+        workloads: WorkloadsApi::new(
+            Arc::clone(&store),
+            Arc::clone(&auth),
+            Arc::clone(&catalog),
+            shutdown.clone(),
+        )
+        .with_follow_settle(std::time::Duration::from_millis(500)),
         machines: MachinesApi::new(Arc::clone(&store), Arc::clone(&auth)),
         catalog: CatalogApi::new(&catalog, Arc::clone(&auth)),
         usage: UsageApi::new(Arc::clone(&store), Arc::clone(&auth)),
+        activity: einsora_api::activity::ActivityApi::new(Arc::clone(&store), Arc::clone(&auth)),
         access: AccessApi::new(Arc::clone(&store), Arc::clone(&auth), AccessUrl::default()),
         enrolment: EnrolmentApi::new(Arc::clone(&store), auth, catalog, CA_FINGERPRINT),
         store,
+        shutdown,
         db,
     }
 }

@@ -377,3 +377,58 @@ async fn following_sends_new_lines_until_the_workload_stops() {
         "the stream ends once the workload has stopped"
     );
 }
+
+/// A tenant holds at most `FOLLOWS_PER_TENANT` followed logs at once (another tenant is not
+/// held back by them); when the api stops, each ends with UNAVAILABLE, for its client to
+/// follow again, and their places are given back.
+#[tokio::test]
+async fn follows_are_bounded_per_tenant_and_end_when_the_api_stops() {
+    use einsora_api::workloads::logs::FOLLOWS_PER_TENANT;
+    let env = env().await;
+    let (acme, globex) = (
+        env.tenant("acme", None).await,
+        env.tenant("globex", None).await,
+    );
+    let follow = |who: &crate::Who, id: &str| {
+        let request = who.req(pb::ListWorkloadLogsRequest {
+            id: id.to_owned(),
+            follow: true,
+            ..Default::default()
+        });
+        env.workloads.list_workload_logs(request)
+    };
+    let mine = env.create(&acme, notebook("a", "cpu-1c-2g")).await.unwrap();
+    let theirs = env
+        .create(&globex, notebook("g", "cpu-1c-2g"))
+        .await
+        .unwrap();
+    let mut streams = Vec::new();
+    for _ in 0..FOLLOWS_PER_TENANT {
+        streams.push(follow(&acme, &mine.id).await.unwrap().into_inner());
+    }
+    let refused = follow(&acme, &mine.id).await.err().expect("one too many");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let mut other = follow(&globex, &theirs.id).await.unwrap().into_inner();
+    let first = other.next().await.unwrap().unwrap();
+    assert!(first.lines.is_empty());
+
+    for stream in &mut streams {
+        assert!(stream.next().await.unwrap().is_ok(), "the first page");
+    }
+    env.shutdown.trigger();
+    let wait = std::time::Duration::from_secs(10);
+    for stream in streams.iter_mut().chain([&mut other]) {
+        let end = tokio::time::timeout(wait, stream.next()).await.unwrap();
+        let status = end.expect("a last message").expect_err("the api's stop");
+        assert_eq!(status.code(), Code::Unavailable);
+        assert!(stream.next().await.is_none());
+    }
+    // Given back: the tenant may follow again (its answer is still a first page).
+    let again = follow(&acme, &mine.id)
+        .await
+        .unwrap()
+        .into_inner()
+        .next()
+        .await;
+    assert!(again.unwrap().is_ok());
+}

@@ -11,7 +11,6 @@ use einsora_core::ids::{MachineId, WorkloadId};
 pub use einsora_proto::convert::AccessTarget;
 use tokio::sync::Notify;
 
-/// A workload's status as its machine reported it.
 /// Agents' Sync streams open on this controller.
 static STREAMS: std::sync::LazyLock<einsora_runtime::metrics::Gauge> =
     std::sync::LazyLock::new(|| {
@@ -22,6 +21,7 @@ static STREAMS: std::sync::LazyLock<einsora_runtime::metrics::Gauge> =
         )
     });
 
+/// A workload's status as its machine reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reported {
     pub attempt: u32,

@@ -1,6 +1,7 @@
-//! The retention of workloads' output (ADR 0011): while it leads, a controller drops the lines
-//! received longer ago than `EINSORA_LOG_RETENTION` (14 days), at its start and then a few times
-//! per retention period (at least hourly), a page per transaction.
+//! Retention: while it leads, a controller drops workloads' output lines received longer ago
+//! than `EINSORA_LOG_RETENTION` (14 days; ADR 0011) and activity log entries older than
+//! `EINSORA_ACTIVITY_RETENTION` (365 days; ADR 0012), at its start and then a few times per
+//! retention period (at least hourly), a page per transaction.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,16 +18,37 @@ pub fn every(retention: Duration) -> Duration {
     (retention / 4).min(AT_MOST_EVERY)
 }
 
-/// Sweeps until `stop`.
-pub async fn sweep(store: Arc<dyn Store>, retention: Duration, stop: Shutdown) {
+/// What a sweep keeps for a while.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// Workloads' output lines.
+    Output,
+    /// Activity log entries.
+    Activity,
+}
+
+impl Kept {
+    fn what(self) -> &'static str {
+        match self {
+            Kept::Output => "workloads' output lines",
+            Kept::Activity => "activity log entries",
+        }
+    }
+}
+
+/// Sweeps `kept` until `stop`.
+pub async fn sweep(store: Arc<dyn Store>, kept: Kept, retention: Duration, stop: Shutdown) {
     loop {
         let before = OffsetDateTime::now_utc() - retention;
-        match store.sweep_output(before).await {
+        let swept = match kept {
+            Kept::Output => store.sweep_output(before).await,
+            Kept::Activity => store.sweep_activity(before).await,
+        };
+        let what = kept.what();
+        match swept {
             Ok(0) => {}
-            Ok(dropped) => {
-                tracing::info!(dropped, "dropped workloads' output past its retention")
-            }
-            Err(e) => tracing::warn!(error = %e, "couldn't drop old workload output; trying again"),
+            Ok(dropped) => tracing::info!(dropped, "dropped {what} past their retention"),
+            Err(e) => tracing::warn!(error = %e, "couldn't drop old {what}; trying again"),
         }
         tokio::select! {
             () = stop.cancelled() => return,
@@ -98,6 +120,7 @@ mod tests {
         let stop = Shutdown::new();
         let sweeper = tokio::spawn(sweep(
             Arc::clone(&store),
+            Kept::Output,
             Duration::from_secs(3600),
             stop.clone(),
         ));
