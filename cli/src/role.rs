@@ -23,11 +23,16 @@ where
 {
     let cfg = config(settings)?;
     let metrics = MetricsAddr::from_settings(settings)?;
+    let telemetry = TelemetryOptions::for_role(settings, name)?;
     follow_supervisor()?;
-    telemetry::init(TelemetryOptions::for_role(settings, name)?)?;
-    raise_open_files();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(async {
+    // The span exporter's connection lives on the runtime.
+    let tracing = {
+        let _entered = runtime.enter();
+        telemetry::init(telemetry)?
+    };
+    raise_open_files();
+    let ran = runtime.block_on(async {
         let shutdown = Shutdown::new();
         shutdown
             .on_signals()
@@ -36,7 +41,9 @@ where
             tokio::spawn(einsora_runtime::metrics::serve(listener, shutdown.clone()));
         }
         role(cfg, shutdown).await
-    })
+    });
+    tracing.flush();
+    ran
 }
 
 /// Every connection a role holds is a file descriptor, and a soft limit of 1,024 (a common

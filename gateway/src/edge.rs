@@ -111,6 +111,8 @@ pub(crate) async fn edge(
     if let Some(theirs) = client_request_id(headers) {
         span.record("client_request_id", theirs);
     }
+    // A caller that traces its own requests (W3C `traceparent`) gets this one in its trace.
+    einsora_runtime::telemetry::traces::continue_from(&span, headers);
     let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let route = route_label(&request, &path);
     let refusal = if !host_allowed(&request, &gateway.hosts) {

@@ -173,6 +173,8 @@ fn metadata(headers: &HeaderMap, id: &RequestId, caller: &Caller) -> MetadataMap
             append(key, value.to_str().unwrap_or_default());
         }
     }
+    // This request's trace goes on in the api.
+    einsora_runtime::telemetry::traces::inject_metadata(&mut metadata);
     metadata
 }
 

@@ -260,6 +260,7 @@ pub fn notebook(tenant: einsora_core::ids::TenantId, name: &str) -> einsora_stor
         fallback: vec![],
         fallback_after_s: None,
         params: "{}".into(),
+        trace_context: None,
     }
 }
 

@@ -30,4 +30,5 @@ mod partition;
 mod roles;
 mod sandbox;
 mod schemathesis;
+mod traces;
 mod up;

@@ -1,9 +1,11 @@
 //! Tracing for a process: readable lines on stderr, optionally JSON lines in a log file (each
 //! naming the process's role when it has one, so processes can share the file), both filtered
-//! by `EINSORA_LOG` (default `info`).
+//! by `EINSORA_LOG` (default `info`); the store's query times for the metrics; and, when
+//! `EINSORA_OTLP_ENDPOINT` is set, spans exported over OTLP ([`traces`]).
 
 mod store_queries;
 mod tag;
+pub mod traces;
 
 use std::fs::{File, OpenOptions};
 use std::io::IsTerminal;
@@ -32,6 +34,8 @@ pub struct TelemetryOptions {
     log_file: Option<PathBuf>,
     role: Option<&'static str>,
     prefix_terminal: bool,
+    /// Where spans go (`EINSORA_OTLP_ENDPOINT`), if anywhere.
+    otlp: Option<String>,
 }
 
 impl TelemetryOptions {
@@ -50,6 +54,7 @@ impl TelemetryOptions {
             log_file,
             role: None,
             prefix_terminal: false,
+            otlp: traces::endpoint(settings)?,
         })
     }
 
@@ -73,15 +78,21 @@ impl TelemetryOptions {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot open the log file {path:?}: {source}")]
-pub struct TelemetryError {
-    path: PathBuf,
-    source: std::io::Error,
+pub enum TelemetryError {
+    #[error("cannot open the log file {path:?}: {source}")]
+    LogFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot export spans: {0}")]
+    Spans(String),
 }
 
 /// Installs the process's subscriber. Later calls (and calls after a test installed its own
-/// subscriber) keep the one already installed and succeed.
-pub fn init(options: TelemetryOptions) -> Result<(), TelemetryError> {
+/// subscriber) keep the one already installed and succeed. With `EINSORA_OTLP_ENDPOINT`, it
+/// must run inside a Tokio runtime (the exporter's connection lives there), and the process
+/// flushes the [`traces::Tracing`] it gets back as it stops.
+pub fn init(options: TelemetryOptions) -> Result<traces::Tracing, TelemetryError> {
     let file = options.log_file.as_deref().map(open_log).transpose()?;
     let role = options.role.unwrap_or_default();
     let prefix = match options.prefix_terminal {
@@ -98,20 +109,28 @@ pub fn init(options: TelemetryOptions) -> Result<(), TelemetryError> {
             .with_writer(tag::Tagged::json_role(Mutex::new(file), options.role))
     });
     // The log filter is the log's own: the store's query timings see sqlx's statement events
-    // whatever it lets through.
+    // whatever it lets through, and the spans exported have theirs.
     let log = terminal.and_then(json).with_filter(options.filter);
+    let (spans, tracing) = match &options.otlp {
+        Some(endpoint) => {
+            let (layer, tracing) = traces::layer(endpoint, role).map_err(TelemetryError::Spans)?;
+            (Some(layer), tracing)
+        }
+        None => (None, traces::Tracing::default()),
+    };
     let installed = tracing_subscriber::registry()
         .with(log)
         .with(store_queries::layer())
+        .with(spans)
         .try_init();
     if installed.is_err() {
         tracing::debug!("a tracing subscriber was already installed; keeping it");
     }
-    Ok(())
+    Ok(tracing)
 }
 
 fn open_log(path: &Path) -> Result<File, TelemetryError> {
-    let error = |source| TelemetryError {
+    let error = |source| TelemetryError::LogFile {
         path: path.to_path_buf(),
         source,
     };

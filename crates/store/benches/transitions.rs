@@ -160,6 +160,7 @@ async fn setup(url: &DatabaseUrl, n: usize) -> anyhow::Result<Arc<dyn Store>> {
                         fallback: vec![],
                         fallback_after_s: None,
                         params: "{}".into(),
+                        trace_context: None,
                     };
                     store.create_workload(&w, &Reason::Ready).await?;
                 }

@@ -27,4 +27,6 @@ pub struct Waiting {
     pub workload: Workload,
     /// Trusted tenants see how much capacity is free in their queue reasons.
     pub tenant_trusted: bool,
+    /// The trace context of the request that created it, if spans were exported then.
+    pub trace_context: Option<String>,
 }

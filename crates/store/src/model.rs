@@ -52,6 +52,9 @@ pub struct NewWorkload {
     pub fallback_after_s: Option<u32>,
     /// The kind's own parameters, as a JSON object.
     pub params: String,
+    /// The creating request's trace context (a W3C `traceparent`), when spans are exported:
+    /// the controller's work on it joins that trace.
+    pub trace_context: Option<String>,
 }
 
 /// Placement recorded with the move to provisioning; it starts a new attempt.

@@ -70,6 +70,7 @@ pub fn new_workload(tenant: TenantId, name: &str) -> NewWorkload {
         fallback: vec![],
         fallback_after_s: None,
         params: "{}".into(),
+        trace_context: None,
     }
 }
 

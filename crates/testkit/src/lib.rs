@@ -14,6 +14,7 @@ pub mod fixtures;
 pub mod grpc;
 pub mod http;
 pub mod logs;
+pub mod otlp;
 mod ports;
 mod postgres;
 pub mod process;

@@ -191,6 +191,7 @@ fn request_with<T>(message: T, id: &RequestId) -> tonic::Request<T> {
     if let Ok(value) = id.as_str().parse() {
         request.metadata_mut().insert("x-request-id", value);
     }
+    einsora_runtime::telemetry::traces::inject_metadata(request.metadata_mut());
     request
 }
 

@@ -85,6 +85,8 @@ async fn in_context(store: Arc<dyn Store>, request: Request, next: Next) -> Resp
         tenant = Empty,
         subject = Empty,
     );
+    // The gateway's (or the proxy's) trace goes on here.
+    einsora_runtime::telemetry::traces::continue_from(&span, request.headers());
     let recording = (!path.starts_with(INTERNAL_SERVICES)).then(Recording::new);
     let client_addr = request
         .headers()

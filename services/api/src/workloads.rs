@@ -103,7 +103,9 @@ impl WorkloadService for WorkloadsApi {
     ) -> Result<Response<pb::Workload>, Status> {
         let caller = self.auth.caller(request.metadata(), Access::Write).await?;
         let req = CreateWorkload::try_from(request.into_inner()).map_err(status::invalid)?;
-        let new = create::check(&self.catalog, caller.tenant, req).map_err(status::invalid)?;
+        let mut new = create::check(&self.catalog, caller.tenant, req).map_err(status::invalid)?;
+        // The controller's work on it joins this request's trace.
+        new.trace_context = einsora_runtime::telemetry::traces::traceparent();
         let reason = Reason::Created { by: caller.actor };
         let w = self
             .store

@@ -21,6 +21,7 @@ mod accounts_sql {
 
     #[async_trait::async_trait]
     impl crate::AccountStore for ThisStore {
+        #[tracing::instrument(level = "debug", name = "store.tenant_by_slug", skip_all)]
         async fn tenant_by_slug(&self, slug: &str) -> Result<Option<TenantId>, StoreError> {
             let id: Option<Uuid> = sqlx::query_scalar("SELECT id FROM tenants WHERE slug = $1")
                 .bind(slug)
@@ -29,6 +30,7 @@ mod accounts_sql {
             Ok(id.map(TenantId::from_uuid))
         }
 
+        #[tracing::instrument(level = "debug", name = "store.tenant_founder", skip_all)]
         async fn tenant_founder(&self, tenant: TenantId) -> Result<Option<UserId>, StoreError> {
             let id: Option<Uuid> = sqlx::query_scalar(
                 "SELECT id FROM users WHERE tenant_id = $1 ORDER BY created_at, id LIMIT 1",
@@ -39,6 +41,7 @@ mod accounts_sql {
             Ok(id.map(UserId::from_uuid))
         }
 
+        #[tracing::instrument(level = "debug", name = "store.create_user", skip_all)]
         async fn create_user(&self, user: &NewUser) -> Result<(), StoreError> {
             let now = now_ms();
             let mut conn = self.writer().await?;
@@ -72,6 +75,7 @@ mod accounts_sql {
             Ok(())
         }
 
+        #[tracing::instrument(level = "debug", name = "store.password_login", skip_all)]
         async fn password_login(&self, email: &str) -> Result<Option<PasswordLogin>, StoreError> {
             let row = sqlx::query(sqlx::AssertSqlSafe(LOGIN_BY_EMAIL.as_str()))
                 .bind(email)
@@ -86,6 +90,7 @@ mod accounts_sql {
             .transpose()
         }
 
+        #[tracing::instrument(level = "debug", name = "store.set_password", skip_all)]
         async fn set_password(&self, user: UserId, phc: &str) -> Result<(), StoreError> {
             let mut conn = self.writer().await?;
             let mut tx = begin_write(&mut conn).await?;
@@ -103,6 +108,7 @@ mod accounts_sql {
             commit_action(tx, Some(ActivityObject::of(user))).await
         }
 
+        #[tracing::instrument(level = "debug", name = "store.create_session", skip_all)]
         async fn create_session(&self, s: &NewSession) -> Result<(), StoreError> {
             let now = now_ms();
             let mut conn = self.writer().await?;
@@ -127,6 +133,7 @@ mod accounts_sql {
             commit_action(tx, Some(ActivityObject::of(s.user_id))).await
         }
 
+        #[tracing::instrument(level = "debug", name = "store.session", skip_all)]
         async fn session(&self, id_hash: &SecretHash) -> Result<Option<SessionRecord>, StoreError> {
             let row = sqlx::query(sqlx::AssertSqlSafe(SESSION_BY_HASH.as_str()))
                 .bind(&id_hash[..])
@@ -148,6 +155,7 @@ mod accounts_sql {
             .transpose()
         }
 
+        #[tracing::instrument(level = "debug", name = "store.delete_session", skip_all)]
         async fn delete_session(&self, id_hash: &SecretHash) -> Result<bool, StoreError> {
             let mut conn = self.writer().await?;
             let mut tx = begin_write(&mut conn).await?;
@@ -159,6 +167,7 @@ mod accounts_sql {
             Ok(done.rows_affected() > 0)
         }
 
+        #[tracing::instrument(level = "debug", name = "store.delete_other_sessions", skip_all)]
         async fn delete_other_sessions(
             &self,
             user: UserId,
@@ -174,6 +183,7 @@ mod accounts_sql {
             Ok(done.rows_affected())
         }
 
+        #[tracing::instrument(level = "debug", name = "store.create_api_token", skip_all)]
         async fn create_api_token(&self, t: &NewApiToken) -> Result<ApiTokenRecord, StoreError> {
             let now = now_ms();
             let mut conn = self.writer().await?;
@@ -226,6 +236,7 @@ mod accounts_sql {
             })
         }
 
+        #[tracing::instrument(level = "debug", name = "store.api_token", skip_all)]
         async fn api_token(
             &self,
             token_hash: &SecretHash,
@@ -251,6 +262,7 @@ mod accounts_sql {
             Ok(Some((user, token)))
         }
 
+        #[tracing::instrument(level = "debug", name = "store.api_tokens", skip_all)]
         async fn api_tokens(&self, user: UserId) -> Result<Vec<ApiTokenRecord>, StoreError> {
             let rows = sqlx::query(sqlx::AssertSqlSafe(TOKENS_OF_USER.as_str()))
                 .bind(user.as_uuid())
@@ -259,6 +271,7 @@ mod accounts_sql {
             rows.iter().map(token_from_row).collect()
         }
 
+        #[tracing::instrument(level = "debug", name = "store.revoke_api_token", skip_all)]
         async fn revoke_api_token(
             &self,
             user: UserId,
@@ -287,10 +300,12 @@ mod accounts_sql {
             Ok(Some(token))
         }
 
+        #[tracing::instrument(level = "debug", name = "store.create_ticket", skip_all)]
         async fn create_ticket(&self, ticket: &NewTicket) -> Result<(), StoreError> {
             insert_ticket(self, ticket).await
         }
 
+        #[tracing::instrument(level = "debug", name = "store.redeem_ticket", skip_all)]
         async fn redeem_ticket(
             &self,
             ticket_hash: &SecretHash,
@@ -299,6 +314,7 @@ mod accounts_sql {
             take_ticket(self, ticket_hash, workload).await
         }
 
+        #[tracing::instrument(level = "debug", name = "store.grants_live", skip_all)]
         async fn grants_live(&self, grants: &[Grant]) -> Result<Vec<bool>, StoreError> {
             live_grants(self, grants).await
         }

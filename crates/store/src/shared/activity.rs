@@ -75,11 +75,13 @@ fn activity_from_row(row: &<Db as sqlx::Database>::Row) -> Result<Activity, Stor
 
 #[async_trait::async_trait]
 impl crate::ActivityStore for ThisStore {
+    #[tracing::instrument(level = "debug", name = "store.record_activity", skip_all)]
     async fn record_activity(&self, activity: &Activity) -> Result<(), StoreError> {
         let mut conn = self.writer().await?;
         insert_activity(&mut conn, activity).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.activity", skip_all)]
     async fn activity(&self, query: &ActivityQuery) -> Result<ActivityPage, StoreError> {
         let limit = query.limit.clamp(1, MAX_ACTIVITY_PAGE);
         let mut q = sqlx::QueryBuilder::<Db>::new(format!(
@@ -127,6 +129,7 @@ impl crate::ActivityStore for ThisStore {
         Ok(ActivityPage { entries, next })
     }
 
+    #[tracing::instrument(level = "debug", name = "store.sweep_activity", skip_all)]
     async fn sweep_activity(&self, before: time::OffsetDateTime) -> Result<u64, StoreError> {
         let cutoff = crate::time_ms::to_ms(before);
         let mut swept = 0;

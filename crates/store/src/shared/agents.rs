@@ -2,6 +2,7 @@
 
 #[async_trait::async_trait]
 impl crate::AgentStore for ThisStore {
+    #[tracing::instrument(level = "debug", name = "store.machine_for_certificate", skip_all)]
     async fn machine_for_certificate(
         &self,
         machine: MachineId,
@@ -16,6 +17,7 @@ impl crate::AgentStore for ThisStore {
         row.as_ref().map(machine_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.machines_in", skip_all)]
     async fn machines_in(&self, region: &Region) -> Result<Vec<crate::MachineRecord>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(MACHINES_IN.as_str()))
             .bind(region.as_str())
@@ -24,6 +26,7 @@ impl crate::AgentStore for ThisStore {
         rows.iter().map(machine_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.workloads_on", skip_all)]
     async fn workloads_on(&self, machine: MachineId) -> Result<Vec<Workload>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(WORKLOADS_ON.as_str()))
             .bind(machine.as_uuid())
@@ -32,6 +35,7 @@ impl crate::AgentStore for ThisStore {
         rows.iter().map(workload_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.machine_gone", skip_all)]
     async fn machine_gone(&self, machine: MachineId) -> Result<bool, StoreError> {
         let revoked: Option<Option<i64>> =
             sqlx::query_scalar("SELECT revoked_at FROM machines WHERE id = $1")
@@ -41,6 +45,7 @@ impl crate::AgentStore for ThisStore {
         Ok(revoked.is_none_or(|at| at.is_some()))
     }
 
+    #[tracing::instrument(level = "debug", name = "store.pend_removal", skip_all)]
     async fn pend_removal(
         &self,
         workload: WorkloadId,
@@ -58,6 +63,7 @@ impl crate::AgentStore for ThisStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.confirm_removal", skip_all)]
     async fn confirm_removal(
         &self,
         workload: WorkloadId,
@@ -71,6 +77,7 @@ impl crate::AgentStore for ThisStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.record_inventory", skip_all)]
     async fn record_inventory(&self, reg: &crate::MachineRegistration) -> Result<bool, StoreError> {
         let m = &reg.machine;
         let memory = i64::try_from(m.memory_bytes)
@@ -99,6 +106,7 @@ impl crate::AgentStore for ThisStore {
         Ok(done.rows_affected() > 0)
     }
 
+    #[tracing::instrument(level = "debug", name = "store.add_machine_certificate", skip_all)]
     async fn add_machine_certificate(
         &self,
         machine: MachineId,
@@ -120,6 +128,7 @@ impl crate::AgentStore for ThisStore {
         Ok(done.rows_affected() > 0)
     }
 
+    #[tracing::instrument(level = "debug", name = "store.retire_older_certificates", skip_all)]
     async fn retire_older_certificates(
         &self,
         machine: MachineId,
@@ -140,6 +149,7 @@ impl crate::AgentStore for ThisStore {
         Ok(done.rows_affected())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.flag_machine", skip_all)]
     async fn flag_machine(
         &self,
         machine: MachineId,
@@ -160,6 +170,7 @@ impl crate::AgentStore for ThisStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.machine_flag", skip_all)]
     async fn machine_flag(
         &self,
         machine: MachineId,
@@ -180,6 +191,7 @@ impl crate::AgentStore for ThisStore {
         }
     }
 
+    #[tracing::instrument(level = "debug", name = "store.machine_seen", skip_all)]
     async fn machine_seen(
         &self,
         machine: MachineId,
@@ -194,6 +206,7 @@ impl crate::AgentStore for ThisStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.record_gpu_usage", skip_all)]
     async fn record_gpu_usage(
         &self,
         machine: MachineId,

@@ -4,6 +4,7 @@ use crate::Waiting;
 
 #[async_trait::async_trait]
 impl crate::ControllerStore for ThisStore {
+    #[tracing::instrument(level = "debug", name = "store.waiting", skip_all)]
     async fn waiting(&self, region: &Region) -> Result<Vec<Waiting>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(WAITING.as_str()))
             .bind(region.as_str())
@@ -14,11 +15,13 @@ impl crate::ControllerStore for ThisStore {
                 Ok(Waiting {
                     workload: workload_from_row(row)?,
                     tenant_trusted: row.try_get::<i32, _>("tenant_trusted")? != 0,
+                    trace_context: row.try_get("trace_context")?,
                 })
             })
             .collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.census", skip_all)]
     async fn census(&self, region: &Region) -> Result<BTreeMap<State, u64>, StoreError> {
         let rows = sqlx::query(
             "SELECT state, COUNT(*) AS n FROM workloads WHERE region = $1 AND state <> 'deleted' \
@@ -41,7 +44,8 @@ impl crate::ControllerStore for ThisStore {
 static WAITING: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "SELECT {WORKLOAD_COLUMNS}, \
-         (SELECT trusted FROM tenants WHERE tenants.id = workloads.tenant_id) AS tenant_trusted \
+         (SELECT trusted FROM tenants WHERE tenants.id = workloads.tenant_id) AS tenant_trusted, \
+         trace_context \
          FROM workloads WHERE region = $1 AND state IN ('pending', 'queued') \
          ORDER BY (SELECT MAX(seq) FROM workload_events e WHERE e.workload_id = workloads.id \
          AND e.to_state = 'pending' AND (e.from_state IS NULL OR e.from_state <> 'pending')), id"

@@ -43,6 +43,7 @@ mod enrolment_sql {
 
     #[async_trait::async_trait]
     impl crate::EnrolmentStore for ThisStore {
+        #[tracing::instrument(level = "debug", name = "store.create_enrolment_token", skip_all)]
         async fn create_enrolment_token(
             &self,
             t: &NewEnrolmentToken,
@@ -87,6 +88,7 @@ mod enrolment_sql {
             })
         }
 
+        #[tracing::instrument(level = "debug", name = "store.enrolment_tokens", skip_all)]
         async fn enrolment_tokens(
             &self,
             tenant: TenantId,
@@ -98,6 +100,7 @@ mod enrolment_sql {
             rows.iter().map(token_from_row).collect()
         }
 
+        #[tracing::instrument(level = "debug", name = "store.enrolment_token_redeemable", skip_all)]
         async fn enrolment_token_redeemable(
             &self,
             token_hash: &SecretHash,
@@ -113,6 +116,7 @@ mod enrolment_sql {
             Ok(found.is_some())
         }
 
+        #[tracing::instrument(level = "debug", name = "store.redeem_enrolment_token", skip_all)]
         async fn redeem_enrolment_token(
             &self,
             r: &Redemption,
@@ -184,6 +188,7 @@ mod enrolment_sql {
             }))
         }
 
+        #[tracing::instrument(level = "debug", name = "store.revoke_enrolment_token", skip_all)]
         async fn revoke_enrolment_token(
             &self,
             tenant: TenantId,

@@ -6,6 +6,7 @@ const HOUR_MS: i64 = 3_600_000;
 
 #[async_trait::async_trait]
 impl crate::InventoryStore for ThisStore {
+    #[tracing::instrument(level = "debug", name = "store.workload_of", skip_all)]
     async fn workload_of(
         &self,
         tenant: TenantId,
@@ -19,6 +20,7 @@ impl crate::InventoryStore for ThisStore {
         row.as_ref().map(workload_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.workloads_of", skip_all)]
     async fn workloads_of(
         &self,
         tenant: TenantId,
@@ -40,6 +42,7 @@ impl crate::InventoryStore for ThisStore {
         rows.iter().map(workload_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.put_machine", skip_all)]
     async fn put_machine(&self, reg: &MachineRegistration) -> Result<(), StoreError> {
         let m = &reg.machine;
         let memory = i64::try_from(m.memory_bytes)
@@ -85,6 +88,7 @@ impl crate::InventoryStore for ThisStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.machines_of", skip_all)]
     async fn machines_of(&self, tenant: TenantId) -> Result<Vec<MachineRecord>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "{} ORDER BY id",
@@ -96,6 +100,7 @@ impl crate::InventoryStore for ThisStore {
         rows.iter().map(machine_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.machine_of", skip_all)]
     async fn machine_of(
         &self,
         tenant: TenantId,
@@ -112,6 +117,7 @@ impl crate::InventoryStore for ThisStore {
         row.as_ref().map(machine_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.gpu_use_on", skip_all)]
     async fn gpu_use_on(
         &self,
         machine: MachineId,
@@ -136,6 +142,7 @@ impl crate::InventoryStore for ThisStore {
         ))
     }
 
+    #[tracing::instrument(level = "debug", name = "store.revoke_machine", skip_all)]
     async fn revoke_machine(
         &self,
         tenant: TenantId,
@@ -170,11 +177,13 @@ impl crate::InventoryStore for ThisStore {
         self.machine_of(tenant, id).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.record_usage", skip_all)]
     async fn record_usage(&self, r: &UsageRecord) -> Result<(), StoreError> {
         upsert_usage(r)?.execute(&mut *self.writer().await?).await?;
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.usage_of", skip_all)]
     async fn usage_of(
         &self,
         tenant: TenantId,
@@ -204,6 +213,7 @@ impl crate::InventoryStore for ThisStore {
         rows.iter().map(usage_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.workload_usage", skip_all)]
     async fn workload_usage(
         &self,
         tenant: TenantId,

@@ -49,6 +49,7 @@ static WORKLOADS_TO_METER: std::sync::LazyLock<String> = std::sync::LazyLock::ne
 
 #[async_trait::async_trait]
 impl crate::MeteringStore for ThisStore {
+    #[tracing::instrument(level = "debug", name = "store.workloads_to_meter", skip_all)]
     async fn workloads_to_meter(
         &self,
         changed_since: Option<time::OffsetDateTime>,
@@ -71,6 +72,7 @@ impl crate::MeteringStore for ThisStore {
         rows.iter().map(workload_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.timelines", skip_all)]
     async fn timelines(
         &self,
         ids: &[WorkloadId],
@@ -91,6 +93,7 @@ impl crate::MeteringStore for ThisStore {
         Ok(timelines)
     }
 
+    #[tracing::instrument(level = "debug", name = "store.usage_of_workloads", skip_all)]
     async fn usage_of_workloads(
         &self,
         ids: &[WorkloadId],
@@ -110,6 +113,7 @@ impl crate::MeteringStore for ThisStore {
         Ok(usage)
     }
 
+    #[tracing::instrument(level = "debug", name = "store.apply_usage", skip_all)]
     async fn apply_usage(&self, change: &UsageChange) -> Result<(), StoreError> {
         if change
             .upsert

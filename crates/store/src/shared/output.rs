@@ -183,6 +183,7 @@ async fn total(tx: &mut Tx<'_>, tenant: Uuid) -> Result<u64, StoreError> {
 
 #[async_trait::async_trait]
 impl crate::OutputStore for ThisStore {
+    #[tracing::instrument(level = "debug", name = "store.append_output", skip_all)]
     async fn append_output(
         &self,
         batch: &OutputBatch,
@@ -285,6 +286,7 @@ impl crate::OutputStore for ThisStore {
         Ok(head)
     }
 
+    #[tracing::instrument(level = "debug", name = "store.output_heads", skip_all)]
     async fn output_heads(&self, workloads: &[WorkloadId]) -> Result<Vec<OutputHead>, StoreError> {
         let mut heads = Vec::new();
         for chunk in workloads.chunks(IDS_PER_QUERY) {
@@ -300,6 +302,7 @@ impl crate::OutputStore for ThisStore {
         Ok(heads)
     }
 
+    #[tracing::instrument(level = "debug", name = "store.read_output", skip_all)]
     async fn read_output(
         &self,
         workload: WorkloadId,
@@ -366,6 +369,7 @@ impl crate::OutputStore for ThisStore {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "store.sweep_output", skip_all)]
     async fn sweep_output(&self, before: time::OffsetDateTime) -> Result<u64, StoreError> {
         let cutoff = crate::time_ms::to_ms(before);
         let mut dropped = 0;

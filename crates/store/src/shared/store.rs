@@ -34,6 +34,7 @@ macro_rules! note_insert {
 
 #[async_trait::async_trait]
 impl crate::Store for ThisStore {
+    #[tracing::instrument(level = "debug", name = "store.migrate", skip_all)]
     async fn migrate(&self) -> Result<MigrationReport, StoreError> {
         let before = self.applied_version().await?;
         migrations::check_not_newer(MIGRATOR, before)?;
@@ -47,6 +48,7 @@ impl crate::Store for ThisStore {
         Ok(migrations::report(before, after))
     }
 
+    #[tracing::instrument(level = "debug", name = "store.ping", skip_all)]
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(self.reader()).await?;
         Ok(())
@@ -56,6 +58,7 @@ impl crate::Store for ThisStore {
         self.changes.subscribe()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.create_tenant", skip_all)]
     async fn create_tenant(&self, tenant: &NewTenant) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO tenants (id, slug, name, trusted, created_at) VALUES ($1, $2, $3, $4, $5)",
@@ -70,6 +73,7 @@ impl crate::Store for ThisStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.set_quota", skip_all)]
     async fn set_quota(
         &self,
         tenant: TenantId,
@@ -88,6 +92,7 @@ impl crate::Store for ThisStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.create_workload", skip_all)]
     async fn create_workload(
         &self,
         new: &NewWorkload,
@@ -108,8 +113,9 @@ impl crate::Store for ThisStore {
         let now = now_ms();
         sqlx::query(
             "INSERT INTO workloads (id, tenant_id, kind, name, gpu_class, units, image, region, \
-             fallback, fallback_after_s, params, state, reason, version, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 1, $14, $14)",
+             fallback, fallback_after_s, params, state, reason, version, created_at, updated_at, \
+             trace_context) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 1, $14, $14, $15)",
         )
         .bind(new.id.as_uuid())
         .bind(new.tenant_id.as_uuid())
@@ -125,6 +131,7 @@ impl crate::Store for ThisStore {
         .bind(State::INITIAL.as_str())
         .bind(&reason)
         .bind(now)
+        .bind(new.trace_context.as_deref())
         .execute(&mut *tx)
         .await
         .map_err(|e| name_taken(e, &new.name))?;
@@ -157,6 +164,7 @@ impl crate::Store for ThisStore {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "store.workload", skip_all)]
     async fn workload(&self, id: WorkloadId) -> Result<Option<Workload>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(SELECT_WORKLOAD.as_str()))
             .bind(id.as_uuid())
@@ -165,6 +173,7 @@ impl crate::Store for ThisStore {
         row.as_ref().map(workload_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.workloads", skip_all)]
     async fn workloads(&self, filter: &WorkloadFilter) -> Result<Vec<Workload>, StoreError> {
         let mut q = sqlx::QueryBuilder::<Db>::new(format!(
             "SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE 1 = 1"
@@ -192,6 +201,7 @@ impl crate::Store for ThisStore {
         rows.iter().map(workload_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.transition", skip_all)]
     async fn transition(&self, change: &Transition<'_>) -> Result<Workload, StoreError> {
         let next = check_step(change)?;
         // The clock is read once the writer is ours, so a wait can't stretch a lease.
@@ -210,6 +220,7 @@ impl crate::Store for ThisStore {
         stepped(next, change, now)
     }
 
+    #[tracing::instrument(level = "debug", name = "store.transitions", skip_all)]
     async fn transitions(
         &self,
         changes: &[Transition<'_>],
@@ -260,6 +271,7 @@ impl crate::Store for ThisStore {
         Ok(results)
     }
 
+    #[tracing::instrument(level = "debug", name = "store.start", skip_all)]
     async fn start(&self, w: &Workload, reason: &Reason) -> Result<Workload, StoreError> {
         lifecycle::transition(w.state, State::Pending, w.is_placed())?;
         let reason = reason.text();
@@ -295,6 +307,7 @@ impl crate::Store for ThisStore {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "store.note", skip_all)]
     async fn note(
         &self,
         w: &Workload,
@@ -337,6 +350,7 @@ impl crate::Store for ThisStore {
         Ok(())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.events", skip_all)]
     async fn events(&self, id: WorkloadId) -> Result<Vec<Event>, StoreError> {
         let rows = sqlx::query(
             "SELECT seq, workload_id, from_state, to_state, reason, attempt, at \
@@ -348,6 +362,7 @@ impl crate::Store for ThisStore {
         rows.iter().map(event_from_row).collect()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.capacity_held", skip_all)]
     async fn capacity_held(&self, region: &Region) -> Result<BTreeMap<String, u64>, StoreError> {
         let rows: Vec<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(CAPACITY_HELD.as_str()))
             .bind(region.as_str())
@@ -359,6 +374,7 @@ impl crate::Store for ThisStore {
             .collect())
     }
 
+    #[tracing::instrument(level = "debug", name = "store.take_lease", skip_all)]
     async fn take_lease(
         &self,
         name: &str,
@@ -391,6 +407,7 @@ impl crate::Store for ThisStore {
         .transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.renew_lease", skip_all)]
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<Lease, StoreError> {
         let now = now_ms();
         let expires = now.saturating_add(duration_ms(ttl));
@@ -414,6 +431,7 @@ impl crate::Store for ThisStore {
         })
     }
 
+    #[tracing::instrument(level = "debug", name = "store.release_lease", skip_all)]
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE leases SET expires_at = 0 WHERE name = $1 AND holder = $2 AND epoch = $3",
@@ -523,6 +541,7 @@ fn stepped(mut next: Workload, change: &Transition<'_>, now: i64) -> Result<Work
 }
 
 impl ThisStore {
+    #[tracing::instrument(level = "debug", name = "store.one_by_one", skip_all)]
     async fn one_by_one(&self, changes: &[Transition<'_>]) -> Vec<Result<Workload, StoreError>> {
         let mut results = Vec::with_capacity(changes.len());
         for change in changes {

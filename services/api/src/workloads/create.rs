@@ -90,6 +90,7 @@ pub fn check(
         fallback: req.fallback,
         fallback_after_s: req.fallback_after_s,
         params: req.params.to_json(),
+        trace_context: None,
     })
 }
 

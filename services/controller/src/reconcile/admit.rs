@@ -12,6 +12,7 @@ use einsora_core::ids::{MachineId, WorkloadId};
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::Reason;
 use einsora_store::{StoreError, WorkloadFilter};
+use tracing::Instrument;
 
 use super::Reconciler;
 use crate::agents::Hub;
@@ -66,16 +67,23 @@ impl Reconciler {
         }
         let mut steps = Vec::new();
         let mut still_waiting = Vec::new();
+        // Each workload's admission joins the trace of the request that created it.
+        let mut traces: HashMap<WorkloadId, tracing::Span> = HashMap::new();
         for entry in waiting {
             let w = entry.workload;
-            let decision = match &mut room {
+            let span = tracing::info_span!("admit", workload = %w.id, class = %w.gpu_class);
+            if let Some(parent) = &entry.trace_context {
+                einsora_runtime::telemetry::traces::continue_from_traceparent(&span, parent);
+            }
+            let decision = span.in_scope(|| match &mut room {
                 Room::Cluster(free) => {
                     placement::place(&w, &self.catalog, entry.tenant_trusted, free)
                 }
                 Room::Agents(machines) => {
                     placement::agents::place(&w, &self.catalog, entry.tenant_trusted, machines)
                 }
-            };
+            });
+            traces.insert(w.id, span);
             match decision {
                 Decision::Admit { admission, reason } => steps.push(Step {
                     admission: Some(admission),
@@ -101,7 +109,11 @@ impl Reconciler {
             }
             let placed = admitted.placed_class.as_deref();
             crate::metrics::admitted(&self.region, placed.unwrap_or(&admitted.gpu_class));
-            if let Some((to, reason)) = self.run_admitted(&admitted).await?.step {
+            let span = traces
+                .remove(&admitted.id)
+                .unwrap_or_else(tracing::Span::none);
+            let run = self.run_admitted(&admitted).instrument(span);
+            if let Some((to, reason)) = run.await?.step {
                 failed.push(Step::to(admitted, to, reason));
             }
         }
