@@ -232,6 +232,19 @@ export interface MachineFlag {
   since?: string;
 }
 
+export interface RoleStatus {
+  detail: string;
+  healthy: boolean;
+  name: string;
+}
+
+export interface Status {
+  machines_offline: number;
+  machines_online: number;
+  roles: RoleStatus[];
+  workloads: Record<string, number>;
+}
+
 export interface ListUsageResponse {
   next_page_token: string;
   records: UsageRecord[];
@@ -326,6 +339,7 @@ export interface Get {
   '/v1/machines/{id}': Machine;
   '/v1/me': Me;
   '/v1/openapi.json': Record<string, unknown>;
+  '/v1/status': Status;
   '/v1/tokens': ListTokensResponse;
   '/v1/usage': ListUsageResponse;
   '/v1/workloads': ListWorkloadsResponse;

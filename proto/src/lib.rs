@@ -58,6 +58,10 @@ package!(
     usage => "einsora.usage.v1.rs"
 );
 package!(
+    /// Public: the installation's health at a glance (`einsora.status.v1`).
+    status => "einsora.status.v1.rs"
+);
+package!(
     /// Public: the tenant's activity log (`einsora.activity.v1`).
     activity => "einsora.activity.v1.rs"
 );

@@ -42,6 +42,7 @@ const UNPINNED: &[(&str, &str)] = &[
     ("GET", "/v1/enrolment-tokens"),
     ("DELETE", "/v1/enrolment-tokens/{id}"),
     ("GET", "/v1/activity"),
+    ("GET", "/v1/status"),
 ];
 
 /// Which RPC serves each pinned route (gRPC path), so a route can't move to another RPC.
@@ -261,6 +262,7 @@ fn every_public_rpc_has_a_route_and_no_other_has_one() {
         "einsora.usage.v1.UsageService",
         "einsora.enrolment.v1.EnrolmentTokenService",
         "einsora.activity.v1.ActivityService",
+        "einsora.status.v1.StatusService",
     ];
     for r in &routes {
         assert!(
@@ -276,8 +278,8 @@ fn every_public_rpc_has_a_route_and_no_other_has_one() {
         "an RPC has two routes"
     );
     // 9 workloads + 3 machines + 1 catalog + 1 access + 4 accounts + 3 tokens + 1 usage + 3
-    // enrolment tokens + 1 activity.
-    assert_eq!(rpcs_with_routes.len(), 26);
+    // enrolment tokens + 1 activity + 1 status.
+    assert_eq!(rpcs_with_routes.len(), 27);
 }
 
 #[test]

@@ -119,6 +119,7 @@ fn every_field_the_api_requires_is_marked_required() {
         "einsora.accounts.v1.ListTokensRequest",
         "einsora.enrolment.v1.ListEnrolmentTokensRequest",
         "einsora.activity.v1.ListActivityRequest",
+        "einsora.status.v1.GetStatusRequest",
     ];
     for route in schema.http_routes() {
         assert!(

@@ -76,6 +76,9 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Whether Einsora is working: each role, who leads each region, your machines and
+    /// workloads (exits non-zero when something is down).
+    Status,
     /// Your tenant's activity log: every action through the API, and every call it refused
     /// (the tenant's owner only).
     Activity(super::activity::ActivityArgs),
@@ -301,6 +304,7 @@ async fn execute(
         }
         ClientCommand::Tokens { command } => tokens(api, global, command, show).await,
         ClientCommand::Activity(args) => super::activity::show(api, &args, global.json).await,
+        ClientCommand::Status => super::status::show(api, global.json).await,
         ClientCommand::Usage { from, to } => {
             let path = format!("/v1/usage?from={}&to={}", query(&from), query(&to));
             show(

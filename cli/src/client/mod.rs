@@ -6,5 +6,6 @@ mod credentials;
 mod http;
 mod logs;
 mod output;
+mod status;
 
 pub use commands::{ClientCommand, Global, run};

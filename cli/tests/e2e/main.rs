@@ -30,5 +30,6 @@ mod partition;
 mod roles;
 mod sandbox;
 mod schemathesis;
+mod status;
 mod traces;
 mod up;

@@ -16,6 +16,11 @@ pub struct InvalidRegion {
 }
 
 impl Region {
+    /// The name of the lease the controller that reconciles this region holds (who leads it).
+    pub fn controller_lease(&self) -> String {
+        format!("controller:{self}")
+    }
+
     pub fn new(name: &str) -> Result<Self, InvalidRegion> {
         let problem = if name.is_empty() {
             Some("it is empty")

@@ -157,6 +157,9 @@ pub trait Store:
 
     /// Lets the lease go at once, so a standby takes over without waiting for it to expire.
     async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Every lease, held or lapsed (who leads which region, for `GET /v1/status`).
+    async fn leases(&self) -> Result<Vec<Lease>, StoreError>;
 }
 
 /// Opens an existing database whose migrations are exactly this binary's: one that is older

@@ -13,6 +13,7 @@ pub mod activity;
 pub mod catalog;
 pub mod enrolment;
 mod grants;
+pub mod health;
 pub mod machines;
 mod scoped;
 pub mod status;
@@ -33,6 +34,7 @@ use einsora_proto::catalog::v1::catalog_service_server::CatalogServiceServer;
 use einsora_proto::enrolment::v1::enrolment_token_service_server::EnrolmentTokenServiceServer;
 use einsora_proto::internal::v1::api_internal_service_server::ApiInternalServiceServer;
 use einsora_proto::machines::v1::machine_service_server::MachineServiceServer;
+use einsora_proto::status::v1::status_service_server::StatusServiceServer;
 use einsora_proto::usage::v1::usage_service_server::UsageServiceServer;
 use einsora_proto::workloads::v1::workload_service_server::WorkloadServiceServer;
 use einsora_runtime::grpc::{self, InternalTls};
@@ -54,6 +56,8 @@ pub struct Config {
     pub auth_mode: setup::AuthMode,
     /// What notebook links and endpoint URLs are built from (EINSORA_ACCESS_URL).
     pub access_url: einsora_runtime::access_url::AccessUrl,
+    /// Where the other roles listen, for `GET /v1/status`.
+    pub peers: health::Peers,
 }
 
 impl Config {
@@ -65,6 +69,7 @@ impl Config {
             tls: InternalTls::from_settings(settings)?,
             auth_mode: setup::AuthMode::from_settings(settings)?,
             access_url: einsora_runtime::access_url::AccessUrl::from_settings(settings)?,
+            peers: health::Peers::from_settings(settings)?,
         })
     }
 }
@@ -109,6 +114,13 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let catalog_api = catalog::CatalogApi::new(&cfg.catalog, Arc::clone(&auth));
     let usage = usage::UsageApi::new(Arc::clone(&store), Arc::clone(&auth));
     let activity = activity::ActivityApi::new(Arc::clone(&store), Arc::clone(&auth));
+    let health = health::StatusApi::new(
+        Arc::clone(&store),
+        Arc::clone(&auth),
+        Arc::clone(&cfg.catalog),
+        cfg.peers.clone(),
+        cfg.tls.clone(),
+    );
     let access = access::AccessApi::new(Arc::clone(&store), Arc::clone(&auth), cfg.access_url);
     let enrolment = enrolment::EnrolmentApi::new(
         Arc::clone(&store),
@@ -128,6 +140,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         ))
         .add_service(UsageServiceServer::with_interceptor(usage, gateway()))
         .add_service(ActivityServiceServer::with_interceptor(activity, gateway()))
+        .add_service(StatusServiceServer::with_interceptor(health, gateway()))
         .add_service(AccessServiceServer::with_interceptor(access, gateway()))
         .add_service(EnrolmentTokenServiceServer::with_interceptor(
             enrolment,

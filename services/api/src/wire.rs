@@ -64,16 +64,21 @@ pub fn usage(r: &UsageRecord) -> usage_pb::UsageRecord {
 
 /// `r` as the API shows it; each device names the workloads of `holding` (the reader's, holding
 /// capacity) that hold it.
+/// Revoked, online (seen within [`ONLINE_WITHIN`]) or offline.
+pub fn machine_status(r: &MachineRecord, now: OffsetDateTime) -> machines_pb::MachineStatus {
+    match (r.revoked_at, r.last_seen_at) {
+        (Some(_), _) => machines_pb::MachineStatus::Revoked,
+        (None, Some(seen)) if now - seen <= ONLINE_WITHIN => machines_pb::MachineStatus::Online,
+        (None, _) => machines_pb::MachineStatus::Offline,
+    }
+}
+
 pub fn machine(
     r: &MachineRecord,
     holding: &[Workload],
     now: OffsetDateTime,
 ) -> machines_pb::Machine {
-    let status = match (r.revoked_at, r.last_seen_at) {
-        (Some(_), _) => machines_pb::MachineStatus::Revoked,
-        (None, Some(seen)) if now - seen <= ONLINE_WITHIN => machines_pb::MachineStatus::Online,
-        (None, _) => machines_pb::MachineStatus::Offline,
-    };
+    let status = machine_status(r, now);
     machines_pb::Machine {
         drivers: r.drivers.clone(),
         models: r.models.iter().map(Into::into).collect(),

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::config::Timers;
 
 pub fn name(region: &einsora_core::region::Region) -> String {
-    format!("controller:{region}")
+    region.controller_lease()
 }
 
 /// Who this process is, in the lease table: new for every process, so a restarted controller

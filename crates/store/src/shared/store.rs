@@ -443,6 +443,23 @@ impl crate::Store for ThisStore {
         .await?;
         Ok(())
     }
+
+    #[tracing::instrument(level = "debug", name = "store.leases", skip_all)]
+    async fn leases(&self) -> Result<Vec<Lease>, StoreError> {
+        let rows = sqlx::query("SELECT name, holder, epoch, expires_at FROM leases ORDER BY name")
+            .fetch_all(self.reader())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Lease {
+                    name: row.try_get("name")?,
+                    holder: row.try_get("holder")?,
+                    epoch: row.try_get("epoch")?,
+                    expires_at: from_ms(row.try_get("expires_at")?)?,
+                })
+            })
+            .collect()
+    }
 }
 
 static SELECT_WORKLOAD: std::sync::LazyLock<String> =

@@ -104,3 +104,29 @@ pub async fn released_lease_is_taken_at_once(db: TestDb) {
         "releasing a stale lease doesn't free the new holder's"
     );
 }
+
+/// Every lease is listed with its holder and expiry, a released one too (expired).
+pub async fn leases_are_listed_with_their_holders(db: TestDb) {
+    let store = &*db.store;
+    assert!(store.leases().await.unwrap().is_empty());
+    let held = store
+        .take_lease("controller:one", "a", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let other = store
+        .take_lease("controller:two", "b", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    store.release_lease(&other).await.unwrap();
+    let leases = store.leases().await.unwrap();
+    let names: Vec<(&str, &str)> = leases
+        .iter()
+        .map(|l| (l.name.as_str(), l.holder.as_str()))
+        .collect();
+    assert_eq!(names, [("controller:one", "a"), ("controller:two", "b")]);
+    let now = time::OffsetDateTime::now_utc();
+    assert_eq!(leases[0].expires_at, held.expires_at);
+    assert!(leases[1].expires_at < now, "released: expired");
+}

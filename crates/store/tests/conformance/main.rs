@@ -24,6 +24,7 @@ mod workloads;
 // Each case once per engine: `sqlite::<case>` and `postgres::<case>`.
 einsora_testkit::on_both_engines! {
     workloads::the_census_counts_a_regions_workloads_by_state,
+    leases::leases_are_listed_with_their_holders,
     activity::activity_is_read_newest_first_filtered_and_paged,
     activity::an_actions_entry_is_written_in_its_transaction_or_not_at_all,
     activity::the_activity_sweep_drops_entries_before_the_cutoff,
