@@ -83,15 +83,32 @@ export async function request(method, path, body) {
   } catch {
     throw new ApiError(0, 'unavailable', "Einsora can't be reached: check that it is running, then try again.", '');
   }
-  const text = await response.text();
-  /** @type {any} */
-  let data = null;
-  try {
-    data = text ? JSON.parse(text) : null;
-  } catch {
-    data = null;
-  }
+  const data = parse(await response.text());
   if (response.ok) return data;
+  throw refusal(response, data, method === 'POST' && path === '/v1/sessions');
+}
+
+/**
+ * @param {string} text
+ * @returns {any}  the JSON value, or null when it isn't JSON
+ */
+function parse(text) {
+  try {
+    return text ? JSON.parse(text) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * What an answer that isn't OK says, as an ApiError; a 401 signs the dashboard out (unless it
+ * is the answer to signing in).
+ * @param {Response} response
+ * @param {any} data  its body as JSON
+ * @param {boolean} signingIn
+ * @returns {ApiError}
+ */
+function refusal(response, data, signingIn) {
   const envelope = data && typeof data === 'object' ? data.error : null;
   const error = new ApiError(
     response.status,
@@ -99,8 +116,8 @@ export async function request(method, path, body) {
     envelope?.message ?? `Einsora answered HTTP ${response.status}.`,
     envelope?.request_id ?? response.headers.get('X-Request-ID') ?? '',
   );
-  if (response.status === 401 && !(method === 'POST' && path === '/v1/sessions')) signedOut();
-  throw error;
+  if (response.status === 401 && !signingIn) signedOut();
+  return error;
 }
 
 /** @typedef {import('./api-types').Get} Get */
@@ -159,14 +176,89 @@ export const api = {
 };
 
 /**
+ * The routes that stream (docs/api.md, "Streams"): with `follow=true` they answer NDJSON.
+ * @typedef {'/v1/workloads/{id}/logs'} Streaming
+ */
+
+const BROKEN = 'The connection to Einsora broke.';
+
+/**
+ * Follows a streaming route: `GET` with `follow=true`, answered in NDJSON, one message a line,
+ * each given to `onMessage` as it arrives. Resolves when the stream ends; rejects with an
+ * ApiError: the refusal before the first line, the error envelope of a last line, or
+ * `unavailable` (status 0) when the connection breaks. `signal` aborts it (the promise then
+ * rejects with the signal's reason).
+ * @template {Streaming} R
+ * @param {R} route
+ * @param {Where} where  its query without `follow`
+ * @param {(message: Get[R]) => void} onMessage
+ * @param {AbortSignal} signal
+ * @returns {Promise<void>}
+ */
+export async function follow(route, where, onMessage, signal) {
+  const path = url(route, { ...where, query: { ...where.query, follow: 'true' } });
+  /** @type {Response} */
+  let response;
+  try {
+    response = await fetch(path, {
+      headers: { Accept: 'application/x-ndjson' },
+      credentials: 'same-origin',
+      cache: 'no-store',
+      signal,
+    });
+  } catch (error) {
+    if (signal.aborted) throw error;
+    throw new ApiError(0, 'unavailable', "Einsora can't be reached: check that it is running, then try again.", '');
+  }
+  if (!response.ok || !response.body) throw refusal(response, parse(await response.text()), false);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  const take = (/** @type {string} */ line) => {
+    if (!line.trim()) return;
+    const message = parse(line);
+    if (message && typeof message === 'object' && message.error) {
+      const { code = 'internal', message: text = 'The stream ended with an error.', request_id = '' } = message.error;
+      if (code === 'unauthenticated') signedOut();
+      throw new ApiError(response.status, code, text, request_id);
+    }
+    if (message === null) throw new ApiError(0, 'unavailable', BROKEN, '');
+    onMessage(message);
+  };
+  try {
+    for (;;) {
+      /** @type {ReadableStreamReadResult<Uint8Array>} */
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch (error) {
+        if (signal.aborted) throw error;
+        throw new ApiError(0, 'unavailable', BROKEN, '');
+      }
+      if (chunk.done) break;
+      buffer += decoder.decode(chunk.value, { stream: true });
+      const lines = buffer.split('\n');
+      buffer = lines.pop() ?? '';
+      for (const line of lines) take(line);
+    }
+    take(buffer + decoder.decode());
+  } finally {
+    // Whatever ended the reading (the end, an error line, a page it couldn't take), the
+    // connection goes with it.
+    reader.cancel().catch(() => {});
+  }
+}
+
+/**
  * The routes that answer in pages (`next_page_token`), and the list each page holds.
  * @typedef {{
  *   '/v1/workloads': import('./api-types').Workload,
  *   '/v1/usage': import('./api-types').UsageRecord,
+ *   '/v1/activity': import('./api-types').ActivityEntry,
  * }} Paged
  */
 /** @type {{ [R in keyof Paged]: keyof Get[R] }} */
-const PAGED_FIELD = { '/v1/workloads': 'workloads', '/v1/usage': 'records' };
+const PAGED_FIELD = { '/v1/workloads': 'workloads', '/v1/usage': 'records', '/v1/activity': 'entries' };
 
 /**
  * Every item of a paged list.

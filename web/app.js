@@ -1,6 +1,6 @@
 // The dashboard's router: history-API routes, the header with its navigation, and who is
 // signed in. Each page is a module with `render(main, params, context)`, which may return a
-// function that stops what it started (polling).
+// function that stops what it started (polling, a followed stream).
 
 import { api, csrf, onSignedOut } from './api.js';
 import { h } from './dom.js';
@@ -11,6 +11,7 @@ import * as launch from './pages/launch.js';
 import * as machines from './pages/machines.js';
 import * as tokens from './pages/tokens.js';
 import * as usage from './pages/usage.js';
+import * as activity from './pages/activity.js';
 import * as notfound from './pages/notfound.js';
 
 /**
@@ -32,6 +33,7 @@ const ROUTES = [
   { pattern: /^\/machines$/, page: machines, title: 'Machines' },
   { pattern: /^\/tokens$/, page: tokens, title: 'API tokens' },
   { pattern: /^\/usage$/, page: usage, title: 'Usage' },
+  { pattern: /^\/activity$/, page: activity, title: 'Activity' },
 ];
 
 const NAV = [
@@ -40,6 +42,7 @@ const NAV = [
   ['/machines', 'Machines'],
   ['/tokens', 'API tokens'],
   ['/usage', 'Usage'],
+  ['/activity', 'Activity'],
 ];
 
 const state = {

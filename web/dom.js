@@ -234,3 +234,20 @@ export function copyButton(text) {
   );
   return h('span', { class: 'copy' }, button, said);
 }
+
+/**
+ * Saves text as a file the browser downloads: a Blob behind an object URL, clicked through an
+ * `<a download>` that is gone again at once (no inline script, nothing left in the page).
+ * @param {string} name  the file's name
+ * @param {BlobPart[]} parts  its text
+ * @param {string} type  its media type
+ */
+export function saveFile(name, parts, type) {
+  const href = URL.createObjectURL(new Blob(parts, { type }));
+  const link = h('a', { href, download: name, hidden: true });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  // The download has its own copy once it starts; a minute is ample.
+  setTimeout(() => URL.revokeObjectURL(href), 60_000);
+}

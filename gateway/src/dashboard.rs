@@ -45,6 +45,8 @@ pub(crate) const ASSETS: &[Asset] = assets![
     "pages/machines.js",
     "pages/tokens.js",
     "pages/usage.js",
+    "pages/activity.js",
+    "pages/logs.js",
     "pages/notfound.js",
 ];
 

@@ -1,14 +1,16 @@
 // One workload: what it is and where it runs, its timeline (newest last), kept current by
 // polling every 2 s; Stop, Start, Delete (confirmed in a dialog); Open for a running
 // notebook (a one-time link, opened in a new tab); the API base URL for an endpoint, with a
-// curl example that uses an API token, never the dashboard's cookie.
+// curl example that uses an API token, never the dashboard's cookie. Two tabs: Overview, and
+// Logs (pages/logs.js: its output, followed live); `?tab=logs` opens the second.
 
 import { api, poll } from '../api.js';
 import { h, confirmDialog, copyButton, describe, errorBox } from '../dom.js';
 import { gpuUse, orDash, stateBadge, time } from '../format.js';
+import { logsPanel } from './logs.js';
 
 /** @type {import('../app.js').Page['render']} */
-export function render(main, [id], _context) {
+export function render(main, [id], context) {
   const it = { params: { id } };
   const title = h('h1', { tabindex: -1 }, 'Workload');
   const facts = h('dl', { class: 'facts' });
@@ -41,6 +43,7 @@ export function render(main, [id], _context) {
       ]);
       if (w.machine_id && !machineNames.has(w.machine_id)) await learnMachines();
       workload = w;
+      logs.workloadIs(w);
       refreshProblem.replaceChildren();
       draw(history.events ?? []);
       if (w.kind === 'endpoint' && w.state === 'running' && !baseUrl) await learnBaseUrl();
@@ -205,15 +208,96 @@ export function render(main, [id], _context) {
     }),
   );
 
+  const logs = logsPanel(id);
+  const tabs = tabbed(
+    [
+      {
+        key: 'overview',
+        label: 'Overview',
+        content: [
+          h('section', { class: 'card', 'aria-label': 'Details' }, facts),
+          endpoint,
+          h('section', { 'aria-labelledby': 'timeline' }, h('h2', { id: 'timeline' }, 'Timeline'), timeline),
+        ],
+      },
+      { key: 'logs', label: 'Logs', content: [logs.element], shown: logs.show, hidden: logs.hide },
+    ],
+    new URLSearchParams(location.search).get('tab') ?? '',
+    (key) => {
+      const query = new URLSearchParams(location.search);
+      if (key === 'overview') query.delete('tab');
+      else query.set('tab', key);
+      context.setQuery(query);
+    },
+  );
+
   main.append(
     title,
     refreshProblem,
     h('div', { class: 'actions', role: 'group', 'aria-label': 'Actions' }, open, stop, start, remove),
     openHint,
     actionProblem,
-    h('section', { class: 'card', 'aria-label': 'Details' }, facts),
-    endpoint,
-    h('section', { 'aria-labelledby': 'timeline' }, h('h2', { id: 'timeline' }, 'Timeline'), timeline),
+    tabs,
   );
-  return poll(refresh, 2000);
+  const polling = poll(refresh, 2000);
+  return () => {
+    polling();
+    logs.stop();
+  };
+}
+
+/**
+ * @typedef {{
+ *   key: string,
+ *   label: string,
+ *   content: HTMLElement[],
+ *   shown?: () => void,
+ *   hidden?: () => void,
+ * }} Tab
+ */
+
+/**
+ * Tabs as ARIA describes them: the arrow keys, Home and End move between them, each shows its
+ * panel; a panel's `shown` and `hidden` are told.
+ * @param {Tab[]} list
+ * @param {string} chosen  the key of the tab shown first (else the first)
+ * @param {(key: string) => void} onChoose
+ * @returns {HTMLElement}
+ */
+function tabbed(list, chosen, onChoose) {
+  const buttons = list.map((tab) =>
+    h('button', { type: 'button', role: 'tab', id: `tab-${tab.key}`, 'aria-controls': `panel-${tab.key}`, class: 'tab' }, tab.label),
+  );
+  const panels = list.map((tab) =>
+    h('div', { role: 'tabpanel', id: `panel-${tab.key}`, 'aria-labelledby': `tab-${tab.key}`, class: 'tab-panel' }, tab.content),
+  );
+  let current = -1;
+  const choose = (/** @type {number} */ index) => {
+    if (index === current) return;
+    const before = current;
+    current = index;
+    buttons.forEach((button, i) => {
+      button.setAttribute('aria-selected', String(i === index));
+      button.tabIndex = i === index ? 0 : -1;
+      panels[i].hidden = i !== index;
+    });
+    if (before >= 0) list[before].hidden?.();
+    list[index].shown?.();
+  };
+  buttons.forEach((button, i) => {
+    button.addEventListener('click', () => {
+      choose(i);
+      onChoose(list[i].key);
+    });
+    button.addEventListener('keydown', (event) => {
+      const last = list.length - 1;
+      const to = { ArrowRight: i === last ? 0 : i + 1, ArrowLeft: i === 0 ? last : i - 1, Home: 0, End: last }[event.key];
+      if (to === undefined) return;
+      event.preventDefault();
+      buttons[to].focus();
+      buttons[to].click();
+    });
+  });
+  choose(Math.max(0, list.findIndex((tab) => tab.key === chosen)));
+  return h('div', { class: 'tabs' }, h('div', { role: 'tablist', 'aria-label': 'Workload' }, buttons), panels);
 }

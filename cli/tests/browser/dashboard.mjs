@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { attack, elsewhere } from './cross-site.mjs';
-import { apiClient, assert, chromium, DESKTOP, setting, shoot, sleep, waitFor } from './lib.mjs';
+import { apiClient, assert, chromium, DESKTOP, painted, setting, shoot, sleep, waitFor } from './lib.mjs';
 
 const DASHBOARD = setting('EINSORA_DASHBOARD_URL').replace(/\/$/, '');
 const DASHBOARD_HOST = new URL(DASHBOARD).host;
@@ -27,7 +27,8 @@ const MODEL = setting('EINSORA_MODEL', 'tiny.gguf');
 /** A `.gguf` file in the models directory that isn't a model. */
 const NOT_A_MODEL = 'not-a-model.gguf';
 const SHOTS = setting('EINSORA_SCREENSHOTS', path.resolve('target/test-output/screenshots'));
-const api = apiClient(API_URL, setting('EINSORA_API_TOKEN'));
+const TOKEN = setting('EINSORA_API_TOKEN');
+const api = apiClient(API_URL, TOKEN);
 
 /** How long a workload may take to reach running on a busy 2-core machine. */
 const RUNNING_WITHIN = 180_000;
@@ -182,6 +183,218 @@ async function snapshot(workload) {
     tokens: tokens.map((t) => `${t.id} ${t.name} ${t.revoked_at ?? 'live'}`).sort(),
     workload: w.state,
   };
+}
+
+/** The file a click on `button` downloads, as text, and its name. */
+async function downloaded(page, button) {
+  const [download] = await Promise.all([page.waitForEvent('download'), button.click()]);
+  const file = await download.path();
+  assert(file, `the download was saved: ${await download.failure()}`);
+  return { name: download.suggestedFilename(), text: fs.readFileSync(file, 'utf8') };
+}
+
+/**
+ * The workload page's Logs tab, `lab` the running notebook's JupyterLab: what it printed shows,
+ * a line printed after the tab opened is followed, scrolling up stops following (a new line
+ * doesn't move the view) until "Jump to newest", and Download saves the lines.
+ */
+async function logsTab(page, lab, screenshot) {
+  // JupyterLab logs each request it answers 404 (`[W … ServerApp] 404 GET /api/<word> …`):
+  // a line the notebook prints when the test asks, with a word of the test's own.
+  const print = async (word) => {
+    const status = await lab.evaluate(async (at) => (await fetch(at, { cache: 'no-store' })).status, `/api/${word}`);
+    assert(status === 404, `the notebook answers /api/${word} with 404: ${status}`);
+  };
+  const tag = `einsora-browser-${Date.now()}`;
+  await page.getByRole('tab', { name: 'Logs', exact: true }).click();
+  await page.waitForURL(/\?tab=logs$/);
+  const output = page.getByRole('log', { name: 'Output' });
+  // What JupyterLab printed as it started, before the tab opened.
+  await output.getByText(/Jupyter Server .* is running at/).first().waitFor({ timeout: 60_000 });
+  await page.getByText('Following: new lines appear', { exact: false }).waitFor();
+  await print(`${tag}-first`);
+  await output.getByText(`${tag}-first`).waitFor({ timeout: 60_000 });
+  // Enough lines that the view scrolls; it keeps to the newest.
+  for (let i = 1; i <= 60; i++) await print(`${tag}-fill-${i}`);
+  await output.getByText(`${tag}-fill-60`).waitFor({ timeout: 60_000 });
+  await painted(page);
+  const geometry = () => output.evaluate((box) => ({ top: box.scrollTop, height: box.scrollHeight, shown: box.clientHeight }));
+  const below = (g) => g.height - g.top - g.shown;
+  let g = await geometry();
+  assert(g.height > g.shown + 100, `the output scrolls: ${JSON.stringify(g)}`);
+  assert(below(g) <= 8, `following, the newest line is in view: ${JSON.stringify(g)}`);
+  const jump = page.getByRole('button', { name: 'Jump to newest', exact: true });
+  assert(!(await jump.isVisible()), 'no "Jump to newest" while following');
+
+  await output.hover();
+  await page.mouse.wheel(0, -800);
+  await jump.waitFor();
+  await page.getByText('Paused where you scrolled', { exact: false }).waitFor();
+  await painted(page);
+  const held = await geometry();
+  assert(below(held) > 100, `scrolled up: ${JSON.stringify(held)}`);
+  await print(`${tag}-while-scrolled`);
+  await output.getByText(`${tag}-while-scrolled`).waitFor({ state: 'attached', timeout: 60_000 });
+  await painted(page);
+  g = await geometry();
+  assert(g.top === held.top && g.height > held.height, `a new line doesn't move the view: before ${JSON.stringify(held)}, after ${JSON.stringify(g)}`);
+  assert(below(g) > 100, `the new line is below the view: ${JSON.stringify(g)}`);
+  await page.getByText(/\d+ new lines? below/).waitFor();
+  assert(await jump.isVisible(), '"Jump to newest" is still offered');
+
+  await jump.click();
+  await jump.waitFor({ state: 'hidden' });
+  await painted(page);
+  assert(below(await geometry()) <= 8, 'Jump to newest shows the newest line');
+  await print(`${tag}-after-jump`);
+  await output.getByText(`${tag}-after-jump`).waitFor({ timeout: 60_000 });
+  await painted(page);
+  assert(below(await geometry()) <= 8, 'following again: the new line is in view');
+  await screenshot('logs');
+
+  const file = await downloaded(page, page.getByRole('button', { name: 'Download', exact: true }));
+  assert(file.name === 'nb-browser.log', `the file's name: ${file.name}`);
+  const saved = file.text.split('\n');
+  for (const word of ['first', 'fill-1', 'fill-60', 'while-scrolled', 'after-jump']) {
+    assert(saved.some((line) => line.includes(`/api/${tag}-${word}`)), `the file has the line of ${word}`);
+  }
+  const onPage = await output.locator('.line .text').allTextContents();
+  assert(saved.length - 1 >= onPage.length, `the file has every line: ${saved.length - 1} lines, ${onPage.length} on the page`);
+  for (const line of onPage) assert(saved.includes(line), `the file has the page's line ${JSON.stringify(line)}`);
+  await page.getByText(/Saved [\d,]+ lines/).waitFor();
+}
+
+/** Every activity entry, from the API. */
+async function allActivity() {
+  const entries = [];
+  let token = '';
+  do {
+    const page = await api('GET', `/v1/activity?page_size=500${token ? `&page_token=${token}` : ''}`);
+    entries.push(...page.entries);
+    token = page.next_page_token;
+  } while (token);
+  return entries;
+}
+
+/** A CSV text (RFC 4180) as records of fields. */
+function parseCsv(text) {
+  const records = [];
+  let fields = [];
+  let field = '';
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === '"' && text[i + 1] === '"') {
+        field += '"';
+        i++;
+      } else if (c === '"') quoted = false;
+      else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === ',') {
+      fields.push(field);
+      field = '';
+    } else if (c === '\r' && text[i + 1] === '\n') {
+      fields.push(field);
+      records.push(fields);
+      fields = [];
+      field = '';
+      i++;
+    } else field += c;
+  }
+  if (field || fields.length) records.push([...fields, field]);
+  return records;
+}
+
+/**
+ * The Activity page: the launch of workload `id` (create_workload, ok, linked to its page) and
+ * a call the API refused; the Result filter; Load more; CSV and NDJSON of every entry, as the
+ * API has them; a refusal (someone not the owner) in the API's words.
+ */
+async function activityPage(page, id, screenshot) {
+  const nobody = '00000000-0000-4000-8000-000000000000';
+  const refused = await fetch(`${API_URL}/v1/workloads/${nobody}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+  assert(refused.status === 404, `a workload that isn't there is refused: ${refused.status}`);
+  await nav(page, 'Activity');
+  await page.waitForURL(/\/activity$/);
+  await heading(page, 'Activity').waitFor();
+  const rows = page.locator('main tbody tr');
+  const launched = rows.filter({ hasText: 'create_workload' }).filter({ has: page.getByRole('link', { name: id, exact: true }) });
+  await launched.first().waitFor();
+  const launchResult = await launched.first().locator('.result').textContent();
+  assert(launchResult === 'ok', `the launch is ok: ${launchResult}`);
+  const href = await launched.first().getByRole('link', { name: id, exact: true }).getAttribute('href');
+  assert(href === `/workloads/${id}`, `the workload's ID links to its page: ${href}`);
+  const read = rows.filter({ hasText: 'get_workload' }).filter({ hasText: nobody });
+  await read.first().waitFor();
+  const readResult = await read.first().locator('.result').textContent();
+  assert(readResult === 'not_found', `the refused read says why: ${readResult}`);
+  await screenshot('activity');
+
+  await page.getByLabel('Result', { exact: true }).selectOption('refused');
+  await page.getByRole('button', { name: 'Show', exact: true }).click();
+  await page.waitForURL(/\/activity\?result=refused$/);
+  await waitFor('only refusals listed', async () => {
+    const results = await page.locator('main tbody .result').allTextContents();
+    return results.length > 0 && results.every((r) => r !== 'ok') && (await launched.count()) === 0;
+  });
+  await read.first().waitFor();
+  // The wrong password at the start: a refused sign-in to this account.
+  await rows.filter({ has: page.getByText('login', { exact: true }) }).first().waitFor();
+
+  // Load more: pages of three (the page's own size rewritten on its way), newest first.
+  await page.route(/\/v1\/activity\?/, (route) => {
+    const url = new URL(route.request().url());
+    if (url.searchParams.get('page_size') !== '100') return route.fallback();
+    url.searchParams.set('page_size', '3');
+    return route.continue({ url: url.toString() });
+  });
+  await page.getByLabel('Result', { exact: true }).selectOption({ index: 0 });
+  await page.getByRole('button', { name: 'Show', exact: true }).click();
+  await waitFor('a page of three', async () => (await rows.count()) === 3);
+  const more = page.getByRole('button', { name: 'Load more', exact: true });
+  await more.click();
+  await waitFor('two pages of three', async () => (await rows.count()) === 6);
+  const ids = await rows.evaluateAll((trs) => trs.map((tr) => tr.dataset.id));
+  assert(new Set(ids).size === 6, `Load more adds the next entries: ${ids}`);
+  const times = await rows.locator('time').evaluateAll((ts) => ts.map((t) => Date.parse(t.getAttribute('datetime'))));
+  assert(times.every((t, i) => i === 0 || t <= times[i - 1]), `newest first: ${times}`);
+  await page.unroute(/\/v1\/activity\?/);
+
+  // Every entry, as the API has it.
+  const entries = await allActivity();
+  const columns = ['id', 'at', 'user_id', 'actor', 'action', 'object_kind', 'object_id', 'result', 'request_id', 'client_addr'];
+  const csv = await downloaded(page, page.getByRole('button', { name: 'Download CSV', exact: true }));
+  assert(/^einsora-activity-\d{4}-\d{2}-\d{2}\.csv$/.test(csv.name), `the CSV's name: ${csv.name}`);
+  const [header, ...records] = parseCsv(csv.text);
+  assert(header.join(',') === columns.join(','), `the CSV's header row: ${header}`);
+  assert(records.length === entries.length, `a row per entry: ${records.length} rows, ${entries.length} entries`);
+  records.forEach((record, i) => {
+    const entry = Object.fromEntries(columns.map((c) => [c, String(entries[i][c] ?? '')]));
+    assert(JSON.stringify(record) === JSON.stringify(columns.map((c) => entry[c])), `row ${i + 1} is the entry: ${record} vs ${JSON.stringify(entry)}`);
+  });
+  assert(records.some((r) => r[4] === 'create_workload' && r[6] === id && r[7] === 'ok'), 'the CSV has the launch');
+  assert(records.some((r) => r[4] === 'get_workload' && r[6] === nobody && r[7] === 'not_found'), 'the CSV has the refused read');
+  const ndjson = await downloaded(page, page.getByRole('button', { name: 'Download NDJSON', exact: true }));
+  assert(/\.ndjson$/.test(ndjson.name), `the NDJSON's name: ${ndjson.name}`);
+  const objects = ndjson.text.split('\n').filter(Boolean).map((line) => JSON.parse(line));
+  assert(JSON.stringify(objects) === JSON.stringify(entries), `the NDJSON is every entry: ${objects.length} lines, ${entries.length} entries`);
+
+  // Someone who isn't the owner is refused: the page says what the API said.
+  const forbidden = {
+    error: { code: 'forbidden', message: 'only the tenant owner reads its activity (the test says)', request_id: 'req-browser-test-2' },
+  };
+  await page.route(/\/v1\/activity\?/, (route) =>
+    route.fulfill({ status: 403, contentType: 'application/json', body: JSON.stringify(forbidden) }));
+  expectedFailure = '/v1/activity';
+  await nav(page, 'Usage');
+  await nav(page, 'Activity');
+  const alert = page.getByRole('alert').filter({ hasText: 'the test says' });
+  await alert.waitFor();
+  assert(/Request ID:\s*req-browser-test-2/.test(await alert.textContent()), 'the refusal names its request ID');
+  assert((await page.getByRole('table').count()) === 0 || !(await page.getByRole('table').isVisible()), 'no table when refused');
+  await page.unroute(/\/v1\/activity\?/);
+  expectedFailure = null;
 }
 
 // ---- the run ----
@@ -375,6 +588,9 @@ async function main() {
       assert(!reached(label).some(([, , , session]) => session), `no request from ${label} carried the session cookie`);
     }
     await reloadTo(page, 'nb-browser'); // still signed in
+
+    stepStart('logs: what the notebook printed, followed live; scrolling up stops following; Download');
+    await logsTab(page, lab, screenshot);
     await lab.close();
 
     stepStart('workloads: the list follows the workload live; filters');
@@ -538,6 +754,9 @@ async function main() {
     await waitFor('a bar in the chart', async () => (await chart.locator('rect, path').count()) > 0);
     await page.getByRole('table').getByText('cpu-1c-2g').first().waitFor();
     await screenshot('usage');
+
+    stepStart('activity: the test\'s own actions and a refused call; filters, Load more, CSV and NDJSON');
+    await activityPage(page, id, screenshot);
 
     stepStart('sign out');
     await page.getByRole('button', { name: 'Sign out', exact: true }).click();

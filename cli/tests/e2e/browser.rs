@@ -2,9 +2,10 @@
 //! (`cli/tests/browser/dashboard.mjs`), against `einsora up` on a temp data dir in local auth
 //! mode (the owner made by `einsora setup`) with this machine's Docker engine running the
 //! workloads. The script signs in, launches, watches, opens, stops, starts and deletes a
-//! notebook, launches an endpoint, makes and revokes tokens, draws the usage chart, attacks the
-//! API from other sites with the session live, and writes a screenshot of every page at desktop
-//! and phone sizes to `<test output>/screenshots`. What it needs, `./scripts/test` installs:
+//! notebook, follows its output on the Logs tab (scrolling up stops following; Download saves
+//! it), launches an endpoint, makes and revokes tokens, draws the usage chart, reads and exports
+//! the activity log, attacks the API from other sites with the session live, and writes a
+//! screenshot of every page at desktop and phone sizes to `<test output>/screenshots`. What it needs, `./scripts/test` installs:
 //! Chromium, Node, and `playwright-core` in `target/browser-tests` (EINSORA_BROWSER_MODULES).
 
 use crate::harness::notebooks::{port, solo_as_owner};
@@ -22,14 +23,16 @@ fn dashboard(solo: &Solo) -> String {
 }
 
 /// Every page of the dashboard, as the screenshots name them.
-const PAGES: [&str; 7] = [
+const PAGES: [&str; 9] = [
     "signin",
     "workloads",
     "launch",
     "workload",
+    "logs",
     "machines",
     "tokens",
     "usage",
+    "activity",
 ];
 /// 1280×800 and 390×844.
 const SIZES: [&str; 2] = ["desktop", "phone"];
