@@ -4,6 +4,7 @@
 
 import { api, csrf, onSignedOut } from './api.js';
 import { h } from './dom.js';
+import { watchHealth } from './health.js';
 import * as signin from './pages/signin.js';
 import * as workloads from './pages/workloads.js';
 import * as workload from './pages/workload.js';
@@ -109,6 +110,8 @@ function render(moveFocus) {
     if (!haveSession()) return navigate('/signin', { replace: true });
     if (path === '/') return navigate('/workloads', { replace: true });
   }
+  // The banner of what is down, while someone is signed in.
+  watchHealth(!route?.public);
   drawHeader(path);
   main.replaceChildren();
   const params = route ? (route.pattern.exec(path) ?? []).slice(1).map(decode) : [];

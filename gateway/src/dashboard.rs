@@ -37,6 +37,7 @@ pub(crate) const ASSETS: &[Asset] = assets![
     "app.js",
     "api.js",
     "dom.js",
+    "health.js",
     "format.js",
     "pages/signin.js",
     "pages/workloads.js",

@@ -105,6 +105,8 @@ function listen(page) {
     const refused = /Failed to load resource: the server responded with a status of (\d+)/.exec(text);
     if (refused && refused[1] === '401' && !signedIn) return; // not signed in: the API says so
     if (refused && expectedFailure && where.includes(expectedFailure)) return;
+    // A request the test cut off on purpose (a gateway that can't be reached).
+    if (/Failed to load resource: net::ERR_/.test(text) && expectedFailure && where.includes(expectedFailure)) return;
     problems.push(`console error on ${page.url()}: ${text} (${where})`);
   });
   page.on('pageerror', (error) => {
@@ -397,6 +399,137 @@ async function activityPage(page, id, screenshot) {
   expectedFailure = null;
 }
 
+/**
+ * Hides the tab (`visible` false) or shows it again, as the page sees it: `document.hidden`
+ * and `visibilityState` (headless Chromium's tab is always visible), and the event.
+ */
+async function setVisible(page, visible) {
+  await page.evaluate((shown) => {
+    if (shown) {
+      delete document.hidden;
+      delete document.visibilityState;
+    } else {
+      Object.defineProperty(document, 'hidden', { configurable: true, get: () => true });
+      Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+    }
+    document.dispatchEvent(new Event('visibilitychange'));
+  }, visible);
+}
+
+/**
+ * The banner of what is down, on the page shown: a role the API reports unhealthy is named
+ * with what it means, and goes when the real (healthy) answer is back; a hidden tab asks
+ * nothing, showing it again asks at once; the gateway's 503 `unavailable` shows the API's
+ * wording after two failed asks in a row, one failed ask shows nothing; a gateway that can't
+ * be reached shows "Can't reach Einsora". Screenshots of the page with the banner.
+ */
+async function statusBanner(page, screenshot) {
+  const real = await api('GET', '/v1/status');
+  const down = real.roles.filter((r) => !r.healthy);
+  assert(down.length === 0, `every role of this einsora up is healthy: ${JSON.stringify(down)}`);
+  assert(real.roles.some((r) => r.name === 'controller'), `the status names the controller: ${JSON.stringify(real.roles)}`);
+  const live = page.locator('#health');
+  assert((await live.getAttribute('role')) === 'status' && (await live.getAttribute('aria-live')) === 'polite', 'the banner is a polite live region');
+  const order = await page.evaluate(() => {
+    const health = document.getElementById('health');
+    return health?.previousElementSibling?.id === 'top' && health.nextElementSibling?.id === 'main';
+  });
+  assert(order, 'the banner sits between the header and the page');
+  const banner = live.locator('.health-banner');
+  assert((await banner.count()) === 0, `no banner while all is well: ${await live.textContent()}`);
+  // Whether a banner showed at all from here on (a flash between two looks counts).
+  await page.evaluate(() => {
+    window.__einsoraBanner = 0;
+    window.__einsoraBannerWatch?.disconnect();
+    window.__einsoraBannerWatch = new MutationObserver(() => {
+      if (document.querySelector('#health .health-banner')) window.__einsoraBanner++;
+    });
+    window.__einsoraBannerWatch.observe(document.getElementById('health'), { childList: true, subtree: true });
+  });
+  const flashes = () => page.evaluate(() => window.__einsoraBanner);
+
+  // The controller down: the real answer, that role changed.
+  let asks = 0;
+  await page.route(`${DASHBOARD}/v1/status`, async (route) => {
+    asks++;
+    const answer = await route.fetch();
+    const status = await answer.json();
+    status.roles = status.roles.map((r) => (r.name === 'controller' ? { ...r, healthy: false, detail: 'not answering' } : r));
+    return route.fulfill({ response: answer, json: status });
+  });
+  await setVisible(page, false);
+  await sleep(1000);
+  assert(asks === 0, `a hidden tab asks nothing: ${asks} asks`);
+  // Visible again: asked at once, not at the next 15 s.
+  const shownAt = Date.now();
+  await setVisible(page, true);
+  await banner.filter({ hasText: 'The controller isn\'t answering' }).waitFor({ timeout: 5000 });
+  const said = (await banner.textContent()).replace(/\s+/g, ' ').trim();
+  log(`  banner after ${Date.now() - shownAt} ms: ${said}`);
+  assert(said === 'The controller isn\'t answering: workloads won\'t start or stop until it\'s back.', `the banner says what is down and what it means: ${said}`);
+  assert(await banner.isVisible(), 'the banner is shown');
+  await screenshot('status-banner');
+
+  // The real answer again: the banner goes.
+  await page.unroute(`${DASHBOARD}/v1/status`);
+  await setVisible(page, false);
+  await setVisible(page, true);
+  await banner.waitFor({ state: 'detached', timeout: 5000 });
+  assert((await live.textContent()) === '', 'nothing left in the live region');
+
+  // The gateway answers 503 once: asked again 3 s later, answered, no banner.
+  const unavailable = {
+    error: { code: 'unavailable', message: 'the service is unavailable right now; try again shortly', request_id: 'req-browser-test-3' },
+  };
+  expectedFailure = '/v1/status';
+  asks = 0;
+  await page.route(`${DASHBOARD}/v1/status`, (route) =>
+    ++asks === 1
+      ? route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify(unavailable) })
+      : route.fallback());
+  await page.evaluate(() => {
+    window.__einsoraBanner = 0;
+  });
+  await setVisible(page, false);
+  await setVisible(page, true);
+  await waitFor('the failed ask, then one more', async () => asks >= 2, 10_000);
+  await sleep(500);
+  assert((await flashes()) === 0, 'one failed ask shows no banner');
+  await page.unroute(`${DASHBOARD}/v1/status`);
+
+  // 503 every time: the API-down wording, with the request ID, after the second.
+  asks = 0;
+  await page.route(`${DASHBOARD}/v1/status`, (route) => {
+    asks++;
+    return route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify(unavailable) });
+  });
+  await setVisible(page, false);
+  await setVisible(page, true);
+  await waitFor('the first failed ask', async () => asks >= 1, 5000);
+  await sleep(300);
+  assert((await flashes()) === 0, 'no banner after the first failed ask');
+  const apiDown = banner.filter({ hasText: 'Einsora\'s API isn\'t answering' });
+  await apiDown.waitFor({ timeout: 10_000 });
+  assert(asks >= 2, `the banner came after a second ask: ${asks} asks`);
+  const apiSaid = (await apiDown.textContent()).replace(/\s+/g, ' ').trim();
+  assert(/Request ID: req-browser-test-3/.test(apiSaid), `the banner names the request ID: ${apiSaid}`);
+  await page.unroute(`${DASHBOARD}/v1/status`);
+
+  // Nothing answers at all, twice: can't reach Einsora.
+  await page.route(`${DASHBOARD}/v1/status`, (route) => route.abort('connectionrefused'));
+  await setVisible(page, false);
+  await setVisible(page, true);
+  await banner.filter({ hasText: 'Can\'t reach Einsora' }).waitFor({ timeout: 10_000 });
+  await page.unroute(`${DASHBOARD}/v1/status`);
+
+  // All well again.
+  await setVisible(page, false);
+  await setVisible(page, true);
+  await banner.waitFor({ state: 'detached', timeout: 5000 });
+  expectedFailure = null;
+  await page.evaluate(() => window.__einsoraBannerWatch.disconnect());
+}
+
 // ---- the run ----
 
 async function main() {
@@ -458,6 +591,9 @@ async function main() {
     await heading(page, 'Workloads').waitFor();
     await page.getByRole('table').waitFor();
     await screenshot('workloads');
+
+    stepStart('status: a banner while a part of Einsora is down, gone when it is back');
+    await statusBanner(page, screenshot);
 
     stepStart('launch: a notebook from the form, its failure shown with a request ID first');
     await nav(page, 'Launch');

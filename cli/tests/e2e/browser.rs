@@ -22,10 +22,12 @@ fn dashboard(solo: &Solo) -> String {
     format!("http://localhost:{port}")
 }
 
-/// Every page of the dashboard, as the screenshots name them.
-const PAGES: [&str; 9] = [
+/// Every page of the dashboard, as the screenshots name them (`status-banner`: a page with
+/// the banner of what is down).
+const PAGES: [&str; 10] = [
     "signin",
     "workloads",
+    "status-banner",
     "launch",
     "workload",
     "logs",
