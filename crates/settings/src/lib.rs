@@ -5,8 +5,9 @@
 
 mod parse;
 
-/// The grammar of a duration setting, for what reads one elsewhere (a CLI flag).
-pub use parse::duration as parse_duration;
+/// The grammars of a duration and a size setting, for what reads one elsewhere (a CLI flag, a
+/// setting of more than one form).
+pub use parse::{duration as parse_duration, size as parse_size};
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -169,6 +170,11 @@ impl Settings {
             parse::duration(v)
                 .ok_or_else(|| "is not a duration (e.g. 30s, 500ms, 2m, 1h30m)".to_owned())
         })
+    }
+
+    /// A number of bytes: `1048576`, `512KiB`, `20MiB`, `2GiB`, `1TiB`.
+    pub fn size(&self, name: &str, default: &str) -> Result<u64, ConfigError> {
+        self.parse_with(name, default, parse::size)
     }
 
     /// A path, made absolute against the current directory so that it means the same in every

@@ -70,3 +70,27 @@ fn http_authority(rest: &str) -> Result<(), String> {
         _ => Ok(()),
     }
 }
+
+/// A number of bytes with an optional binary unit: `1048576`, `512KiB`, `20MiB`, `2GiB`,
+/// `1TiB` (units in any case).
+pub fn size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let unit = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => return Err("is not a size like 2GiB or 512MiB".to_owned()),
+    };
+    let number: u64 = number
+        .parse()
+        .map_err(|_| "is not a size like 2GiB or 512MiB".to_owned())?;
+    number
+        .checked_mul(unit)
+        .ok_or_else(|| "is too large".to_owned())
+}

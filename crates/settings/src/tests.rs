@@ -231,3 +231,28 @@ fn from_env_keeps_only_einsora_settings_and_home() {
             .all(|k| k.starts_with("EINSORA_") || k == "HOME")
     );
 }
+
+#[test]
+fn sizes_take_binary_units() {
+    let (kib, mib, gib, tib) = (1u64 << 10, 1u64 << 20, 1u64 << 30, 1u64 << 40);
+    assert_eq!(parse_size("1048576"), Ok(mib));
+    assert_eq!(parse_size("512KiB"), Ok(512 * kib));
+    assert_eq!(parse_size("20MiB"), Ok(20 * mib));
+    assert_eq!(parse_size("2gib"), Ok(2 * gib));
+    assert_eq!(parse_size(" 1 TiB "), Ok(tib));
+    for bad in [
+        "",
+        "GiB",
+        "2GB",
+        "-1GiB",
+        "1.5GiB",
+        "2 GiB extra",
+        "99999999999TiB",
+    ] {
+        assert!(parse_size(bad).is_err(), "{bad:?}");
+    }
+    let err = settings(&[("EINSORA_X", "2GB")])
+        .size("EINSORA_X", "1MiB")
+        .unwrap_err();
+    assert_eq!(err.setting(), "EINSORA_X");
+}

@@ -64,7 +64,8 @@ impl AgentPort {
             },
             cfg.timers.stream,
             shutdown.clone(),
-        );
+        )
+        .with_output_caps(cfg.output_caps);
         let enrolment = EnrolmentApi {
             store,
             agents_ca: Arc::clone(&agents_ca),

@@ -8,7 +8,7 @@ use einsora_core::catalog::Catalog;
 use einsora_core::region::Region;
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::{ConfigError, Settings};
-use einsora_store::DatabaseUrl;
+use einsora_store::{DatabaseUrl, OutputCaps};
 
 use crate::fake::FakeConfig;
 
@@ -37,6 +37,17 @@ pub const AGENT_CONNECTIONS: &str = "EINSORA_AGENT_MAX_CONNECTIONS";
 pub const LOG_RETENTION: &str = "EINSORA_LOG_RETENTION";
 /// How long the activity log's entries are kept.
 pub const ACTIVITY_RETENTION: &str = "EINSORA_ACTIVITY_RETENTION";
+/// How much workloads' output the store keeps: each workload's, each tenant's, in all.
+pub const LOG_WORKLOAD_CAP: &str = "EINSORA_LOG_WORKLOAD_CAP";
+pub const LOG_TENANT_CAP: &str = "EINSORA_LOG_TENANT_CAP";
+pub const LOG_TOTAL_CAP: &str = "EINSORA_LOG_TOTAL_CAP";
+
+/// The caps' defaults (ADR 0011): the oldest lines are dropped past them.
+pub const OUTPUT_CAPS: OutputCaps = OutputCaps {
+    per_workload: 16 << 20,
+    per_tenant: 512 << 20,
+    total: 4 << 30,
+};
 
 const MIN_DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
@@ -70,6 +81,8 @@ pub struct Config {
     pub output_retention: Duration,
     /// How long activity log entries are kept (`EINSORA_ACTIVITY_RETENTION`).
     pub activity_retention: Duration,
+    /// How much workloads' output is kept (`EINSORA_LOG_*_CAP`).
+    pub output_caps: OutputCaps,
 }
 
 /// The controller's timers, settable so tests can scale them down. (The 0.5 s recheck while
@@ -168,6 +181,7 @@ impl Config {
             catalog: Arc::new(catalog),
             output_retention: settings.positive_duration(LOG_RETENTION, "336h")?,
             activity_retention: settings.positive_duration(ACTIVITY_RETENTION, "8760h")?,
+            output_caps: output_caps(settings)?,
         };
         // Checked last, so a malformed setting is reported as such whatever the backend.
         if backend == BackendKind::Kubernetes {
@@ -186,6 +200,33 @@ fn count(settings: &Settings, name: &str, default: &str) -> Result<usize, Config
         Ok(n) if n > 0 => Ok(n),
         _ => Err("is not a whole number above zero".to_owned()),
     })
+}
+
+/// The output caps, each at least 1 MiB (a line of 16 KiB must fit many times over), a
+/// workload's no more than a tenant's, a tenant's no more than the whole store's.
+fn output_caps(settings: &Settings) -> Result<OutputCaps, ConfigError> {
+    let at_least = |name: &str, default: &str| match settings.size(name, default)? {
+        bytes if bytes < 1 << 20 => Err(ConfigError::new(name, "must be at least 1MiB")),
+        bytes => Ok(bytes),
+    };
+    let caps = OutputCaps {
+        per_workload: at_least(LOG_WORKLOAD_CAP, "16MiB")?,
+        per_tenant: at_least(LOG_TENANT_CAP, "512MiB")?,
+        total: at_least(LOG_TOTAL_CAP, "4GiB")?,
+    };
+    if caps.per_workload > caps.per_tenant {
+        return Err(ConfigError::new(
+            LOG_WORKLOAD_CAP,
+            format!("is more than {LOG_TENANT_CAP}"),
+        ));
+    }
+    if caps.per_tenant > caps.total {
+        return Err(ConfigError::new(
+            LOG_TENANT_CAP,
+            format!("is more than {LOG_TOTAL_CAP}"),
+        ));
+    }
+    Ok(caps)
 }
 
 #[cfg(test)]
@@ -215,6 +256,29 @@ mod tests {
             ]);
             let err = Config::from_settings(&settings).unwrap_err().to_string();
             assert!(err.contains(ENROL_PER_MINUTE), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_output_caps_are_sizes_in_order() {
+        let with = |pairs: &[(&str, &str)]| {
+            let mut all = vec![("EINSORA_DATA_DIR", "/tmp/einsora-test")];
+            all.extend_from_slice(pairs);
+            Config::from_settings(&Settings::from_map(all))
+        };
+        assert_eq!(with(&[]).unwrap().output_caps, OUTPUT_CAPS);
+        let caps = with(&[(LOG_WORKLOAD_CAP, "64MiB"), (LOG_TOTAL_CAP, "1TiB")])
+            .unwrap()
+            .output_caps;
+        assert_eq!((caps.per_workload, caps.total), (64 << 20, 1 << 40));
+        for (bad, names) in [
+            ((LOG_WORKLOAD_CAP, "1KiB"), LOG_WORKLOAD_CAP),
+            ((LOG_WORKLOAD_CAP, "1GiB"), LOG_WORKLOAD_CAP),
+            ((LOG_TENANT_CAP, "8GiB"), LOG_TENANT_CAP),
+            ((LOG_TOTAL_CAP, "lots"), LOG_TOTAL_CAP),
+        ] {
+            let err = with(&[bad]).unwrap_err().to_string();
+            assert!(err.starts_with(names), "{bad:?}: {err}");
         }
     }
 }

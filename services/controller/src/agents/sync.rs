@@ -36,13 +36,6 @@ use super::renew::Renewals;
 use super::streams::{Claim, Streams};
 use super::{desired, inventory, statuses};
 
-/// How much workloads' output the store keeps (ADR 0011), the oldest dropped past it.
-const OUTPUT_CAPS: OutputCaps = OutputCaps {
-    per_workload: 16 << 20,
-    per_tenant: 512 << 20,
-    total: 4 << 30,
-};
-
 /// What the store records a machine flagged for once a driver of its crashed (and was
 /// restarted by its agent): beside `limits::Excess`'s words.
 const DRIVER_CRASHED: &str = "driver_crashed";
@@ -83,6 +76,7 @@ pub struct SyncApi {
     streams: Arc<Streams>,
     budgets: Arc<Budgets>,
     timers: StreamTimers,
+    output_caps: OutputCaps,
     shutdown: Shutdown,
 }
 
@@ -103,7 +97,16 @@ impl SyncApi {
             streams: Arc::default(),
             budgets: Arc::default(),
             timers,
+            output_caps: crate::config::OUTPUT_CAPS,
             shutdown,
+        }
+    }
+
+    /// How much workloads' output the store keeps (the settings `EINSORA_LOG_*_CAP`).
+    pub fn with_output_caps(self, output_caps: OutputCaps) -> Self {
+        SyncApi {
+            output_caps,
+            ..self
         }
     }
 
@@ -153,6 +156,7 @@ impl SyncService for SyncApi {
             renewed: None,
             budgets: Arc::clone(&self.budgets),
             timers: self.timers,
+            output_caps: self.output_caps,
             flagged: HashSet::new(),
             driver_restarts: 0,
             machine,
@@ -179,6 +183,7 @@ struct Session {
     renewed: Option<pb::RenewedCertificate>,
     budgets: Arc<Budgets>,
     timers: StreamTimers,
+    output_caps: OutputCaps,
     /// What this stream was flagged for already (logged and recorded once each).
     flagged: HashSet<Excess>,
     /// The driver restarts the machine last reported on this stream.
@@ -449,7 +454,7 @@ impl Session {
             received_at: now,
             lines,
         };
-        if let Err(e) = self.store.append_output(&batch, &OUTPUT_CAPS).await {
+        if let Err(e) = self.store.append_output(&batch, &self.output_caps).await {
             tracing::warn!(machine = %id, workload = %batch.workload_id, error = %e, "couldn't keep its output; ending the stream so it is sent again");
             return Err(Ended);
         }

@@ -13,10 +13,8 @@ pub const LIMITS: &str = "EINSORA_AGENT_DISK_LIMITS";
 /// How much of a workload's output its container's log keeps, in all (default `20MiB`).
 pub const LOG_LIMIT: &str = "EINSORA_AGENT_LOG_LIMIT";
 
-const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
-const TIB: u64 = 1 << 40;
 /// A log smaller than this would lose a server's start-up lines.
 const SMALLEST_LOG: u64 = 2 * MIB;
 
@@ -75,7 +73,7 @@ impl DiskConfig {
         )?;
         let floor = settings.parse_with(FLOOR, "2GiB", parse_floor)?;
         let log_bytes = settings.parse_with(LOG_LIMIT, "20MiB", |v| {
-            let bytes = parse_size(v)?;
+            let bytes = einsora_runtime::settings::parse_size(v)?;
             if bytes < SMALLEST_LOG {
                 return Err("is less than 2MiB, too little for a server's log".to_owned());
             }
@@ -97,31 +95,7 @@ fn parse_floor(text: &str) -> Result<Floor, String> {
             _ => Err("is not a percentage from 1% to 99%".to_owned()),
         };
     }
-    parse_size(text).map(Floor::Bytes)
-}
-
-/// A number of bytes with an optional binary unit: `1048576`, `512KiB`, `20MiB`, `2GiB`,
-/// `1TiB` (units in any case).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let digits = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let unit = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" => KIB,
-        "mib" => MIB,
-        "gib" => GIB,
-        "tib" => TIB,
-        _ => return Err("is not a size like 2GiB or 512MiB".to_owned()),
-    };
-    let number: u64 = number
-        .parse()
-        .map_err(|_| "is not a size like 2GiB or 512MiB".to_owned())?;
-    number
-        .checked_mul(unit)
-        .ok_or_else(|| "is too large".to_owned())
+    einsora_runtime::settings::parse_size(text).map(Floor::Bytes)
 }
 
 #[cfg(test)]
@@ -130,26 +104,6 @@ mod tests {
 
     fn config(pairs: &[(&str, &str)]) -> Result<DiskConfig, ConfigError> {
         DiskConfig::from_settings(&Settings::from_map(pairs.iter().copied()))
-    }
-
-    #[test]
-    fn sizes_take_binary_units() {
-        assert_eq!(parse_size("1048576"), Ok(MIB));
-        assert_eq!(parse_size("512KiB"), Ok(512 * KIB));
-        assert_eq!(parse_size("20MiB"), Ok(20 * MIB));
-        assert_eq!(parse_size("2gib"), Ok(2 * GIB));
-        assert_eq!(parse_size(" 1 TiB "), Ok(TIB));
-        for bad in [
-            "",
-            "GiB",
-            "2GB",
-            "-1GiB",
-            "1.5GiB",
-            "2 GiB extra",
-            "99999999999TiB",
-        ] {
-            assert!(parse_size(bad).is_err(), "{bad:?}");
-        }
     }
 
     #[test]
