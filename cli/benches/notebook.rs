@@ -19,7 +19,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use std::time::{Duration, Instant};
 
@@ -34,8 +34,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 use einsora_testkit::bench::{Report, Table, median, setting};
-use einsora_testkit::spawn::Spawned;
-use support::{Api, Http, free_addr, get};
+use support::{Api, Http, get};
 
 const POLL: Duration = Duration::from_millis(10);
 
@@ -63,34 +62,9 @@ fn main() -> anyhow::Result<()> {
         "Notebook create to first page",
         "cargo bench -p einsora --bench notebook",
     );
-    let dir = tempfile::tempdir()?;
-    let http_addr = free_addr();
-    let access_addr = free_addr();
-    let env: Vec<(String, String)> = [
-        ("EINSORA_DATA_DIR", dir.path().display().to_string()),
-        ("EINSORA_HTTP_ADDR", http_addr.clone()),
-        ("EINSORA_ACCESS_ADDR", access_addr.clone()),
-        ("EINSORA_AUTH_MODE", "dev".to_owned()),
-        ("EINSORA_CLUSTER_BACKEND", "agent".to_owned()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
-    let bin = std::env::var("BENCH_CANDIDATE").unwrap_or_else(|_| support::EINSORA.to_owned());
-    let mut cmd = Command::new(&bin);
-    cmd.arg("up")
-        .envs(env)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let stop = Stop {
-        up: Some(support::spawn(cmd)?),
-        machine_id: dir.path().join("agent").join("machine-id"),
-    };
-    let password = wait_printed(&stop, |text| {
-        let ready = text.contains("Einsora is ready: ");
-        let line = text.lines().find(|l| l.contains("email dev@acme "))?;
-        ready.then(|| line.split_whitespace().last().map(str::to_owned))?
-    })?;
+    let up = support::up::Up::start(&[])?;
+    let (dir, http_addr, access_addr) = (&up.dir, up.http_addr.clone(), up.access_addr.clone());
+    let password = up.password.clone();
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -267,34 +241,4 @@ fn container_started(id: &str) -> anyhow::Result<OffsetDateTime> {
         .output()?;
     let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     OffsetDateTime::parse(&text, &Rfc3339).with_context(|| format!("StartedAt {text:?}"))
-}
-
-/// Waits until `found` finds something in what `up` printed.
-fn wait_printed<T>(stop: &Stop, found: impl Fn(&str) -> Option<T>) -> anyhow::Result<T> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = stop.up.as_ref().map(Spawned::logs).unwrap_or_default();
-        if let Some(value) = found(&text) {
-            return Ok(value);
-        }
-        anyhow::ensure!(Instant::now() < deadline, "up was never ready:\n{text}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// When the bench ends: SIGTERM to `up` (by PID) and a wait for it, then whatever containers
-/// its machine left on the engine (workloads outlive their agent by design).
-struct Stop {
-    up: Option<Spawned>,
-    machine_id: std::path::PathBuf,
-}
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        drop(self.up.take());
-        let Ok(machine) = std::fs::read_to_string(&self.machine_id) else {
-            return;
-        };
-        einsora_testkit::docker::remove_machines(machine.trim());
-    }
 }

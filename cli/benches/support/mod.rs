@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod open_loop;
 pub mod probe;
+pub mod up;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -79,6 +80,16 @@ impl Stack {
         roles: &[&str],
         extra: &[(&str, &str)],
     ) -> anyhow::Result<Stack> {
+        Stack::start_each(database, roles, extra, |_| Vec::new())
+    }
+
+    /// [`Stack::start`], each role with settings of its own besides (`own(role)`).
+    pub fn start_each(
+        database: Option<&str>,
+        roles: &[&str],
+        extra: &[(&str, &str)],
+        own: impl Fn(&str) -> Vec<(String, String)>,
+    ) -> anyhow::Result<Stack> {
         let dir = tempfile::tempdir()?;
         let http_addr = free_addr();
         let mut env: Vec<(String, String)> = vec![
@@ -108,6 +119,7 @@ impl Stack {
         let mut children = Vec::new();
         for role in roles {
             let mut cmd = run(&[role]);
+            cmd.envs(own(role));
             // The api's output holds dev@acme's password; it is read whole, always.
             let out = if *role == "api" {
                 Stdio::piped()

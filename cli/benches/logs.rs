@@ -1,0 +1,320 @@
+//! Log shipping against `docker logs -f`, side by side on the same container: a running
+//! JupyterLab notebook of `einsora up` (release build, agent backend, docker driver) prints
+//! BENCH_LINES lines (default 100,000, each its print time in ns and 64 bytes of text) to its
+//! own standard output as fast as it can, BENCH_ROUNDS times (default 3). Two followers read the
+//! same lines at once: `einsora`'s own, the API's followed stream (`GET
+//! /v1/workloads/{id}/logs?follow=true`, NDJSON, through the gateway), and `docker logs -f` on
+//! the container. For each: lines a second and MB a second from the first line printed to the
+//! last one received, and each line's delay from its print to its follower (p50, p99); and the
+//! agent's CPU time per MB shipped (its process's utime + stime over the round).
+//!
+//! The lines are written by a process the bench starts in the container (`docker exec`) onto
+//! the notebook's own standard output (`/proc/1/fd/1`): what a cell's output to the server's
+//! stdout is, without a kernel in between.
+//!
+//! `cargo bench -p einsora --bench logs`. Needs a Docker engine and the notebook image:
+//! `images/dockerd start && images/build notebook`.
+
+// A test harness: a failed unwrap is a failed test, and it reads its own environment.
+#![allow(clippy::unwrap_used, clippy::disallowed_methods)]
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use hyper::Method;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+
+use einsora_testkit::bench::{Report, Table, quantile, setting};
+use support::{Api, Http};
+
+/// Bytes of text each line carries after its number and time.
+const PAD: usize = 64;
+
+/// What one follower saw of one round.
+struct Seen {
+    lines: usize,
+    bytes: usize,
+    /// Each line's delay, ms, sorted.
+    delays: Vec<f64>,
+    /// From the first line's print to the last line's receipt.
+    span: Duration,
+}
+
+fn main() -> anyhow::Result<()> {
+    let lines: usize = setting("BENCH_LINES", 100_000)?;
+    let rounds: usize = setting("BENCH_ROUNDS", 3)?;
+    let ready = Command::new("docker")
+        .args(["image", "inspect", "einsora/notebook:local"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    anyhow::ensure!(
+        ready,
+        "needs a Docker engine and the notebook image: images/dockerd start && images/build notebook"
+    );
+    let mut report = Report::start(
+        "logs",
+        "Log shipping",
+        "cargo bench -p einsora --bench logs",
+    );
+    let up = support::up::Up::start(&[])?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let http: Http = Client::builder(TokioExecutor::new()).build_http();
+    let base = format!("http://{}", up.http_addr);
+    let token = rt.block_on(support::token(&http, &base, &up.password))?;
+    let api = Api { http, base, token };
+    let id = rt.block_on(notebook(&api))?;
+    let container = einsora_testkit::docker::containers_of(&id)
+        .first()
+        .cloned()
+        .context("no container")?;
+    let agent = agent_pid(up.pid()).context("no agent process")?;
+
+    let mut table = Table::new(
+        &[
+            "round",
+            "follower",
+            "lines",
+            "lines /s",
+            "MB /s",
+            "p50 delay ms",
+            "p99 delay ms",
+            "agent CPU s per MB",
+        ],
+        2,
+    );
+    for round in 1..=rounds {
+        let marker = format!("r{round}x{}", std::process::id());
+        let since = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs() - 1;
+        let docker = std::thread::spawn({
+            let (container, marker) = (container.clone(), marker.clone());
+            move || docker_follow(&container, since, &marker, lines)
+        });
+        let cpu_before = cpu_seconds(agent)?;
+        let einsora = rt.spawn({
+            let (base, token, id, marker) = (
+                api.base.clone(),
+                api.token.clone(),
+                id.clone(),
+                marker.clone(),
+            );
+            async move { einsora_follow(&base, &token, &id, &marker, lines).await }
+        });
+        // Both followers are listening: print.
+        std::thread::sleep(Duration::from_secs(2));
+        print_lines(&container, &marker, lines)?;
+        let einsora = rt.block_on(einsora)??;
+        let cpu = cpu_seconds(agent)? - cpu_before;
+        let docker = docker
+            .join()
+            .map_err(|_| anyhow::anyhow!("docker follower"))??;
+        for (name, seen) in [
+            ("einsora (API follow)", &einsora),
+            ("docker logs -f", &docker),
+        ] {
+            let secs = seen.span.as_secs_f64();
+            let mb = seen.bytes as f64 / 1e6;
+            let per_mb = if name.starts_with("einsora") {
+                format!("{:.3}", cpu / mb)
+            } else {
+                String::new()
+            };
+            table.row(vec![
+                round.to_string(),
+                name.to_owned(),
+                seen.lines.to_string(),
+                format!("{:.0}", seen.lines as f64 / secs),
+                format!("{:.2}", mb / secs),
+                format!("{:.1}", quantile(&seen.delays, 0.5)),
+                format!("{:.1}", quantile(&seen.delays, 0.99)),
+                per_mb,
+            ]);
+        }
+        eprintln!("round {round} done");
+    }
+    report.say(format!(
+        "{lines} lines of {PAD} bytes (plus their number and time) printed as fast as one \
+         process can, per round; both followers reading the same lines at once:"
+    ));
+    report.table(&table);
+    report.finish()?;
+    drop(up);
+    Ok(())
+}
+
+/// A running notebook's ID.
+async fn notebook(api: &Api) -> anyhow::Result<String> {
+    let body = json!({ "kind": "notebook", "name": "printer", "gpu_class": "cpu-1c-2g", "image": "jupyterlab" });
+    let (status, made) = api.send(Method::POST, "/v1/workloads", Some(body)).await?;
+    anyhow::ensure!(status == 202, "create answered {status}: {made}");
+    let id = made["id"].as_str().unwrap_or_default().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let (_, w) = api
+            .send(Method::GET, &format!("/v1/workloads/{id}"), None)
+            .await?;
+        if w["state"] == "running" {
+            return Ok(id);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "never running: {w}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Prints `lines` lines `<ns> <marker> <n> <pad>` onto the notebook's standard output.
+fn print_lines(container: &str, marker: &str, lines: usize) -> anyhow::Result<()> {
+    let script = format!(
+        "import os, sys, time\n\
+         out = open('/proc/1/fd/1', 'w', buffering=1 << 16)\n\
+         pad = 'x' * {PAD}\n\
+         for i in range({lines}):\n    out.write(f'{{time.time_ns()}} {marker} {{i}} {{pad}}\\n')\n\
+         out.flush()\n"
+    );
+    let done = Command::new("docker")
+        .args(["exec", container, "python3", "-c", &script])
+        .output()?;
+    anyhow::ensure!(
+        done.status.success(),
+        "docker exec: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    Ok(())
+}
+
+/// A line's print time (ns since the epoch), if it is one of `marker`'s.
+fn printed_at(text: &str, marker: &str) -> Option<u128> {
+    let mut words = text.split(' ');
+    let ns = words.next()?.parse().ok()?;
+    (words.next()? == marker).then_some(ns)
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// Tallies a line received now.
+#[derive(Default)]
+struct Tally {
+    lines: usize,
+    bytes: usize,
+    delays: Vec<f64>,
+    first_printed: Option<u128>,
+}
+
+impl Tally {
+    fn line(&mut self, text: &str, marker: &str) {
+        let Some(printed) = printed_at(text, marker) else {
+            return;
+        };
+        let now = now_ns();
+        self.first_printed = Some(self.first_printed.map_or(printed, |f| f.min(printed)));
+        self.lines += 1;
+        self.bytes += text.len() + 1;
+        self.delays.push(now.saturating_sub(printed) as f64 / 1e6);
+    }
+
+    fn seen(mut self) -> Seen {
+        self.delays.sort_by(f64::total_cmp);
+        let span = now_ns().saturating_sub(self.first_printed.unwrap_or(0));
+        Seen {
+            lines: self.lines,
+            bytes: self.bytes,
+            delays: self.delays,
+            span: Duration::from_nanos(u64::try_from(span).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
+/// `docker logs -f` on the container until `lines` of `marker`'s have come.
+fn docker_follow(container: &str, since: u64, marker: &str, lines: usize) -> anyhow::Result<Seen> {
+    let mut child = Command::new("docker")
+        .args(["logs", "-f", "--since", &since.to_string(), container])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut tally = Tally::default();
+    let stdout = child.stdout.take().context("no stdout")?;
+    for line in BufReader::new(stdout).lines() {
+        tally.line(&line?, marker);
+        if tally.lines == lines {
+            break;
+        }
+    }
+    let seen = tally.seen();
+    let _ = child.kill();
+    let _ = child.wait();
+    anyhow::ensure!(
+        seen.lines == lines,
+        "docker logs -f ended after {} lines",
+        seen.lines
+    );
+    Ok(seen)
+}
+
+/// The API's followed stream of the workload's output until `lines` of `marker`'s have come.
+async fn einsora_follow(
+    base: &str,
+    token: &str,
+    id: &str,
+    marker: &str,
+    lines: usize,
+) -> anyhow::Result<Seen> {
+    use http_body_util::BodyExt;
+    let http: Http = Client::builder(TokioExecutor::new()).build_http();
+    let request = hyper::Request::get(format!("{base}/v1/workloads/{id}/logs?follow=true&tail=1"))
+        .header("authorization", format!("Bearer {token}"))
+        .body(http_body_util::Full::new(hyper::body::Bytes::new()))?;
+    let mut body = http.request(request).await?.into_body();
+    let mut tally = Tally::default();
+    let mut pending: Vec<u8> = Vec::new();
+    while tally.lines < lines {
+        let frame = tokio::time::timeout(Duration::from_secs(120), body.frame())
+            .await
+            .context("the follow went quiet")?
+            .context("the follow ended")??;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        pending.extend_from_slice(&data);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let page: Vec<u8> = pending.drain(..=end).collect();
+            let page: Value = serde_json::from_slice(&page)?;
+            anyhow::ensure!(page.get("error").is_none(), "{page}");
+            for line in page["lines"].as_array().into_iter().flatten() {
+                tally.line(line["text"].as_str().unwrap_or_default(), marker);
+            }
+        }
+    }
+    Ok(tally.seen())
+}
+
+/// The `einsora agent` process `up` (`pid`) runs.
+fn agent_pid(up: u32) -> Option<u32> {
+    einsora_testkit::process::children_of(up)
+        .into_iter()
+        .find(|p| p.argument(1).as_deref() == Some("agent"))
+        .map(|p| p.pid)
+}
+
+/// A process's CPU time so far (user and system), from /proc.
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .context("stat")?
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = (fields[11].parse::<f64>()? + fields[12].parse::<f64>()?) / 100.0;
+    Ok(ticks)
+}
