@@ -37,7 +37,7 @@ pub mod bounds {
     /// The least memory a machine may say it has.
     pub const MIN_MEMORY: u64 = 64 << 20;
     /// Lines in one output report.
-    pub const MAX_OUTPUT_LINES: usize = 512;
+    pub const MAX_OUTPUT_LINES: usize = 2048;
 }
 use bounds::*;
 

@@ -28,6 +28,8 @@ use crate::drivers::local::{Seen, SeenMap, Wanted};
 use crate::drivers::local::STOP_GRACE;
 use crate::drivers::local::prepare::{Preparation, Unprepared};
 const PULL_LIMIT: Duration = Duration::from_secs(30 * 60);
+/// How soon output that is behind is read again, between passes.
+const DRAIN_EVERY: Duration = Duration::from_millis(100);
 
 pub struct Worker {
     engine: Engine,
@@ -43,6 +45,11 @@ pub struct Worker {
     /// Stopped containers whose log was read to its end, and on which sync stream: not asked
     /// for it again every pass (a new stream reads from the store's head again).
     drained: HashMap<String, u64>,
+    /// Running workloads' containers as the last pass found them, and whether some printed
+    /// more than one read ships: then their output is read again within [`DRAIN_EVERY`],
+    /// between passes, until it is caught up.
+    printing: Vec<(Wanted, ContainerSummary)>,
+    behind: bool,
     records: Records,
     /// Workloads' disks and run directories, and the free-space floor.
     disks: Disks,
@@ -79,6 +86,8 @@ impl Worker {
             outbox,
             cursors: Cursors::default(),
             drained: HashMap::new(),
+            printing: Vec::new(),
+            behind: false,
             user,
             pulls: HashMap::new(),
             unprepared: Unprepared::default(),
@@ -88,18 +97,37 @@ impl Worker {
     pub async fn run(mut self, mut wanted: watch::Receiver<Option<Vec<Wanted>>>) {
         let mut next = Duration::ZERO;
         loop {
+            // Output behind: read it again soon, between passes, until it is caught up.
+            let mut waited = Duration::ZERO;
+            while self.behind && waited < next {
+                tokio::time::sleep(DRAIN_EVERY).await;
+                waited += DRAIN_EVERY;
+                self.drain().await;
+            }
             tokio::select! {
                 changed = wanted.changed() => if changed.is_err() { return },
-                () = tokio::time::sleep(next) => {}
+                () = tokio::time::sleep(next.saturating_sub(waited)) => {}
             }
             let Some(current) = wanted.borrow_and_update().clone() else {
                 continue;
             };
+            self.printing.clear();
+            self.behind = false;
             if let Err(e) = self.pass(&current).await {
                 tracing::warn!(error = %e, "the docker engine failed a pass; trying again");
             }
             next = crate::drivers::local::next_pass(&self.seen, &[StatusCode::Starting]);
         }
+    }
+
+    /// Reads again the output of the running workloads the last pass found.
+    async fn drain(&mut self) {
+        self.behind = false;
+        let printing = std::mem::take(&mut self.printing);
+        for (w, c) in &printing {
+            self.ship_output(w, std::slice::from_ref(c)).await;
+        }
+        self.printing = printing;
     }
 
     async fn pass(&mut self, wanted: &[Wanted]) -> Result<(), EngineError> {
@@ -366,10 +394,17 @@ impl Worker {
         let token = self.records.get(&w.workload).token;
         let lines = super::logs::lines(entries, from, token.as_deref());
         let end = lines.last().map_or(from, |l| l.end);
+        let many = lines.len() >= shipping::BATCH_LINES;
         shipping::ship(&self.outbox, &mut self.cursors, w, lines);
         let read_to_end = self.cursors.at(&w.workload).is_some_and(|at| at >= end);
         if !c.running() && read_to_end {
             self.drained.insert(c.id.clone(), w.stream);
+        }
+        if c.running() {
+            self.behind |= many || !read_to_end;
+            if !self.printing.iter().any(|(p, _)| p.workload == w.workload) {
+                self.printing.push((w.clone(), c.clone()));
+            }
         }
     }
 

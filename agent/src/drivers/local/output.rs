@@ -20,7 +20,7 @@ const CAPACITY: usize = 64;
 pub const BATCH_LINES: usize = einsora_proto::convert::bounds::MAX_OUTPUT_LINES;
 /// Bytes of text in one batch at most (besides one line of up to `MAX_LINE_BYTES`), well
 /// within the message size the controller decodes.
-pub const BATCH_BYTES: usize = 256 << 10;
+pub const BATCH_BYTES: usize = 640 << 10;
 /// How often the sync loop sends a batch at most: within the controller's rate for output
 /// (20 a second after a burst), so a chatty workload never gets its machine flagged.
 pub const PACE: std::time::Duration = std::time::Duration::from_millis(60);

@@ -53,6 +53,9 @@ async fn output_head(
     row.as_ref().map(head_from_row).transpose()
 }
 
+/// Lines one INSERT writes: ten parameters each, well within either engine's limit.
+const ROWS_PER_INSERT: usize = 200;
+
 /// What a line costs the caps beyond its text: a row's own overhead, so empty lines count too.
 const ROW_OVERHEAD: u64 = 64;
 
@@ -214,31 +217,37 @@ impl crate::OutputStore for ThisStore {
         };
         let workload = *batch.workload_id.as_uuid();
         let tenant = *batch.tenant_id.as_uuid();
-        let mut seq = head.as_ref().map_or(1, |h| h.next_seq);
+        let first_seq = head.as_ref().map_or(1, |h| h.next_seq);
         let received = crate::time_ms::to_ms(batch.received_at);
-        let mut added = 0_u64;
-        for line in batch.lines.iter().filter(|l| l.end > stored_up_to) {
-            let cost = line.text.len() as u64 + ROW_OVERHEAD;
-            sqlx::query(
+        let new: Vec<_> = batch
+            .lines
+            .iter()
+            .filter(|l| l.end > stored_up_to)
+            .collect();
+        let cost = |line: &einsora_core::output::PrintedLine| line.text.len() as u64 + ROW_OVERHEAD;
+        let added: u64 = new.iter().map(|l| cost(l)).sum();
+        // Many rows a statement: a batch is one round trip per [`ROWS_PER_INSERT`] lines.
+        for (chunk_at, chunk) in new.chunks(ROWS_PER_INSERT).enumerate() {
+            let mut insert = sqlx::QueryBuilder::<Db>::new(
                 "INSERT INTO workload_output (workload_id, seq, tenant_id, attempt, stream, \
-                 printed_at, received_at, text, bytes, dropped_before) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            )
-            .bind(workload)
-            .bind(to_i64(seq))
-            .bind(tenant)
-            .bind(i64::from(batch.attempt))
-            .bind(line.stream.as_str())
-            .bind(crate::time_ms::to_ms(line.printed_at))
-            .bind(received)
-            .bind(&line.text)
-            .bind(to_i64(cost))
-            .bind(to_i64(line.dropped_before))
-            .execute(&mut *tx)
-            .await?;
-            seq += 1;
-            added += cost;
+                 printed_at, received_at, text, bytes, dropped_before) ",
+            );
+            let base = first_seq + (chunk_at * ROWS_PER_INSERT) as u64;
+            insert.push_values(chunk.iter().enumerate(), |mut row, (i, line)| {
+                row.push_bind(workload)
+                    .push_bind(to_i64(base + i as u64))
+                    .push_bind(tenant)
+                    .push_bind(i64::from(batch.attempt))
+                    .push_bind(line.stream.as_str())
+                    .push_bind(crate::time_ms::to_ms(line.printed_at))
+                    .push_bind(received)
+                    .push_bind(line.text.as_str())
+                    .push_bind(to_i64(cost(line)))
+                    .push_bind(to_i64(line.dropped_before));
+            });
+            insert.build().execute(&mut *tx).await?;
         }
+        let seq = first_seq + new.len() as u64;
         sqlx::query(
             "INSERT INTO workload_output_heads (workload_id, tenant_id, next_seq, attempt, \
              source_offset, bytes, dropped_lines) VALUES ($1, $2, $3, $4, $5, $6, 0) \

@@ -30,6 +30,7 @@ einsora_testkit::on_both_engines! {
     activity::the_activity_sweep_drops_entries_before_the_cutoff,
     output::output_is_kept_in_order_once_and_resumes_from_its_head,
     output::output_reads_only_what_was_printed_since,
+    output::a_batch_of_many_lines_is_kept_whole_and_numbered,
     output::output_past_a_cap_drops_the_oldest_and_says_so,
     output::the_retention_sweep_drops_lines_received_before_the_cutoff,
     transitions::every_legal_step_is_recorded,

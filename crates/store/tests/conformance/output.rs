@@ -256,3 +256,43 @@ pub async fn output_reads_only_what_was_printed_since(db: TestDb) {
     .await;
     assert_eq!(texts(&after), ["newer"]);
 }
+
+/// A batch of more lines than one statement writes is kept whole, numbered in order across
+/// the statements, its cost counted once per line.
+pub async fn a_batch_of_many_lines_is_kept_whole_and_numbered(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let w = workload_in(store, t, State::Running).await.id;
+    let many: Vec<String> = (0..2048).map(|i| format!("line {i}")).collect();
+    let refs: Vec<&str> = many.iter().map(String::as_str).collect();
+    let head = store
+        .append_output(&batch(w, t, 1, 0, &refs), &ROOMY)
+        .await
+        .unwrap();
+    assert_eq!(head.next_seq, 2049);
+    let cost: u64 = many.iter().map(|l| l.len() as u64 + 64).sum();
+    assert_eq!(head.bytes, cost);
+    let mut seen = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store
+            .read_output(
+                w,
+                &OutputQuery {
+                    after: Some(after),
+                    ..all()
+                },
+            )
+            .await
+            .unwrap();
+        let Some(last) = page.lines.last() else { break };
+        after = last.seq;
+        seen.extend(page.lines.iter().map(|l| (l.seq, l.text.clone())));
+    }
+    let expected: Vec<(u64, String)> = many
+        .into_iter()
+        .enumerate()
+        .map(|(i, text)| (i as u64 + 1, text))
+        .collect();
+    assert_eq!(seen, expected);
+}
