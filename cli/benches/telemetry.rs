@@ -1,7 +1,8 @@
 //! What metrics and traces cost: the gateway's open-loop load (as `api_load`: gets at 1,000
-//! req/s, creates at 350 req/s, SQLite) with telemetry off, and with it on — each role serving
-//! its metrics, scraped every second as Prometheus would, and exporting its spans over OTLP to a
-//! receiver — interleaved off, on, off, on in one run; and the scrapes' own latency and size.
+//! req/s, creates at 350 req/s, SQLite) with telemetry off; with metrics, each role serving
+//! its own, scraped every second as Prometheus would; and with metrics and traces, each role
+//! also exporting its spans over OTLP to a receiver — interleaved, two rounds, in one run; and
+//! the scrapes' own latency and size.
 //!
 //! `cargo bench -p einsora --bench telemetry` (BENCH_SECONDS sets each phase; default 10).
 
@@ -46,7 +47,11 @@ fn main() -> anyhow::Result<()> {
     let receiver = OtlpReceiver::start()?;
     let scrapes: Arc<Mutex<Vec<(String, Duration, usize)>>> = Arc::default();
     for round in 1..=2 {
-        for on in [false, true] {
+        for (config, on, traced) in [
+            ("off", false, false),
+            ("metrics", true, false),
+            ("metrics + traces", true, true),
+        ] {
             let metrics: Vec<(String, String)> = ROLES
                 .iter()
                 .map(|r| ((*r).to_owned(), free_addr()))
@@ -57,10 +62,11 @@ fn main() -> anyhow::Result<()> {
                     return Vec::new();
                 }
                 let addr = metrics.iter().find(|(r, _)| r == role).unwrap().1.clone();
-                vec![
-                    ("EINSORA_METRICS_ADDR".into(), addr),
-                    ("EINSORA_OTLP_ENDPOINT".into(), endpoint.clone()),
-                ]
+                let mut own = vec![("EINSORA_METRICS_ADDR".into(), addr)];
+                if traced {
+                    own.push(("EINSORA_OTLP_ENDPOINT".into(), endpoint.clone()));
+                }
+                own
             })?;
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -90,7 +96,7 @@ fn main() -> anyhow::Result<()> {
                     })
                     .await;
                     load.row(vec![
-                        if on { "metrics + traces" } else { "off" }.to_owned(),
+                        config.to_owned(),
                         round.to_string(),
                         name.to_owned(),
                         format!("{rate:.0}"),
@@ -134,10 +140,10 @@ fn main() -> anyhow::Result<()> {
     }
     let spans = receiver.spans().len();
     report.say(format!(
-        "Open loop on SQLite, latency from each request's send, {seconds} s a phase; `metrics + \
-         traces`: each role's metrics scraped every second and its spans exported over OTLP \
-         ({spans} spans received in all). The counting itself runs in both; `off` serves and \
-         exports nothing:"
+        "Open loop on SQLite, latency from each request's send, {seconds} s a phase; `metrics`: \
+         each role's metrics served and scraped every second; `metrics + traces`: and its spans \
+         exported over OTLP ({spans} spans received in all). The counting itself runs in all \
+         three; `off` serves and exports nothing:"
     ));
     report.table(&load);
     report.say("Each scrape under that load (GET /metrics, Prometheus's text format), its time and its size:");

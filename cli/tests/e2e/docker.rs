@@ -127,6 +127,19 @@ fn an_endpoint_serves_chat_completions_to_api_tokens_only() {
         answer.body
     );
     assert_eq!(answer.header("x-einsora-class"), Some("cpu-1c-2g"));
+    // The tokens it said it used are counted in the proxy's metrics.
+    let used = answer.json()["usage"]["completion_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(used > 0, "{}", answer.body);
+    let metrics = solo.metrics_addr();
+    let page = exchange(
+        &metrics,
+        &request("GET", "/metrics/access", &metrics, &[], ""),
+    );
+    let counted =
+        format!("einsora_endpoint_tokens_total{{class=\"cpu-1c-2g\",kind=\"completion\"}} {used}");
+    assert!(page.body.contains(&counted), "{counted}:\n{}", page.body);
     assert_eq!(answer.header("x-einsora-fallback"), Some("false"));
     assert!(answer.header("x-einsora-region").is_some());
     assert!(answer.header("x-request-id").is_some());

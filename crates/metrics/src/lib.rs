@@ -42,7 +42,8 @@ static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| {
 /// update.
 pub fn register<M: Metric + Clone>(name: &str, help: &str, metric: M) -> M {
     let mut registry = REGISTRY.lock().unwrap_or_else(PoisonError::into_inner);
-    registry.register(name, help, metric.clone());
+    // The encoder ends the help with its own full stop.
+    registry.register(name, help.trim_end_matches('.'), metric.clone());
     metric
 }
 
@@ -159,6 +160,10 @@ mod tests {
         http_request("/v1/things/{id}", "BREW", 418, Duration::from_millis(3));
         let text = encode(Exposition::Prometheus);
         assert!(text.contains("# TYPE einsora_http_request_duration_seconds histogram"));
+        assert!(
+            !text.contains(".."),
+            "one full stop after each help: {text}"
+        );
         assert!(text.contains(
             "einsora_http_request_duration_seconds_count{route=\"/v1/things/{id}\",method=\"GET\",code=\"200\"} 1"
         ), "{text}");

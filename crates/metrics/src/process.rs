@@ -18,29 +18,29 @@ impl Collector for Process {
         let cpu = ConstCounter::new(now.cpu_seconds);
         cpu.encode(encoder.encode_descriptor(
             "process_cpu_seconds",
-            "User and system CPU time spent, in seconds.",
+            "User and system CPU time spent, in seconds",
             None,
             cpu.metric_type(),
         )?)?;
         let gauges = [
             (
                 "process_resident_memory_bytes",
-                "Resident memory size in bytes.",
+                "Resident memory size in bytes",
                 now.resident_bytes,
             ),
             (
                 "process_open_fds",
-                "Number of open file descriptors.",
+                "Number of open file descriptors",
                 now.open_fds,
             ),
             (
                 "process_max_fds",
-                "Maximum number of open file descriptors.",
+                "Maximum number of open file descriptors",
                 now.max_fds,
             ),
             (
                 "process_start_time_seconds",
-                "Start time of the process since the Unix epoch, in seconds.",
+                "Start time of the process since the Unix epoch, in seconds",
                 now.start_time_seconds,
             ),
         ];

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::header::{
-    AUTHORIZATION, CONTENT_LENGTH, COOKIE, HOST, HeaderMap, HeaderValue, SET_COOKIE,
+    AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, HOST, HeaderMap, HeaderValue, SET_COOKIE,
 };
 use axum::http::{HeaderName, Method, Request, StatusCode, Uri};
 use axum::response::Response;
@@ -21,7 +21,7 @@ use crate::body::{Guarded, Stop};
 use crate::errors::{Failure, REQUEST_ID, RequestId};
 use crate::host::canonical_uuid;
 use crate::upstream::{LookupError, Target, Upstream};
-use crate::{forward, limits};
+use crate::{forward, limits, usage};
 
 pub(crate) const RECHECK: Duration = Duration::from_secs(2);
 const ROUTES: [&str; 3] = ["models", "completions", "chat/completions"];
@@ -94,7 +94,16 @@ pub(crate) async fn handle(
     describe(headers, &target);
     // Its place among the endpoint's requests is held until the answer ends.
     let stop = until_revoked(proxy, api_token, id.clone(), in_flight);
-    Ok(response.map(|body| Body::new(Guarded::new(body, stop))))
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let shape = usage::Shape::of(content_type).filter(|_| generates);
+    let class = target.placed_class.clone();
+    Ok(response.map(|body| match shape {
+        Some(shape) => Body::new(Guarded::new(usage::Usage::new(body, shape, &class), stop)),
+        None => Body::new(Guarded::new(body, stop)),
+    }))
 }
 
 /// `/e/<canonical uuid>/v1/<route>`, nothing else.

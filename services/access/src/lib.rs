@@ -21,6 +21,7 @@ mod session;
 mod sweep;
 mod targets;
 mod upstream;
+mod usage;
 
 use std::net::SocketAddr;
 

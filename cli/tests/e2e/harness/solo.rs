@@ -177,6 +177,18 @@ impl Solo {
         format!("{}{file}", self.logs.text())
     }
 
+    /// Where this `up` serves the installation's metrics (`host:port`): the address it logged
+    /// (the tests give it port 0), the latest start's.
+    pub fn metrics_addr(&self) -> String {
+        let logs = self.logs();
+        let url = logs
+            .lines()
+            .rev()
+            .find_map(|l| l.split("metrics_url=http://").nth(1))
+            .expect("up logs where it serves the metrics");
+        url.split('/').next().unwrap_or_default().to_owned()
+    }
+
     pub fn log_file(&self) -> std::path::PathBuf {
         self.e.dir().join("einsora.log")
     }

@@ -23,9 +23,17 @@ pub const OTLP_ENDPOINT: &str = "EINSORA_OTLP_ENDPOINT";
 /// How long a process waits, as it stops, for its last spans to reach the receiver.
 const FLUSH: Duration = Duration::from_secs(5);
 
-/// What the spans a process exports are filtered by: its own at INFO, and the store's at
-/// DEBUG (each store call is a span of its own, below the log's INFO).
-const SPANS: &str = "info,einsora_store=debug";
+/// Which spans and events are exported: spans at INFO, the store's at DEBUG (each store call
+/// is a span of its own, below the log's INFO); of events, only WARN and ERROR (as span
+/// events), so the log's lines aren't sent twice.
+fn exported(meta: &tracing::Metadata<'_>) -> bool {
+    if meta.is_span() {
+        let store = meta.target().starts_with("einsora_store");
+        *meta.level() <= tracing::Level::INFO || (store && *meta.level() <= tracing::Level::DEBUG)
+    } else {
+        *meta.level() <= tracing::Level::WARN
+    }
+}
 
 /// The receiver's URL, validated with the other settings.
 pub(super) fn endpoint(settings: &Settings) -> Result<Option<String>, ConfigError> {
@@ -56,10 +64,12 @@ where
         .build();
     let tracer = provider.tracer("einsora");
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
-    let filter = tracing_subscriber::EnvFilter::try_new(SPANS).map_err(|e| e.to_string())?;
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
-        .with_filter(filter);
+        .with_filter(
+            tracing_subscriber::filter::filter_fn(exported)
+                .with_max_level_hint(tracing::level_filters::LevelFilter::DEBUG),
+        );
     Ok((layer, Tracing(Some(provider))))
 }
 
