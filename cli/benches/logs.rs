@@ -146,8 +146,25 @@ fn main() -> anyhow::Result<()> {
     ));
     report.table(&table);
     report.finish()?;
+    // Deleted, its disk is released (a stopped agent keeps it mounted for adoption).
+    rt.block_on(delete(&api, &id))?;
     drop(up);
     Ok(())
+}
+
+/// Deletes the workload and waits until it is gone.
+async fn delete(api: &Api, id: &str) -> anyhow::Result<()> {
+    let path = format!("/v1/workloads/{id}");
+    api.send(Method::DELETE, &path, None).await?;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (_, w) = api.send(Method::GET, &path, None).await?;
+        if w["state"] == "deleted" {
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "never deleted: {w}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// A running notebook's ID.
