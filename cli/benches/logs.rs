@@ -35,6 +35,9 @@ use support::{Api, Http};
 
 /// Bytes of text each line carries after its number and time.
 const PAD: usize = 64;
+/// A follower that has had none of a round's lines for this long has all it will get (a
+/// follower may lose lines: the table's lines column says how many came).
+const QUIET: Duration = Duration::from_secs(20);
 
 /// What one follower saw of one round.
 struct Seen {
@@ -226,23 +229,30 @@ struct Tally {
     bytes: usize,
     delays: Vec<f64>,
     first_printed: Option<u128>,
+    last_received: u128,
 }
 
 impl Tally {
-    fn line(&mut self, text: &str, marker: &str) {
+    /// Counts `text` if it is one of `marker`'s lines; whether it was.
+    fn line(&mut self, text: &str, marker: &str) -> bool {
         let Some(printed) = printed_at(text, marker) else {
-            return;
+            return false;
         };
         let now = now_ns();
         self.first_printed = Some(self.first_printed.map_or(printed, |f| f.min(printed)));
         self.lines += 1;
         self.bytes += text.len() + 1;
         self.delays.push(now.saturating_sub(printed) as f64 / 1e6);
+        self.last_received = now;
+        true
     }
 
+    /// What came, from the first line's print to the last line's receipt.
     fn seen(mut self) -> Seen {
         self.delays.sort_by(f64::total_cmp);
-        let span = now_ns().saturating_sub(self.first_printed.unwrap_or(0));
+        let span = self
+            .last_received
+            .saturating_sub(self.first_printed.unwrap_or(0));
         Seen {
             lines: self.lines,
             bytes: self.bytes,
@@ -252,33 +262,40 @@ impl Tally {
     }
 }
 
-/// `docker logs -f` on the container until `lines` of `marker`'s have come.
+/// `docker logs -f` on the container until `lines` of `marker`'s have come, or none for
+/// [`QUIET`] (it loses lines when the container's log rotates under it).
 fn docker_follow(container: &str, since: u64, marker: &str, lines: usize) -> anyhow::Result<Seen> {
     let mut child = Command::new("docker")
         .args(["logs", "-f", "--since", &since.to_string(), container])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
-    let mut tally = Tally::default();
     let stdout = child.stdout.take().context("no stdout")?;
-    for line in BufReader::new(stdout).lines() {
-        tally.line(&line?, marker);
-        if tally.lines == lines {
-            break;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut tally = Tally::default();
+    let mut progress = Instant::now();
+    while tally.lines < lines && progress.elapsed() < QUIET {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(500))
+            && tally.line(&line, marker)
+        {
+            progress = Instant::now();
         }
     }
-    let seen = tally.seen();
     let _ = child.kill();
     let _ = child.wait();
-    anyhow::ensure!(
-        seen.lines == lines,
-        "docker logs -f ended after {} lines",
-        seen.lines
-    );
-    Ok(seen)
+    Ok(tally.seen())
 }
 
-/// The API's followed stream of the workload's output until `lines` of `marker`'s have come.
+/// The API's followed stream of the workload's output until `lines` of `marker`'s have come,
+/// or none for [`QUIET`].
 async fn einsora_follow(
     base: &str,
     token: &str,
@@ -294,11 +311,12 @@ async fn einsora_follow(
     let mut body = http.request(request).await?.into_body();
     let mut tally = Tally::default();
     let mut pending: Vec<u8> = Vec::new();
-    while tally.lines < lines {
-        let frame = tokio::time::timeout(Duration::from_secs(120), body.frame())
-            .await
-            .context("the follow went quiet")?
-            .context("the follow ended")??;
+    let mut progress = Instant::now();
+    while tally.lines < lines && progress.elapsed() < QUIET {
+        let Ok(frame) = tokio::time::timeout(Duration::from_millis(500), body.frame()).await else {
+            continue;
+        };
+        let frame = frame.context("the follow ended")??;
         let Ok(data) = frame.into_data() else {
             continue;
         };
@@ -308,7 +326,9 @@ async fn einsora_follow(
             let page: Value = serde_json::from_slice(&page)?;
             anyhow::ensure!(page.get("error").is_none(), "{page}");
             for line in page["lines"].as_array().into_iter().flatten() {
-                tally.line(line["text"].as_str().unwrap_or_default(), marker);
+                if tally.line(line["text"].as_str().unwrap_or_default(), marker) {
+                    progress = Instant::now();
+                }
             }
         }
     }

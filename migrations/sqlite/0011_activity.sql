@@ -17,5 +17,5 @@ CREATE TABLE activity (
     request_id   TEXT NOT NULL,
     client_addr  TEXT
 );
-CREATE INDEX activity_tenant ON activity (tenant_id, at, id);
+CREATE INDEX activity_tenant ON activity (tenant_id, id);
 CREATE INDEX activity_at ON activity (at);

@@ -248,11 +248,13 @@ function stacked(wrap) {
 
 /**
  * A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break, its quotes
- * doubled.
+ * doubled; one a spreadsheet would take for a formula (`=`, `+`, `-`, `@`, a tab or a carriage
+ * return first: a token's name, an email) starts with `'`, as OWASP advises.
  * @param {unknown} value
  * @returns {string}
  */
 function csvField(value) {
-  const text = value === undefined || value === null ? '' : String(value);
+  const raw = value === undefined || value === null ? '' : String(value);
+  const text = /^[=+\-@\t\r]/.test(raw) ? `'${raw}` : raw;
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }

@@ -122,11 +122,17 @@ fn rfc3339(at: time::OffsetDateTime) -> anyhow::Result<String> {
 }
 
 /// An entry as a CSV row (RFC 4180: a field with a comma, a quote or a line break is quoted,
-/// its quotes doubled).
+/// its quotes doubled; one a spreadsheet would take for a formula starts with `'`).
 fn csv_row(entry: &Value) -> String {
     CSV.iter()
         .map(|field| {
-            let text = entry[*field].as_str().unwrap_or_default();
+            let raw = entry[*field].as_str().unwrap_or_default();
+            let formula = raw.starts_with(['=', '+', '-', '@', '\t', '\r']);
+            let text = if formula {
+                format!("'{raw}")
+            } else {
+                raw.to_owned()
+            };
             if text.contains([',', '"', '\n', '\r']) {
                 format!("\"{}\"", text.replace('"', "\"\""))
             } else {
@@ -145,11 +151,11 @@ mod tests {
     fn csv_rows_quote_what_needs_it() {
         let entry = serde_json::json!({
             "id": "1", "actor": "you@x.y (API token \"ci, nightly\" (tsk_Ab…))",
-            "action": "login", "result": "ok",
+            "action": "login", "result": "ok", "object_id": "=HYPERLINK(\"x\")",
         });
         assert_eq!(
             csv_row(&entry),
-            "1,,,\"you@x.y (API token \"\"ci, nightly\"\" (tsk_Ab…))\",login,,,ok,,"
+            "1,,,\"you@x.y (API token \"\"ci, nightly\"\" (tsk_Ab…))\",login,,\"'=HYPERLINK(\"\"x\"\")\",ok,,"
         );
     }
 }

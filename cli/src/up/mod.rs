@@ -54,7 +54,9 @@ pub fn run(profile: Profile) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         owner::ensure(&plan).await?;
-        telemetry::init(TelemetryOptions::for_role(&plan.settings, "up")?.with_terminal_prefix())?;
+        let tracing = telemetry::init(
+            TelemetryOptions::for_role(&plan.settings, "up")?.with_terminal_prefix(),
+        )?;
         let tls = InternalTls::from_settings(&plan.settings)?;
         let pki = tls.init()?;
         tracing::info!(data_dir = %plan.data_dir.display(), pki = %pki.display(), "starting");
@@ -62,6 +64,8 @@ pub fn run(profile: Profile) -> anyhow::Result<()> {
         shutdown
             .on_signals()
             .context("listening for SIGINT and SIGTERM")?;
-        supervise::run(Arc::new(plan), tls, shutdown).await
+        let ran = supervise::run(Arc::new(plan), tls, shutdown).await;
+        tracing.flush();
+        ran
     })
 }

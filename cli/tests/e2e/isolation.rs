@@ -133,18 +133,30 @@ fn isolation(engine: Engine) {
 
     // Every refused call is in B's activity log, with B's actor, its action, the error and the
     // ID it asked for; none of it is in A's, which has A's own actions.
-    let theirs = activity(&solo, &b.session);
     assert_eq!(refused.len(), cases * 2);
-    assert!(theirs.len() >= refused.len(), "{} entries", theirs.len());
-    for (action, actor, id) in &refused {
-        let found = theirs.iter().any(|e| {
+    let in_log = |theirs: &[serde_json::Value], (action, actor, id): &(String, String, String)| {
+        theirs.iter().any(|e| {
             e["action"] == action.as_str()
                 && e["actor"] == actor.as_str()
                 && e["result"] != "ok"
                 && (e["result"] != "not_found" || e["object_id"] == id.as_str())
-        });
-        assert!(found, "{action} by {actor} on {id} isn't in B's log");
-    }
+        })
+    };
+    // A refusal's entry is written just after its answer.
+    let theirs = einsora_testkit::eventually_or(
+        "every refusal in B's log",
+        std::time::Duration::from_secs(30),
+        || {
+            let theirs = activity(&solo, &b.session);
+            refused.iter().all(|r| in_log(&theirs, r)).then_some(theirs)
+        },
+        || {
+            let theirs = activity(&solo, &b.session);
+            let missing: Vec<_> = refused.iter().filter(|r| !in_log(&theirs, r)).collect();
+            format!("missing from B's log: {missing:#?}")
+        },
+    );
+    assert!(theirs.len() >= refused.len(), "{} entries", theirs.len());
     let ours = activity(&solo, &a.session);
     assert!(
         ours.iter()

@@ -271,7 +271,12 @@ fn output_is_bounded_in_order_and_names_what_is_wrong() {
             }],
             "lines[0].printed_at",
         ),
-        ((0..513).map(|_| line("x", 1)).collect(), "lines"),
+        (
+            (0..=bounds::MAX_OUTPUT_LINES)
+                .map(|_| line("x", 1))
+                .collect(),
+            "lines",
+        ),
     ];
     for (lines, field) in bad {
         let err = output(report(lines)).unwrap_err();

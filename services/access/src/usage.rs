@@ -82,20 +82,38 @@ impl<B> Usage<B> {
                 }
             }
             Shape::Events => {
-                self.seen.extend_from_slice(data);
-                while let Some(end) = self.seen.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = self.seen.drain(..=end).collect();
-                    if let Some(json) = line.strip_prefix(b"data:")
-                        && let Some(usage) = usage_in(json)
-                    {
-                        self.usage = Some(usage);
+                // Each complete line once, where it lies: the partial line a frame ends in
+                // is kept for the next (up to MAX_EVENT: a longer one is no usage event).
+                let mut rest = data;
+                while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+                    if self.seen.is_empty() {
+                        self.event(&rest[..end]);
+                    } else {
+                        self.seen.extend_from_slice(&rest[..end]);
+                        let line = std::mem::take(&mut self.seen);
+                        self.event(&line);
                     }
+                    rest = &rest[end + 1..];
                 }
-                if self.seen.len() > MAX_EVENT {
-                    // A line this long is no event of usage: skip it.
+                if self.seen.len() + rest.len() <= MAX_EVENT {
+                    self.seen.extend_from_slice(rest);
+                } else {
                     self.seen.clear();
                 }
             }
+        }
+    }
+
+    /// A streamed answer's line: only a `data:` one naming `usage` is parsed.
+    fn event(&mut self, line: &[u8]) {
+        let Some(json) = line.strip_prefix(b"data:") else {
+            return;
+        };
+        if line.len() > MAX_EVENT || !json.windows(7).any(|w| w == b"\"usage\"") {
+            return;
+        }
+        if let Some(usage) = usage_in(json) {
+            self.usage = Some(usage);
         }
     }
 

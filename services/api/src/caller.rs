@@ -176,6 +176,16 @@ impl Auth {
             let matches =
                 csrf.is_some_and(|c| secrets::same_hash(&secrets::sha256(c), &session.csrf_hash));
             if !matches {
+                // A live session's write without its token: a cross-site attempt, the log's
+                // business (its tenant's entry names the session as the actor).
+                let would_be = caller(&session.user, session.client.credential());
+                context::attempted(context::Who {
+                    tenant: would_be.tenant,
+                    user: would_be.user,
+                    subject: &would_be.actor.subject,
+                    actor: would_be.actor.to_string(),
+                    write: true,
+                });
                 return Err(Status::permission_denied(
                     "this request needs its session's CSRF token (the X-CSRF-Token header)",
                 ));

@@ -121,10 +121,14 @@ async fn in_context(store: Arc<dyn Store>, request: Request, next: Next) -> Resp
         headers.insert(SUBJECT, principal.subject.clone());
     }
     if let Some(entry) = unrecorded(&context, &response) {
-        let written = store.record_activity(&entry).instrument(span.clone()).await;
-        if let Err(e) = written {
-            span.in_scope(|| tracing::warn!(error = %e, "couldn't write the activity log's entry"));
-        }
+        // Written after the answer leaves, so the answer's time tells nothing (a failed
+        // sign-in to a known account costs the same as to an unknown one).
+        let written = async move {
+            if let Err(e) = store.record_activity(&entry).await {
+                tracing::warn!(error = %e, "couldn't write the activity log's entry");
+            }
+        };
+        tokio::spawn(written.instrument(span));
     }
     response
 }
@@ -144,12 +148,16 @@ fn unrecorded(context: &Context, response: &Response) -> Option<Activity> {
         .and_then(|c| c.parse::<i32>().ok())
         .map(tonic::Code::from_i32)
         .filter(|c| *c != tonic::Code::Ok);
-    entry.result = match code {
-        Some(code) => ErrorCode::from_grpc(code, header(einsora_proto::metadata::ERROR))
+    let write = context.write.load(Ordering::Acquire);
+    let error = code.map(|code| {
+        ErrorCode::from_grpc(code, header(einsora_proto::metadata::ERROR))
             .unwrap_or(ErrorCode::Internal)
-            .as_str()
-            .to_owned(),
-        None if context.write.load(Ordering::Acquire) => "ok".to_owned(),
+    });
+    entry.result = match error {
+        // A read the api failed (an outage) is not something the caller did.
+        Some(ErrorCode::Internal | ErrorCode::Unavailable) if !write => return None,
+        Some(error) => error.as_str().to_owned(),
+        None if write => "ok".to_owned(),
         None => return None,
     };
     entry.object = context

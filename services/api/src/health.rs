@@ -137,9 +137,10 @@ impl StatusApi {
 
     /// Who leads each region of the catalog: a live lease is a controller reconciling it.
     async fn regions(&self) -> Vec<pb::RoleStatus> {
-        let leases = match self.store.leases().await {
-            Ok(leases) => leases,
-            Err(_) => return Vec::new(),
+        let leases = match tokio::time::timeout(PATIENCE, self.store.leases()).await {
+            Ok(Ok(leases)) => leases,
+            // The store's own entry says it isn't answering.
+            _ => return Vec::new(),
         };
         let now = OffsetDateTime::now_utc();
         self.catalog
@@ -196,10 +197,16 @@ impl StatusService for StatusApi {
             tenant: Some(caller.tenant),
             ..WorkloadFilter::default()
         };
-        let (machines, workloads) = tokio::join!(
-            self.store.machines_of(caller.tenant),
-            self.store.workloads(&theirs)
-        );
+        let counted = async {
+            tokio::join!(
+                self.store.machines_of(caller.tenant),
+                self.store.workloads(&theirs)
+            )
+        };
+        // A store that hangs is said so (the roles above say which), not waited out.
+        let (machines, workloads) = tokio::time::timeout(PATIENCE, counted)
+            .await
+            .map_err(|_| Status::unavailable("the database isn't answering"))?;
         let now = OffsetDateTime::now_utc();
         let (mut online, mut offline) = (0, 0);
         for machine in machines.map_err(status::store)? {

@@ -62,8 +62,6 @@ pub fn usage(r: &UsageRecord) -> usage_pb::UsageRecord {
     }
 }
 
-/// `r` as the API shows it; each device names the workloads of `holding` (the reader's, holding
-/// capacity) that hold it.
 /// Revoked, online (seen within [`ONLINE_WITHIN`]) or offline.
 pub fn machine_status(r: &MachineRecord, now: OffsetDateTime) -> machines_pb::MachineStatus {
     match (r.revoked_at, r.last_seen_at) {
@@ -73,6 +71,8 @@ pub fn machine_status(r: &MachineRecord, now: OffsetDateTime) -> machines_pb::Ma
     }
 }
 
+/// `r` as the API shows it; each device names the workloads of `holding` (the reader's, holding
+/// capacity) that hold it.
 pub fn machine(
     r: &MachineRecord,
     holding: &[Workload],

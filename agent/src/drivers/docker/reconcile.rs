@@ -45,11 +45,10 @@ pub struct Worker {
     /// Stopped containers whose log was read to its end, and on which sync stream: not asked
     /// for it again every pass (a new stream reads from the store's head again).
     drained: HashMap<String, u64>,
-    /// Running workloads' containers as the last pass found them, and whether some printed
-    /// more than one read ships: then their output is read again within [`DRAIN_EVERY`],
-    /// between passes, until it is caught up.
-    printing: Vec<(Wanted, ContainerSummary)>,
-    behind: bool,
+    /// Running workloads' containers as the last pass found them, each with whether its last
+    /// read shipped a full batch or more (it is printing faster than a pass a second reads):
+    /// those are read again every [`DRAIN_EVERY`] between passes until they are caught up.
+    printing: Vec<(Wanted, ContainerSummary, bool)>,
     records: Records,
     /// Workloads' disks and run directories, and the free-space floor.
     disks: Disks,
@@ -87,7 +86,6 @@ impl Worker {
             cursors: Cursors::default(),
             drained: HashMap::new(),
             printing: Vec::new(),
-            behind: false,
             user,
             pulls: HashMap::new(),
             unprepared: Unprepared::default(),
@@ -97,22 +95,36 @@ impl Worker {
     pub async fn run(mut self, mut wanted: watch::Receiver<Option<Vec<Wanted>>>) {
         let mut next = Duration::ZERO;
         loop {
-            // Output behind: read it again soon, between passes, until it is caught up.
-            let mut waited = Duration::ZERO;
-            while self.behind && waited < next {
-                tokio::time::sleep(DRAIN_EVERY).await;
-                waited += DRAIN_EVERY;
-                self.drain().await;
+            let pass_at = tokio::time::Instant::now() + next;
+            // A workload printing fast is read again between passes until it is caught up
+            // (never past the pass, nor past a change of what is wanted).
+            let mut changed = false;
+            while self.printing.iter().any(|(_, _, behind)| *behind) {
+                let drain_at = tokio::time::Instant::now() + DRAIN_EVERY;
+                if drain_at >= pass_at {
+                    break;
+                }
+                tokio::select! {
+                    moved = wanted.changed() => {
+                        if moved.is_err() {
+                            return;
+                        }
+                        changed = true;
+                        break;
+                    }
+                    () = tokio::time::sleep_until(drain_at) => self.drain().await,
+                }
             }
-            tokio::select! {
-                changed = wanted.changed() => if changed.is_err() { return },
-                () = tokio::time::sleep(next.saturating_sub(waited)) => {}
+            if !changed {
+                tokio::select! {
+                    moved = wanted.changed() => if moved.is_err() { return },
+                    () = tokio::time::sleep_until(pass_at) => {}
+                }
             }
             let Some(current) = wanted.borrow_and_update().clone() else {
                 continue;
             };
             self.printing.clear();
-            self.behind = false;
             if let Err(e) = self.pass(&current).await {
                 tracing::warn!(error = %e, "the docker engine failed a pass; trying again");
             }
@@ -120,12 +132,13 @@ impl Worker {
         }
     }
 
-    /// Reads again the output of the running workloads the last pass found.
+    /// Reads again the output of the running workloads that were behind.
     async fn drain(&mut self) {
-        self.behind = false;
-        let printing = std::mem::take(&mut self.printing);
-        for (w, c) in &printing {
-            self.ship_output(w, std::slice::from_ref(c)).await;
+        let mut printing = std::mem::take(&mut self.printing);
+        for (w, c, behind) in &mut printing {
+            if *behind {
+                *behind = self.ship_output(w, std::slice::from_ref(c)).await;
+            }
         }
         self.printing = printing;
     }
@@ -151,7 +164,13 @@ impl Worker {
             if w.mode == Mode::Remove {
                 self.cursors.forget(&w.workload);
             } else {
-                self.ship_output(w, &containers).await;
+                let behind = self.ship_output(w, &containers).await;
+                if let Some(c) = containers
+                    .iter()
+                    .find(|c| of_attempt(c, w.attempt) && c.running())
+                {
+                    self.printing.push((w.clone(), c.clone(), behind));
+                }
             }
             let s = Seen {
                 attempt: w.attempt,
@@ -375,37 +394,36 @@ impl Worker {
         }
     }
 
-    /// Offers what its attempt's container printed since it was last read, its token removed.
-    async fn ship_output(&mut self, w: &Wanted, containers: &[ContainerSummary]) {
+    /// Offers what its attempt's container printed since it was last read, its token removed;
+    /// whether it shipped a full batch or more, all of it taken (it is printing fast: read it
+    /// again soon).
+    async fn ship_output(&mut self, w: &Wanted, containers: &[ContainerSummary]) -> bool {
         let Some(c) = containers.iter().find(|c| of_attempt(c, w.attempt)) else {
-            return;
+            return false;
         };
         let from = self.cursors.from(w);
         if self.drained.get(&c.id) == Some(&w.stream) {
-            return;
+            return false;
         }
         let entries = match self.engine.logs(&c.id, from).await {
             Ok(entries) => entries,
             Err(e) => {
                 tracing::debug!(workload = %w.workload, error = %e, "can't read its output yet");
-                return;
+                return false;
             }
         };
         let token = self.records.get(&w.workload).token;
         let lines = super::logs::lines(entries, from, token.as_deref());
         let end = lines.last().map_or(from, |l| l.end);
-        let many = lines.len() >= shipping::BATCH_LINES;
+        let bytes: usize = lines.iter().map(|l| l.text.len()).sum();
+        let full = lines.len() >= shipping::BATCH_LINES || bytes >= shipping::BATCH_BYTES;
         shipping::ship(&self.outbox, &mut self.cursors, w, lines);
         let read_to_end = self.cursors.at(&w.workload).is_some_and(|at| at >= end);
         if !c.running() && read_to_end {
             self.drained.insert(c.id.clone(), w.stream);
         }
-        if c.running() {
-            self.behind |= many || !read_to_end;
-            if !self.printing.iter().any(|(p, _)| p.workload == w.workload) {
-                self.printing.push((w.clone(), c.clone()));
-            }
-        }
+        // An outbox with no room is a controller away or slow: the pass's pace will do.
+        full && read_to_end
     }
 
     /// The image's ID; `None` while it is being pulled (a pull starts in the background).

@@ -40,7 +40,8 @@ pub(super) fn endpoint(settings: &Settings) -> Result<Option<String>, ConfigErro
     if !settings.is_set(OTLP_ENDPOINT) {
         return Ok(None);
     }
-    Ok(Some(settings.url(OTLP_ENDPOINT, &["http", "https"], "")?))
+    // Plain HTTP/2 only (no TLS in this exporter): a collector beside the roles forwards.
+    Ok(Some(settings.url(OTLP_ENDPOINT, &["http"], "")?))
 }
 
 /// Exports this process's spans, as `einsora-<role>`: the layer that makes them, and the
@@ -135,6 +136,23 @@ pub fn traceparent() -> Option<String> {
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
+}
+
+/// Keeps `span` and everything under it out of the exported traces (a followed log's polls
+/// would grow one trace for as long as it is followed): it gets a parent that isn't sampled.
+pub fn untraced(span: &tracing::Span) {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+    let bytes = uuid::Uuid::now_v7().as_u128();
+    let unsampled = SpanContext::new(
+        TraceId::from(bytes),
+        SpanId::from(bytes as u64 | 1),
+        TraceFlags::default(),
+        true,
+        TraceState::default(),
+    );
+    let context = opentelemetry::Context::new().with_remote_span_context(unsampled);
+    // Without spans exported there is no layer to tell: nothing to keep out.
+    let _ = span.set_parent(context);
 }
 
 /// Makes `span` a child of a kept `traceparent` (see [`traceparent`]); a malformed one is

@@ -167,6 +167,7 @@ impl Follower {
         first: pb::ListWorkloadLogsResponse,
     ) -> Result<LogStream, Status> {
         let slot = follows.take(self.tenant)?;
+        let self_id = self.id;
         let (tx, rx) = mpsc::channel(4);
         let follow = async move {
             if let Err(status) = self.run(first, &tx).await {
@@ -174,7 +175,11 @@ impl Follower {
             }
             drop(slot);
         };
-        tokio::spawn(follow.in_current_span());
+        // Its own span, out of the traces: its polls would grow the request's trace for as
+        // long as the log is followed.
+        let span = tracing::info_span!(parent: None, "follow", workload = %self_id);
+        einsora_runtime::telemetry::traces::untraced(&span);
+        tokio::spawn(follow.instrument(span));
         Ok(Box::pin(ReceiverStream::new(rx)))
     }
 

@@ -164,6 +164,15 @@ async fn actions_and_refusals_are_in_the_callers_tenants_activity_log() {
         ..Default::default()
     });
     workloads.get_workload(theirs).await.unwrap_err();
+    // A live session's write without its CSRF token: refused, and in the log.
+    let mut forged = acme.browser(workloads_pb::StopWorkloadRequest {
+        id: made.id.clone(),
+    });
+    forged
+        .metadata_mut()
+        .remove(einsora_api::caller::CSRF_HEADER);
+    let refused = workloads.stop_workload(forged).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied);
 
     let log = |who: &crate::Who| {
         let query = ActivityQuery {
@@ -180,7 +189,13 @@ async fn actions_and_refusals_are_in_the_callers_tenants_activity_log() {
         let store = std::sync::Arc::clone(&env.store);
         async move { store.activity(&query).await.unwrap().entries }
     };
-    let entries = log(&acme).await;
+    // Refusals are written just after their answers.
+    let entries = einsora_testkit::eventually_async(
+        "acme's four entries",
+        std::time::Duration::from_secs(10),
+        async || Some(log(&acme).await).filter(|e| e.len() == 4),
+    )
+    .await;
     let summary: Vec<(&str, &str, Option<&str>)> = entries
         .iter()
         .rev()
@@ -195,10 +210,17 @@ async fn actions_and_refusals_are_in_the_callers_tenants_activity_log() {
             ("create_workload", "ok", Some(made.id.as_str())),
             ("get_workload", "not_found", Some(unknown_id.as_str())),
             ("create_workload", "conflict", None),
+            // Refused before its request was read: no object.
+            ("stop_workload", "forbidden", None),
         ],
         "oldest first: {entries:#?}"
     );
     let created = entries.last().unwrap();
+    assert!(
+        entries[0].actor.ends_with("(browser session)"),
+        "the forged write names the session: {}",
+        entries[0].actor
+    );
     assert_eq!(created.request_id, "req-create-1");
     assert_eq!(created.client_addr.as_deref(), Some("192.0.2.7"));
     assert_eq!(created.object.as_ref().unwrap().kind, "workload");
@@ -209,7 +231,12 @@ async fn actions_and_refusals_are_in_the_callers_tenants_activity_log() {
         "{}",
         created.actor
     );
-    let theirs = log(&globex).await;
+    let theirs = einsora_testkit::eventually_async(
+        "globex's entry",
+        std::time::Duration::from_secs(10),
+        async || Some(log(&globex).await).filter(|e| !e.is_empty()),
+    )
+    .await;
     assert_eq!(theirs.len(), 1, "{theirs:#?}");
     assert_eq!(
         (theirs[0].action.as_str(), theirs[0].result.as_str()),

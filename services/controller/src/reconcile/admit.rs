@@ -67,23 +67,21 @@ impl Reconciler {
         }
         let mut steps = Vec::new();
         let mut still_waiting = Vec::new();
-        // Each workload's admission joins the trace of the request that created it.
-        let mut traces: HashMap<WorkloadId, tracing::Span> = HashMap::new();
+        // The trace of the request that created each one, which its admission joins.
+        let mut traces: HashMap<WorkloadId, String> = HashMap::new();
         for entry in waiting {
             let w = entry.workload;
-            let span = tracing::info_span!("admit", workload = %w.id, class = %w.gpu_class);
-            if let Some(parent) = &entry.trace_context {
-                einsora_runtime::telemetry::traces::continue_from_traceparent(&span, parent);
+            if let Some(parent) = entry.trace_context {
+                traces.insert(w.id, parent);
             }
-            let decision = span.in_scope(|| match &mut room {
+            let decision = match &mut room {
                 Room::Cluster(free) => {
                     placement::place(&w, &self.catalog, entry.tenant_trusted, free)
                 }
                 Room::Agents(machines) => {
                     placement::agents::place(&w, &self.catalog, entry.tenant_trusted, machines)
                 }
-            });
-            traces.insert(w.id, span);
+            };
             match decision {
                 Decision::Admit { admission, reason } => steps.push(Step {
                     admission: Some(admission),
@@ -109,9 +107,13 @@ impl Reconciler {
             }
             let placed = admitted.placed_class.as_deref();
             crate::metrics::admitted(&self.region, placed.unwrap_or(&admitted.gpu_class));
-            let span = traces
-                .remove(&admitted.id)
-                .unwrap_or_else(tracing::Span::none);
+            // Only the pass that admits it joins its trace (a workload waiting long would grow
+            // it every pass).
+            let class = placed.unwrap_or(&admitted.gpu_class);
+            let span = tracing::info_span!("admit", workload = %admitted.id, class = %class);
+            if let Some(parent) = traces.get(&admitted.id) {
+                einsora_runtime::telemetry::traces::continue_from_traceparent(&span, parent);
+            }
             let run = self.run_admitted(&admitted).instrument(span);
             if let Some((to, reason)) = run.await?.step {
                 failed.push(Step::to(admitted, to, reason));
