@@ -279,6 +279,7 @@ export interface ListWorkloadsResponse {
 export interface LogLine {
   attempt: number;
   dropped_before: string;
+  gap_before: boolean;
   number: string;
   printed_at?: string;
   stream: string;

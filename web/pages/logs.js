@@ -128,8 +128,7 @@ export function logsPanel(id) {
     }
     const lines = document.createDocumentFragment();
     for (const line of fresh) {
-      const gone = Number(line.dropped_before ?? 0);
-      if (gone > 0) lines.append(h('div', { class: 'dropped' }, `(${gone} lines dropped here)`));
+      for (const note of droppedNotes(line)) lines.append(h('div', { class: 'dropped' }, note));
       lines.append(lineOf(line));
     }
     last = big(fresh[fresh.length - 1].number);
@@ -269,6 +268,20 @@ export function logsPanel(id) {
 }
 
 /**
+ * What is missing just before a line: a counted drop (a native workload's log rotated before
+ * it was read), and a gap of unknown size (a container's log rotated before it was read).
+ * @param {import('../api-types').LogLine} line
+ * @returns {string[]}
+ */
+function droppedNotes(line) {
+  const notes = [];
+  const gone = Number(line.dropped_before ?? 0);
+  if (gone > 0) notes.push(`(${gone} lines dropped here)`);
+  if (line.gap_before) notes.push("(lines may be missing here: the container's log rotated before they were read)");
+  return notes;
+}
+
+/**
  * One line as the page shows it: when its machine read it, and its text.
  * @param {import('../api-types').LogLine} line
  * @returns {HTMLElement}
@@ -306,8 +319,7 @@ async function everyLine(id, progress) {
     const gone = Number(page.dropped ?? 0);
     if (pages === 0 && gone > 0) parts.push(`(${gone} older lines were dropped)\n`);
     for (const line of page.lines ?? []) {
-      const before = Number(line.dropped_before ?? 0);
-      if (before > 0) parts.push(`(${before} lines dropped here)\n`);
+      for (const note of droppedNotes(line)) parts.push(`${note}\n`);
       parts.push(`${line.text}\n`);
     }
     lines += (page.lines ?? []).length;

@@ -94,6 +94,9 @@ fn passing(error: &ApiError) -> bool {
     matches!(error.code.as_str(), "unavailable" | "internal")
 }
 
+/// Where lines may be missing, how many unknown (the API's `gap_before`).
+const GAP: &str = "(lines may be missing here: the container's log rotated before they were read)";
+
 /// Prints a page's lines (and, on the first page, how many older lines were dropped), moves
 /// `after` past them, and says how many there were.
 fn print_page(page: &Value, first: &mut bool, after: &mut u64) -> anyhow::Result<usize> {
@@ -107,6 +110,9 @@ fn print_page(page: &Value, first: &mut bool, after: &mut u64) -> anyhow::Result
     for line in lines {
         if let Some(dropped) = number(&line["dropped_before"]).filter(|d| *d > 0) {
             writeln!(out, "({dropped} lines dropped here)")?;
+        }
+        if line["gap_before"].as_bool() == Some(true) {
+            writeln!(out, "{GAP}")?;
         }
         writeln!(out, "{}", line["text"].as_str().unwrap_or_default())?;
     }

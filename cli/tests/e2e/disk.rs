@@ -2,12 +2,16 @@
 //! filesystem, as a Solo machine has one disk. A notebook that fills its storage (its files,
 //! its run directory) gets ENOSPC at the limits while the store still writes and the agent
 //! keeps syncing; its container's
-//! log keeps a bounded tail; below the free-space floor no new work starts, and the timeline
+//! log keeps a bounded tail, and where its rotations dropped lines before the agent read them
+//! the workload's output says so; below the free-space floor no new work starts, and the timeline
 //! says why. Needs what docker.rs needs, and root (it mounts the filesystem).
 
 mod throwaway;
 
 use std::process::Command;
+use std::time::Duration;
+
+use einsora_testkit::eventually;
 
 use serde_json::Value;
 
@@ -18,7 +22,7 @@ use crate::harness::notebooks::{
 use crate::harness::solo::{Engine, Solo};
 use crate::harness::support::Einsora;
 use crate::harness::workloads::{act, state, timeline, wait_for};
-use crate::harness::world::{a_notebook, launch, tenant};
+use crate::harness::world::{Credential, a_notebook, call, launch, tenant};
 use throwaway::Throwaway;
 
 const MIB: u64 = 1 << 20;
@@ -43,10 +47,39 @@ print(json.dumps({'errno': errno, 'written': written}))"#;
 /// Writes 8 MiB to the server's own output: the container's log.
 const FLOOD_THE_LOG: &str = r#"import os
 fd = os.open('/proc/1/fd/1', os.O_WRONLY)
-line = b'y' * 1023 + b'\n'
-for _ in range(8 * 1024):
-    os.write(fd, line)
+for i in range(FLOOD_LINES):
+    os.write(fd, b'flood %07d ' % i + b'y' * 1009 + b'\n')
 print('logged')"#;
+/// Lines of the flood, 1 KiB each.
+const FLOOD_LINES: u64 = 8 * 1024;
+
+/// The flood's lines in `workload`'s output, once its last one is there: each one's number and
+/// whether lines may be missing before it.
+fn flood_as_shipped(solo: &Solo, who: &Credential, workload: &str) -> Vec<(u64, bool)> {
+    let mut shipped = Vec::new();
+    let mut after = 0u64;
+    eventually(
+        "the flood's last line in the output",
+        Duration::from_secs(60),
+        || {
+            let path = format!("/v1/workloads/{workload}/logs?after={after}&limit=1000");
+            let page: Value =
+                serde_json::from_str(&call(solo, who, "GET", &path, None).body).ok()?;
+            for line in page["lines"].as_array()? {
+                let text = line["text"].as_str().unwrap_or_default();
+                if let Some(n) = text.strip_prefix("flood ").and_then(|t| t.get(..7)) {
+                    shipped.push((n.parse().unwrap(), line["gap_before"] == true));
+                }
+                after = line["number"].as_str()?.parse().ok()?;
+            }
+            shipped
+                .last()
+                .filter(|l| l.0 == FLOOD_LINES - 1)
+                .map(|_| ())
+        },
+    );
+    shipped
+}
 
 fn inspect(container: &str) -> Value {
     let out = Command::new("docker")
@@ -103,12 +136,30 @@ fn a_full_workload_gets_enospc_while_the_store_and_the_agent_carry_on() {
     );
 
     let (host, cookie) = open(&solo, &acme.session, &full);
-    assert_eq!(run_cell(&solo, &host, &cookie, FLOOD_THE_LOG), "logged\n");
+    let flood = FLOOD_THE_LOG.replace("FLOOD_LINES", &FLOOD_LINES.to_string());
+    assert_eq!(run_cell(&solo, &host, &cookie, &flood), "logged\n");
     let logged = log_bytes(&container);
     assert!(
         (LOG_LIMIT / 4..=LOG_LIMIT + LOG_LIMIT / 4).contains(&logged),
         "8 MiB written, {logged} bytes kept"
     );
+    // The engine rotated most of it out before the agent read it: every place lines went is
+    // marked in the workload's output.
+    let shipped = flood_as_shipped(&solo, &acme.token, &full);
+    assert!(
+        (shipped.len() as u64) < FLOOD_LINES,
+        "2 MiB kept of 8: {} lines",
+        shipped.len()
+    );
+    let mut before = None;
+    for &(n, gap) in &shipped {
+        let follows = before.map_or(n == 0, |b: u64| n == b + 1);
+        assert!(
+            follows || gap,
+            "lines {before:?}..{n} are missing and not marked"
+        );
+        before = Some(n);
+    }
 
     let fill = |path: &str| -> Value {
         let said = run_cell(&solo, &host, &cookie, &FILL.replace("PATH", path));

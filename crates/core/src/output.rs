@@ -23,8 +23,11 @@ pub struct PrintedLine {
     pub printed_at: time::OffsetDateTime,
     /// At most [`MAX_LINE_BYTES`]; redacted before the store keeps it.
     pub text: String,
-    /// Lines its source dropped just before it (a cap of the agent's or of the engine's log).
+    /// Lines its source dropped just before it (the agent's cap of a native workload's log).
     pub dropped_before: u64,
+    /// Lines may be missing just before it, how many unknown: a container's engine log rotated
+    /// them out before its agent read them (the engine keeps no count).
+    pub gap_before: bool,
     /// Where it ends in its source: bytes into a native workload's log, or the engine log's
     /// timestamp in nanoseconds for a container. Within an attempt, ends only grow.
     pub end: u64,

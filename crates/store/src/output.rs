@@ -96,6 +96,8 @@ pub struct OutputLine {
     pub printed_at: OffsetDateTime,
     pub text: String,
     pub dropped_before: u64,
+    /// Lines may be missing just before it, how many unknown (a container's rotated log).
+    pub gap_before: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

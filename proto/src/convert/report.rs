@@ -190,6 +190,7 @@ pub fn output(raw: pb::WorkloadOutput) -> Result<PrintedOutput, ConvertError> {
             printed_at: crate::convert::required_time(&field("printed_at"), l.printed_at.as_ref())?,
             text: l.text,
             dropped_before: l.dropped_before,
+            gap_before: l.gap_before,
             end: l.end_offset,
         });
     }
@@ -216,6 +217,7 @@ impl From<PrintedOutput> for pb::WorkloadOutput {
                     text: l.text,
                     dropped_before: l.dropped_before,
                     end_offset: l.end,
+                    gap_before: l.gap_before,
                 })
                 .collect(),
         }

@@ -235,6 +235,7 @@ fn output_is_bounded_in_order_and_names_what_is_wrong() {
         }),
         text: text.to_owned(),
         dropped_before: 0,
+        gap_before: false,
         end_offset: end,
     };
     let report = |lines| pb::WorkloadOutput {
@@ -243,13 +244,22 @@ fn output_is_bounded_in_order_and_names_what_is_wrong() {
         to_offset: 10,
         lines,
     };
-    let good = output(report(vec![line("hi", 3), line("there", 9)])).unwrap();
+    let after_a_gap = pb::OutputLine {
+        dropped_before: 4,
+        gap_before: true,
+        ..line("there", 9)
+    };
+    let good = output(report(vec![line("hi", 3), after_a_gap.clone()])).unwrap();
     assert_eq!((good.workload_id, good.attempt, good.to), (id, 2, 10));
     assert_eq!(good.lines[1].text, "there");
     assert_eq!(good.lines[1].stream, OutputStream::Stdout);
     assert_eq!(
+        (good.lines[1].dropped_before, good.lines[1].gap_before),
+        (4, true)
+    );
+    assert_eq!(
         pb::WorkloadOutput::from(good.clone()),
-        report(vec![line("hi", 3), line("there", 9)]),
+        report(vec![line("hi", 3), after_a_gap]),
         "and back"
     );
     let long = "x".repeat(einsora_core::output::MAX_LINE_BYTES + 1);

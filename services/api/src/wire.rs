@@ -35,6 +35,7 @@ pub fn log_line(l: &OutputLine) -> pb::LogLine {
         printed_at: Some(timestamp(l.printed_at)),
         text: l.text.clone(),
         dropped_before: l.dropped_before,
+        gap_before: l.gap_before,
     }
 }
 

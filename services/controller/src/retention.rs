@@ -100,6 +100,7 @@ mod tests {
                 printed_at: received_at,
                 text: text.to_owned(),
                 dropped_before: 0,
+                gap_before: false,
                 end,
             }],
         };

@@ -3,7 +3,11 @@
 //! that timestamp in nanoseconds since the epoch, so it survives agent restarts and every
 //! attempt's container continues where the one before ended. The engine's own log is capped
 //! (two files of half `EINSORA_AGENT_LOG_LIMIT`): what it rotated out before it was read is
-//! gone, and can't be counted.
+//! gone, and the engine keeps no count of it. It is marked all the same: a read `since` an
+//! offset of this container's own log starts with the entry at that offset (the engine's
+//! `since` keeps an entry at exactly that time) unless the file holding it was rotated out, and
+//! then the first line read says lines may be missing before it (`gap_before`). It can't say
+//! how many, and once in a while none are (the entry was the last of its file).
 //!
 //! Everything here is the workload's: any bytes, any frame sizes. Frames that don't parse end
 //! the read there; nothing panics on them.
@@ -70,8 +74,16 @@ pub fn parse(body: &[u8]) -> Vec<Entry> {
 
 /// The entries after `offset` as lines, their token removed; each ends at its own offset. In
 /// the order of their times: the engine interleaves stdout's and stderr's not quite in order.
-pub fn lines(mut entries: Vec<Entry>, offset: u64, token: Option<&str>) -> Vec<PrintedLine> {
+/// `own_offset`: `offset` is an entry of this container's log, read `since` it; if that entry
+/// is no longer there, the first line marks the gap.
+pub fn lines(
+    mut entries: Vec<Entry>,
+    offset: u64,
+    own_offset: bool,
+    token: Option<&str>,
+) -> Vec<PrintedLine> {
     entries.sort_by_key(|e| e.at);
+    let mut gap = own_offset && !entries.iter().any(|e| offset_of(e.at) == offset);
     entries
         .into_iter()
         .filter(|e| offset_of(e.at) > offset)
@@ -82,6 +94,7 @@ pub fn lines(mut entries: Vec<Entry>, offset: u64, token: Option<&str>) -> Vec<P
                 printed_at: e.at,
                 text: einsora_core::output::redact_line(text.trim_end_matches('\r'), token),
                 dropped_before: 0,
+                gap_before: std::mem::take(&mut gap),
                 end: offset_of(e.at),
             }
         })
@@ -110,12 +123,32 @@ mod tests {
         assert_eq!(entries[0].text, b"hello");
         let first = offset_of(entries[0].at);
         assert_eq!(since(first), "1796205600.000000001");
-        let lines = lines(entries, first, Some("abc"));
+        let lines = lines(entries, first, true, Some("abc"));
         assert_eq!(lines.len(), 2, "after the offset only");
+        assert!(
+            !lines[0].gap_before,
+            "the entry at the offset is still there"
+        );
         assert_eq!(lines[0].text, "in between", "in the order of their times");
         assert_eq!(lines[1].stream, OutputStream::Stderr);
         assert_eq!(lines[1].text, "oops key=[redacted]");
         assert_eq!(lines[1].end, first + 1_499_999_999);
+    }
+
+    /// A read since an offset of the container's own log that no longer holds the entry there
+    /// (its file rotated out) marks the gap on its first line, once; one since another
+    /// attempt's offset, or with nothing new, marks nothing.
+    #[test]
+    fn a_rotated_out_offset_marks_a_gap_before_the_first_line() {
+        let mut body = frame(1, "2026-12-02T10:00:05Z after the rotation\n");
+        body.extend(frame(2, "2026-12-02T10:00:06Z and on\n"));
+        let read_to = offset_of(parse(&frame(1, "2026-12-02T10:00:01Z x\n"))[0].at);
+        let ours = lines(parse(&body), read_to, true, None);
+        let gaps: Vec<bool> = ours.iter().map(|l| l.gap_before).collect();
+        assert_eq!(gaps, [true, false]);
+        let theirs = lines(parse(&body), read_to, false, None);
+        assert!(theirs.iter().all(|l| !l.gap_before), "a new attempt's log");
+        assert_eq!(lines(Vec::new(), read_to, true, None), vec![]);
     }
 
     #[test]

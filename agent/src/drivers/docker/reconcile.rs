@@ -413,7 +413,8 @@ impl Worker {
             }
         };
         let token = self.records.get(&w.workload).token;
-        let lines = super::logs::lines(entries, from, token.as_deref());
+        let own_offset = self.cursors.in_attempt(&w.workload, w.attempt);
+        let lines = super::logs::lines(entries, from, own_offset, token.as_deref());
         let end = lines.last().map_or(from, |l| l.end);
         let bytes: usize = lines.iter().map(|l| l.text.len()).sum();
         let full = lines.len() >= shipping::BATCH_LINES || bytes >= shipping::BATCH_BYTES;

@@ -62,6 +62,8 @@ impl Outbox {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Place {
     offset: u64,
+    /// The attempt whose source `offset` is in (a workload's offsets grow across attempts).
+    attempt: u32,
     /// The sync stream whose first desired state set it.
     stream: u64,
     /// It is in the rest of a line cut at the read limit: skipped up to its newline, so no
@@ -80,9 +82,9 @@ impl Cursors {
     /// the store has it up to (what was in flight on a lost stream is read again; the store
     /// keeps each line once), else where this driver is.
     pub fn from(&mut self, w: &Wanted) -> u64 {
-        let head = w.output.map_or(0, |h| h.offset);
         let fresh = Place {
-            offset: head,
+            offset: w.output.map_or(0, |h| h.offset),
+            attempt: w.output.map_or(0, |h| h.attempt),
             stream: w.stream,
             skipping: false,
         };
@@ -98,15 +100,26 @@ impl Cursors {
         self.places.get(workload).map(|p| p.offset)
     }
 
+    /// Whether `workload`'s place is in `attempt`'s own source (not where an earlier attempt's
+    /// ended).
+    pub fn in_attempt(&self, workload: &str, attempt: u32) -> bool {
+        self.places
+            .get(workload)
+            .is_some_and(|p| p.attempt == attempt && p.offset > 0)
+    }
+
     /// Whether `workload`'s next read starts in a cut line's rest.
     pub fn skipping(&self, workload: &str) -> bool {
         self.places.get(workload).is_some_and(|p| p.skipping)
     }
 
-    /// Its source was read and shipped up to `to`.
-    pub fn advanced(&mut self, workload: &str, to: u64) {
-        if let Some(place) = self.places.get_mut(workload) {
-            place.offset = place.offset.max(to);
+    /// `attempt`'s source was read and shipped up to `to`.
+    pub fn advanced(&mut self, workload: &str, attempt: u32, to: u64) {
+        if let Some(place) = self.places.get_mut(workload)
+            && to > place.offset
+        {
+            place.offset = to;
+            place.attempt = attempt;
         }
     }
 
@@ -147,6 +160,7 @@ pub fn lines(
             printed_at: now,
             text: einsora_core::output::redact_line(text, token),
             dropped_before: std::mem::take(&mut dropped),
+            gap_before: false,
             end: from + end as u64,
         });
     };
@@ -218,7 +232,7 @@ pub fn ship(outbox: &Outbox, cursors: &mut Cursors, w: &Wanted, lines: Vec<Print
         }) {
             return;
         }
-        cursors.advanced(&w.workload, to);
+        cursors.advanced(&w.workload, w.attempt, to);
     }
 }
 

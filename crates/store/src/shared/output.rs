@@ -5,7 +5,7 @@ use crate::output::{
 };
 
 const HEAD_COLUMNS: &str = "workload_id, attempt, source_offset, next_seq, bytes, dropped_lines";
-const LINE_COLUMNS: &str = "seq, attempt, stream, printed_at, text, dropped_before";
+const LINE_COLUMNS: &str = "seq, attempt, stream, printed_at, text, dropped_before, gap_before";
 /// How many lines one statement drops when a cap or the sweep drops many.
 const DROP_PAGE: i64 = 256;
 
@@ -36,6 +36,7 @@ fn line_from_row(row: &<Db as sqlx::Database>::Row) -> Result<OutputLine, StoreE
         printed_at: from_ms(row.try_get("printed_at")?)?,
         text: row.try_get("text")?,
         dropped_before: to_u64("dropped lines", row.try_get("dropped_before")?)?,
+        gap_before: row.try_get("gap_before")?,
     })
 }
 
@@ -230,7 +231,7 @@ impl crate::OutputStore for ThisStore {
         for (chunk_at, chunk) in new.chunks(ROWS_PER_INSERT).enumerate() {
             let mut insert = sqlx::QueryBuilder::<Db>::new(
                 "INSERT INTO workload_output (workload_id, seq, tenant_id, attempt, stream, \
-                 printed_at, received_at, text, bytes, dropped_before) ",
+                 printed_at, received_at, text, bytes, dropped_before, gap_before) ",
             );
             let base = first_seq + (chunk_at * ROWS_PER_INSERT) as u64;
             insert.push_values(chunk.iter().enumerate(), |mut row, (i, line)| {
@@ -243,7 +244,8 @@ impl crate::OutputStore for ThisStore {
                     .push_bind(received)
                     .push_bind(line.text.as_str())
                     .push_bind(to_i64(cost(line)))
-                    .push_bind(to_i64(line.dropped_before));
+                    .push_bind(to_i64(line.dropped_before))
+                    .push_bind(line.gap_before);
             });
             insert.build().execute(&mut *tx).await?;
         }

@@ -24,6 +24,7 @@ fn lines(from: u64, texts: &[&str]) -> Vec<PrintedLine> {
                 printed_at: OffsetDateTime::UNIX_EPOCH + Duration::seconds(1),
                 text: (*t).to_owned(),
                 dropped_before: 0,
+                gap_before: false,
                 end,
             }
         })
@@ -72,11 +73,12 @@ pub async fn output_is_kept_in_order_once_and_resumes_from_its_head(db: TestDb) 
     let head = store.append_output(&overlapping, &ROOMY).await.unwrap();
     assert_eq!((head.offset, head.next_seq), (14, 4), "only its new line");
     // The next attempt's source goes on from the last (offsets grow across attempts): read
-    // again from before the head, it stores only what is new.
-    let restarted = store
-        .append_output(&batch(w, t, 2, 8, &["three", "again"]), &ROOMY)
-        .await
-        .unwrap();
+    // again from before the head, it stores only what is new, with what its source lost before
+    // it (a count, and a gap of unknown size).
+    let mut second = batch(w, t, 2, 8, &["three", "again"]);
+    second.lines[1].dropped_before = 2;
+    second.lines[1].gap_before = true;
+    let restarted = store.append_output(&second, &ROOMY).await.unwrap();
     assert_eq!((restarted.attempt, restarted.offset), (2, 20));
     let stale = store
         .append_output(&batch(w, t, 1, 14, &["late"]), &ROOMY)
@@ -89,6 +91,12 @@ pub async fn output_is_kept_in_order_once_and_resumes_from_its_head(db: TestDb) 
     let seqs: Vec<u64> = page.lines.iter().map(|l| l.seq).collect();
     assert_eq!(seqs, [1, 2, 3, 4]);
     assert_eq!(page.lines[3].attempt, 2);
+    let lost: Vec<(u64, bool)> = page
+        .lines
+        .iter()
+        .map(|l| (l.dropped_before, l.gap_before))
+        .collect();
+    assert_eq!(lost, [(0, false), (0, false), (0, false), (2, true)]);
     assert_eq!(page.next_seq, 5);
     let after = OutputQuery {
         after: Some(2),

@@ -205,6 +205,7 @@ async fn logs_come_by_number_tail_or_after_a_line() {
             printed_at: datetime!(2025-03-01 10:00 UTC),
             text: format!("line {n}"),
             dropped_before: 0,
+            gap_before: false,
             end: n * 7,
         })
         .collect();
@@ -316,6 +317,7 @@ async fn following_sends_new_lines_until_the_workload_stops() {
                     printed_at: *at,
                     text: (*text).to_owned(),
                     dropped_before: 0,
+                    gap_before: false,
                     end,
                 }
             })

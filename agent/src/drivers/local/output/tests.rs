@@ -76,7 +76,7 @@ fn each_stream_starts_from_the_stores_head() {
     let mut cursors = Cursors::default();
     let first = wanted(1, Some(40));
     assert_eq!(cursors.from(&first), 40);
-    cursors.advanced(&first.workload, 90);
+    cursors.advanced(&first.workload, first.attempt, 90);
     let later = Wanted {
         output: Some(OutputResume {
             attempt: 2,
@@ -91,6 +91,33 @@ fn each_stream_starts_from_the_stores_head() {
     };
     assert_eq!(cursors.from(&reconnected), 60, "a new stream: the head");
     assert_eq!(cursors.from(&wanted(1, None)), 0, "never printed");
+}
+
+/// A place is in an attempt's own source once that attempt shipped from it, or when the store's
+/// head is of that attempt; an earlier attempt's end is not (its source is another container's).
+#[test]
+fn a_place_knows_whose_source_it_is_in() {
+    let mut cursors = Cursors::default();
+    let resumed = wanted(1, Some(40));
+    cursors.from(&resumed);
+    assert!(
+        cursors.in_attempt(&resumed.workload, 2),
+        "the head is attempt 2's"
+    );
+    let next = Wanted {
+        attempt: 3,
+        ..resumed.clone()
+    };
+    assert_eq!(cursors.from(&next), 40);
+    assert!(
+        !cursors.in_attempt(&next.workload, 3),
+        "40 is where attempt 2 ended"
+    );
+    cursors.advanced(&next.workload, 3, 70);
+    assert!(cursors.in_attempt(&next.workload, 3));
+    let never = wanted(1, None);
+    cursors.from(&never);
+    assert!(!cursors.in_attempt(&never.workload, 2), "nothing read yet");
 }
 
 #[test]

@@ -25,6 +25,7 @@ fn line(text: &str, end: u64) -> pb::OutputLine {
         )),
         text: text.to_owned(),
         dropped_before: 0,
+        gap_before: false,
         end_offset: end,
     }
 }
