@@ -3,16 +3,22 @@
 //! that timestamp in nanoseconds since the epoch, so it survives agent restarts and every
 //! attempt's container continues where the one before ended. The engine's own log is capped
 //! (two files of half `EINSORA_AGENT_LOG_LIMIT`): what it rotated out before it was read is
-//! gone, and the engine keeps no count of it. It is marked all the same: a read `since` an
-//! offset of this container's own log starts with the entry at that offset (the engine's
-//! `since` keeps an entry at exactly that time) unless the file holding it was rotated out, and
-//! then the first line read says lines may be missing before it (`gap_before`). It can't say
-//! how many, and once in a while none are (the entry was the last of its file).
+//! gone, and the engine keeps no count of it. It is marked all the same ([`gap`]): a read
+//! `since` an offset of this container's own log starts with the entry at that offset (the
+//! engine's `since` keeps an entry at exactly that time) unless the file holding it was rotated
+//! out, and then the first line read says lines may be missing before it (`gap_before`). The
+//! first read of a container can only go by size: once it is as big as one of the engine's
+//! files, the log has rotated, and may have rotated twice. It can't say how many are missing,
+//! and now and then none are (the entry was the last of its file; the log rotated only once).
+//!
+//! The engine splits a line longer than 16 KiB into entries with the first part's time: they
+//! are one line here, cut at [`MAX_LINE_BYTES`] like any other, and the parts that come after
+//! it was read (at the offset already) are its cut rest.
 //!
 //! Everything here is the workload's: any bytes, any frame sizes. Frames that don't parse end
 //! the read there; nothing panics on them.
 
-use einsora_core::output::{OutputStream, PrintedLine};
+use einsora_core::output::{MAX_LINE_BYTES, OutputStream, PrintedLine};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -72,19 +78,46 @@ pub fn parse(body: &[u8]) -> Vec<Entry> {
     entries
 }
 
-/// The entries after `offset` as lines, their token removed; each ends at its own offset. In
-/// the order of their times: the engine interleaves stdout's and stderr's not quite in order.
-/// `own_offset`: `offset` is an entry of this container's log, read `since` it; if that entry
-/// is no longer there, the first line marks the gap.
+/// Whether lines may be missing before what a read `since` `offset` got: `own_offset` when
+/// `offset` is an entry of this container's own log (then it is missing only if that entry is
+/// gone), else this is the container's first read, which is suspect once it holds as much text
+/// as one of the engine's files (`file_bytes`).
+pub fn gap(entries: &[Entry], offset: u64, own_offset: bool, file_bytes: u64) -> bool {
+    if entries.is_empty() {
+        return false;
+    }
+    if own_offset {
+        return !entries.iter().any(|e| offset_of(e.at) == offset);
+    }
+    entries.iter().map(|e| e.text.len() as u64).sum::<u64>() >= file_bytes
+}
+
+/// The entries after `offset` as lines, their token removed; each ends at its own offset, the
+/// first one marked `gap_before` when [`gap`] said so. In the order of their times: the engine
+/// interleaves stdout's and stderr's not quite in order. The parts of a line the engine split
+/// (one stream, one time) are joined, and a line is kept only up to a little past
+/// [`MAX_LINE_BYTES`] (enough to redact a credential across the cut).
 pub fn lines(
     mut entries: Vec<Entry>,
     offset: u64,
-    own_offset: bool,
+    gap_before: bool,
     token: Option<&str>,
 ) -> Vec<PrintedLine> {
+    const KEPT: usize = MAX_LINE_BYTES + 256;
     entries.sort_by_key(|e| e.at);
-    let mut gap = own_offset && !entries.iter().any(|e| offset_of(e.at) == offset);
-    entries
+    let mut joined: Vec<Entry> = Vec::with_capacity(entries.len());
+    for e in entries {
+        match joined.last_mut() {
+            Some(last) if last.at == e.at && last.stream == e.stream => {
+                let room = KEPT.saturating_sub(last.text.len());
+                last.text
+                    .extend_from_slice(&e.text[..e.text.len().min(room)]);
+            }
+            _ => joined.push(e),
+        }
+    }
+    let mut gap = gap_before;
+    joined
         .into_iter()
         .filter(|e| offset_of(e.at) > offset)
         .map(|e| {
@@ -123,12 +156,12 @@ mod tests {
         assert_eq!(entries[0].text, b"hello");
         let first = offset_of(entries[0].at);
         assert_eq!(since(first), "1796205600.000000001");
-        let lines = lines(entries, first, true, Some("abc"));
-        assert_eq!(lines.len(), 2, "after the offset only");
         assert!(
-            !lines[0].gap_before,
-            "the entry at the offset is still there"
+            !gap(&entries, first, true, 1 << 20),
+            "the entry at the offset is there"
         );
+        let lines = lines(entries, first, false, Some("abc"));
+        assert_eq!(lines.len(), 2, "after the offset only");
         assert_eq!(lines[0].text, "in between", "in the order of their times");
         assert_eq!(lines[1].stream, OutputStream::Stderr);
         assert_eq!(lines[1].text, "oops key=[redacted]");
@@ -136,19 +169,56 @@ mod tests {
     }
 
     /// A read since an offset of the container's own log that no longer holds the entry there
-    /// (its file rotated out) marks the gap on its first line, once; one since another
-    /// attempt's offset, or with nothing new, marks nothing.
+    /// (its file rotated out) is a gap, marked on its first line only; a first read is one
+    /// once it holds a file's worth; a read with nothing new is none.
     #[test]
     fn a_rotated_out_offset_marks_a_gap_before_the_first_line() {
         let mut body = frame(1, "2026-12-02T10:00:05Z after the rotation\n");
         body.extend(frame(2, "2026-12-02T10:00:06Z and on\n"));
+        let entries = parse(&body);
         let read_to = offset_of(parse(&frame(1, "2026-12-02T10:00:01Z x\n"))[0].at);
-        let ours = lines(parse(&body), read_to, true, None);
-        let gaps: Vec<bool> = ours.iter().map(|l| l.gap_before).collect();
+        assert!(gap(&entries, read_to, true, 1 << 20));
+        let gaps: Vec<bool> = lines(entries.clone(), read_to, true, None)
+            .iter()
+            .map(|l| l.gap_before)
+            .collect();
         assert_eq!(gaps, [true, false]);
-        let theirs = lines(parse(&body), read_to, false, None);
-        assert!(theirs.iter().all(|l| !l.gap_before), "a new attempt's log");
-        assert_eq!(lines(Vec::new(), read_to, true, None), vec![]);
+        let text = ("after the rotation".len() + "and on".len()) as u64;
+        assert!(
+            !gap(&entries, read_to, false, text + 1),
+            "a first read, smaller than a file"
+        );
+        assert!(
+            gap(&entries, read_to, false, text),
+            "a first read of a file's worth"
+        );
+        assert!(!gap(&[], read_to, true, 1));
+    }
+
+    /// The parts of a line the engine split share its time and stream: one line, kept to a
+    /// little past the longest line, so a credential across a part's end is still redacted.
+    #[test]
+    fn a_line_split_by_the_engine_is_one_line() {
+        let part = "y".repeat(MAX_LINE_BYTES - 4);
+        let mut body = frame(1, &format!("2026-12-02T10:00:01Z {part}"));
+        body.extend(frame(
+            1,
+            "2026-12-02T10:00:01Z tsk_secretsecret and the rest\n",
+        ));
+        body.extend(frame(
+            1,
+            &format!("2026-12-02T10:00:01Z {}\n", "z".repeat(1 << 20)),
+        ));
+        body.extend(frame(2, "2026-12-02T10:00:01Z another stream\n"));
+        let lines = lines(parse(&body), 0, false, Some("secretsecret"));
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].text.len() <= MAX_LINE_BYTES);
+        assert!(
+            !lines[0].text.contains("secret"),
+            "{}",
+            &lines[0].text[part.len()..]
+        );
+        assert_eq!(lines[1].text, "another stream");
     }
 
     #[test]

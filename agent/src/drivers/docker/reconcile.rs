@@ -2,7 +2,7 @@
 //! (containers are found by label, so an agent restart adopts them), and keeps what it saw for
 //! the sync loop.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -45,6 +45,9 @@ pub struct Worker {
     /// Stopped containers whose log was read to its end, and on which sync stream: not asked
     /// for it again every pass (a new stream reads from the store's head again).
     drained: HashMap<String, u64>,
+    /// Workloads whose earlier attempt's container was removed with lines not yet shipped:
+    /// their next attempt's first line says lines may be missing before it.
+    unshipped: HashSet<String>,
     /// Running workloads' containers as the last pass found them, each with whether its last
     /// read shipped a full batch or more (it is printing faster than a pass a second reads):
     /// those are read again every [`DRAIN_EVERY`] between passes until they are caught up.
@@ -85,6 +88,7 @@ impl Worker {
             outbox,
             cursors: Cursors::default(),
             drained: HashMap::new(),
+            unshipped: HashSet::new(),
             printing: Vec::new(),
             user,
             pulls: HashMap::new(),
@@ -163,6 +167,7 @@ impl Worker {
             };
             if w.mode == Mode::Remove {
                 self.cursors.forget(&w.workload);
+                self.unshipped.remove(&w.workload);
             } else {
                 let behind = self.ship_output(w, &containers).await;
                 if let Some(c) = containers
@@ -246,6 +251,9 @@ impl Worker {
         let network = egress::network(&mut self.fence, &self.engine, w.spec.egress).await;
         let sandbox = self.sandbox(w, image, image_id, &places, network);
         for old in containers.iter().filter(|c| !of_attempt(c, w.attempt)) {
+            if self.unread_output(w, old).await {
+                self.unshipped.insert(w.workload.clone());
+            }
             self.engine.remove(&old.id).await?;
         }
         if let Some(c) = containers.iter().find(|c| of_attempt(c, w.attempt)) {
@@ -414,17 +422,34 @@ impl Worker {
         };
         let token = self.records.get(&w.workload).token;
         let own_offset = self.cursors.in_attempt(&w.workload, w.attempt);
-        let lines = super::logs::lines(entries, from, own_offset, token.as_deref());
+        let file_bytes = self.disks.log_bytes() / 2;
+        let gap = super::logs::gap(&entries, from, own_offset, file_bytes)
+            || (!own_offset && self.unshipped.contains(&w.workload));
+        let lines = super::logs::lines(entries, from, gap, token.as_deref());
         let end = lines.last().map_or(from, |l| l.end);
         let bytes: usize = lines.iter().map(|l| l.text.len()).sum();
         let full = lines.len() >= shipping::BATCH_LINES || bytes >= shipping::BATCH_BYTES;
         shipping::ship(&self.outbox, &mut self.cursors, w, lines);
+        if self.cursors.in_attempt(&w.workload, w.attempt) {
+            self.unshipped.remove(&w.workload);
+        }
         let read_to_end = self.cursors.at(&w.workload).is_some_and(|at| at >= end);
         if !c.running() && read_to_end {
             self.drained.insert(c.id.clone(), w.stream);
         }
         // An outbox with no room is a controller away or slow: the pass's pace will do.
         full && read_to_end
+    }
+
+    /// Whether `old` (an earlier attempt's container, about to be removed) printed lines past
+    /// where shipping is: the controller takes only the current attempt's, so they are lost.
+    async fn unread_output(&mut self, w: &Wanted, old: &ContainerSummary) -> bool {
+        let from = self.cursors.from(w);
+        match self.engine.logs(&old.id, from).await {
+            Ok(entries) => entries.iter().any(|e| super::logs::offset_of(e.at) > from),
+            // Can't tell: say lines may be missing.
+            Err(_) => true,
+        }
     }
 
     /// The image's ID; `None` while it is being pulled (a pull starts in the background).
