@@ -60,7 +60,11 @@ impl Plan {
     /// `temp_dir` is `einsora dev`'s throwaway data directory, used unless EINSORA_DATA_DIR
     /// names one.
     pub fn new(profile: Profile, temp_dir: Option<&Path>) -> anyhow::Result<Plan> {
-        let operator = Settings::from_env();
+        Plan::of(Settings::from_env(), profile, temp_dir)
+    }
+
+    /// The plan for the operator's `operator` settings.
+    fn of(operator: Settings, profile: Profile, temp_dir: Option<&Path>) -> anyhow::Result<Plan> {
         let mut defaults: Vec<(&'static str, OsString)> = Vec::new();
         let mut default = |name: &'static str, value: OsString| {
             if !operator.is_set(name) {
@@ -85,10 +89,12 @@ impl Plan {
             einsora_metering::ADDR,
             einsora_controller::AGENT_ADDR,
         ];
-        // And each role's metrics port, which `up` relays: all picked at once, so none is given
-        // twice.
+        // And each role's metrics port, which `up` relays, and one for `up`'s own should it be
+        // asked for any port (`:0`): all picked at once, so none is given twice (`up` binding
+        // `:0` later could be handed a port just released here, before its role binds it).
         let all_roles = ChildRole::SERVICES.into_iter().chain([ChildRole::Agent]);
-        let mut free = free_loopback_ports(internal.len() + ChildRole::SERVICES.len() + 1)?;
+        let mut free = free_loopback_ports(internal.len() + ChildRole::SERVICES.len() + 2)?;
+        let spare = free.pop().context("a spare port")?;
         let role_ports = free.split_off(internal.len());
         for (name, addr) in internal.into_iter().zip(free) {
             default(name, addr.to_string().into());
@@ -129,7 +135,10 @@ impl Plan {
                 owner,
             }
         });
-        let metrics_addr = settings.socket_addr(METRICS_ADDR, DEFAULT_METRICS_ADDR)?;
+        let mut metrics_addr = settings.socket_addr(METRICS_ADDR, DEFAULT_METRICS_ADDR)?;
+        if metrics_addr.port() == 0 {
+            metrics_addr.set_port(spare.port());
+        }
         let mut role_metrics: BTreeMap<&'static str, SocketAddr> =
             all_roles.map(ChildRole::name).zip(role_ports).collect();
         if local_agent.is_none() {
@@ -224,6 +233,24 @@ fn free_loopback_ports(n: usize) -> anyhow::Result<Vec<SocketAddr>> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// `up`'s own metrics asked on any port get one picked with the roles' ports, none of them.
+    #[test]
+    fn metrics_on_any_port_get_a_port_no_role_has() {
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..50 {
+            let operator = Settings::from_map([(METRICS_ADDR, "127.0.0.1:0")]);
+            let plan = Plan::of(operator, Profile::Dev, Some(dir.path())).unwrap();
+            let port = plan.metrics_addr.port();
+            assert_ne!(port, 0);
+            let roles = [plan.api_addr, plan.controller_addr, plan.metering_addr]
+                .into_iter()
+                .chain(plan.role_metrics.values().copied());
+            assert!(roles.map(|a| a.port()).all(|p| p != port), "{port}");
+        }
+    }
+
     #[test]
     fn the_internal_ports_picked_are_distinct() {
         for _ in 0..500 {
