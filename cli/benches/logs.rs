@@ -57,14 +57,7 @@ struct Seen {
 fn main() -> anyhow::Result<()> {
     let lines: usize = setting("BENCH_LINES", 100_000)?;
     let rounds: usize = setting("BENCH_ROUNDS", 3)?;
-    let ready = Command::new("docker")
-        .args(["image", "inspect", "einsora/notebook:local"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    anyhow::ensure!(
-        ready,
-        "needs a Docker engine and the notebook image: images/dockerd start && images/build notebook"
-    );
+    support::up::require_notebook_image()?;
     let mut report = Report::start(
         "logs",
         "Log shipping",

@@ -49,14 +49,7 @@ struct Steps {
 
 fn main() -> anyhow::Result<()> {
     let runs: usize = setting("BENCH_RUNS", 10)?;
-    let ready = Command::new("docker")
-        .args(["image", "inspect", "einsora/notebook:local"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    anyhow::ensure!(
-        ready,
-        "needs a Docker engine and the notebook image: images/dockerd start && images/build notebook"
-    );
+    support::up::require_notebook_image()?;
     let mut report = Report::start(
         "notebook",
         "Notebook create to first page",

@@ -9,6 +9,19 @@ use einsora_testkit::spawn::Spawned;
 
 use super::free_addr;
 
+/// An error naming what to run unless the engine answers and has the notebook image.
+pub fn require_notebook_image() -> anyhow::Result<()> {
+    let ready = Command::new("docker")
+        .args(["image", "inspect", "einsora/notebook:local"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    anyhow::ensure!(
+        ready,
+        "needs a Docker engine and the notebook image: images/dockerd start && images/build notebook"
+    );
+    Ok(())
+}
+
 pub struct Up {
     stop: Stop,
     pub http_addr: String,

@@ -77,6 +77,23 @@ pub struct ActivityQuery {
     pub limit: u32,
 }
 
+impl ActivityQuery {
+    /// Every entry of `tenant`, the first 100.
+    pub fn of(tenant: TenantId) -> Self {
+        ActivityQuery {
+            tenant,
+            from: None,
+            to: None,
+            action: None,
+            user: None,
+            object_id: None,
+            ok: None,
+            before: None,
+            limit: 100,
+        }
+    }
+}
+
 /// A page, and the cursor of the next one if there may be more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActivityPage {

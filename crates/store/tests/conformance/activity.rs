@@ -25,20 +25,6 @@ fn entry(tenant: TenantId, action: &str, result: &str, at: OffsetDateTime) -> Ac
     }
 }
 
-fn all(tenant: TenantId) -> ActivityQuery {
-    ActivityQuery {
-        tenant,
-        from: None,
-        to: None,
-        action: None,
-        user: None,
-        object_id: None,
-        ok: None,
-        before: None,
-        limit: 100,
-    }
-}
-
 fn actions(entries: &[Activity]) -> Vec<&str> {
     entries.iter().map(|e| e.action.as_str()).collect()
 }
@@ -73,7 +59,7 @@ pub async fn activity_is_read_newest_first_filtered_and_paged(db: TestDb) {
         .record_activity(&entry(other, "login", "ok", start))
         .await
         .unwrap();
-    let page = store.activity(&all(t)).await.unwrap();
+    let page = store.activity(&ActivityQuery::of(t)).await.unwrap();
     assert_eq!(
         actions(&page.entries),
         [
@@ -88,33 +74,33 @@ pub async fn activity_is_read_newest_first_filtered_and_paged(db: TestDb) {
     let read = |q: ActivityQuery| async move { store.activity(&q).await.unwrap().entries };
     let refused = read(ActivityQuery {
         ok: Some(false),
-        ..all(t)
+        ..ActivityQuery::of(t)
     })
     .await;
     assert_eq!(actions(&refused), ["create_workload", "get_workload"]);
     let creates = read(ActivityQuery {
         action: Some("create_workload".into()),
         ok: Some(true),
-        ..all(t)
+        ..ActivityQuery::of(t)
     })
     .await;
     assert_eq!(creates.len(), 1);
     let by_user = read(ActivityQuery {
         user: Some(user),
-        ..all(t)
+        ..ActivityQuery::of(t)
     })
     .await;
     assert_eq!(actions(&by_user), ["stop_workload"]);
     let about = read(ActivityQuery {
         object_id: Some("01a24397-0000-7000-8000-000000000001".into()),
-        ..all(t)
+        ..ActivityQuery::of(t)
     })
     .await;
     assert_eq!(about, by_user);
     let window = read(ActivityQuery {
         from: Some(start + Duration::minutes(1)),
         to: Some(start + Duration::minutes(3)),
-        ..all(t)
+        ..ActivityQuery::of(t)
     })
     .await;
     assert_eq!(actions(&window), ["get_workload", "create_workload"]);
@@ -126,7 +112,7 @@ pub async fn activity_is_read_newest_first_filtered_and_paged(db: TestDb) {
             .activity(&ActivityQuery {
                 before,
                 limit: 2,
-                ..all(t)
+                ..ActivityQuery::of(t)
             })
             .await
             .unwrap();
@@ -137,7 +123,7 @@ pub async fn activity_is_read_newest_first_filtered_and_paged(db: TestDb) {
         }
     }
     let ids: Vec<Uuid> = store
-        .activity(&all(t))
+        .activity(&ActivityQuery::of(t))
         .await
         .unwrap()
         .entries
@@ -173,7 +159,7 @@ pub async fn an_actions_entry_is_written_in_its_transaction_or_not_at_all(db: Te
     );
     assert!(!refused.recorded(), "nothing committed, nothing recorded");
     create(&*store, tenant(&*store, None).await, "unrecorded").await;
-    let entries = store.activity(&all(t)).await.unwrap().entries;
+    let entries = store.activity(&ActivityQuery::of(t)).await.unwrap().entries;
     assert_eq!(entries.len(), 1, "{entries:#?}");
     let e = &entries[0];
     assert_eq!(
@@ -204,6 +190,6 @@ pub async fn the_activity_sweep_drops_entries_before_the_cutoff(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(swept, 1);
-    let left = store.activity(&all(t)).await.unwrap().entries;
+    let left = store.activity(&ActivityQuery::of(t)).await.unwrap().entries;
     assert_eq!(actions(&left), ["new"]);
 }

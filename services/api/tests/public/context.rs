@@ -175,17 +175,7 @@ async fn actions_and_refusals_are_in_the_callers_tenants_activity_log() {
     assert_eq!(refused.code(), Code::PermissionDenied);
 
     let log = |who: &crate::Who| {
-        let query = ActivityQuery {
-            tenant: who.tenant,
-            from: None,
-            to: None,
-            action: None,
-            user: None,
-            object_id: None,
-            ok: None,
-            before: None,
-            limit: 100,
-        };
+        let query = ActivityQuery::of(who.tenant);
         let store = std::sync::Arc::clone(&env.store);
         async move { store.activity(&query).await.unwrap().entries }
     };
