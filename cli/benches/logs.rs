@@ -33,7 +33,7 @@ use anyhow::Context as _;
 use hyper::Method;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use einsora_testkit::bench::{Report, Table, quantile, setting};
 use support::{Api, Http};
@@ -105,7 +105,7 @@ fn main() -> anyhow::Result<()> {
             let (container, marker) = (container.clone(), marker.clone());
             move || docker_follow(&container, since, &marker, lines)
         });
-        let cpu_before = cpu_seconds(agent)?;
+        let cpu_before = support::probe::cpu_seconds(agent)?;
         let einsora = rt.spawn({
             let (base, token, id, marker) = (
                 api.base.clone(),
@@ -119,7 +119,7 @@ fn main() -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_secs(2));
         print_lines(&container, &marker, lines)?;
         let einsora = rt.block_on(einsora)??;
-        let cpu = cpu_seconds(agent)? - cpu_before;
+        let cpu = support::probe::cpu_seconds(agent)? - cpu_before;
         let docker = docker
             .join()
             .map_err(|_| anyhow::anyhow!("docker follower"))??;
@@ -176,10 +176,7 @@ async fn delete(api: &Api, id: &str) -> anyhow::Result<()> {
 
 /// A running notebook's ID.
 async fn notebook(api: &Api) -> anyhow::Result<String> {
-    let body = json!({ "kind": "notebook", "name": "printer", "gpu_class": "cpu-1c-2g", "image": "jupyterlab" });
-    let (status, made) = api.send(Method::POST, "/v1/workloads", Some(body)).await?;
-    anyhow::ensure!(status == 202, "create answered {status}: {made}");
-    let id = made["id"].as_str().unwrap_or_default().to_owned();
+    let id = api.create("printer").await?;
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let (_, w) = api
@@ -345,17 +342,4 @@ fn agent_pid(up: u32) -> Option<u32> {
         .into_iter()
         .find(|p| p.argument(1).as_deref() == Some("agent"))
         .map(|p| p.pid)
-}
-
-/// A process's CPU time so far (user and system), from /proc.
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .context("stat")?
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks: f64 = (fields[11].parse::<f64>()? + fields[12].parse::<f64>()?) / 100.0;
-    Ok(ticks)
 }

@@ -136,7 +136,7 @@ fn csv_row(entry: &Value) -> String {
             if text.contains([',', '"', '\n', '\r']) {
                 format!("\"{}\"", text.replace('"', "\"\""))
             } else {
-                text.to_owned()
+                text
             }
         })
         .collect::<Vec<_>>()

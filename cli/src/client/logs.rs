@@ -91,7 +91,11 @@ pub async fn show(api: &Api, id: &str, reading: &Reading) -> anyhow::Result<()> 
 
 /// An error a follow outlives: the API stopping or failing for a moment.
 fn passing(error: &ApiError) -> bool {
-    matches!(error.code.as_str(), "unavailable" | "internal")
+    use einsora_runtime::error_code::ErrorCode;
+    matches!(
+        ErrorCode::from_word(&error.code),
+        Some(ErrorCode::Unavailable | ErrorCode::Internal)
+    )
 }
 
 /// Where lines may be missing, how many unknown (the API's `gap_before`).

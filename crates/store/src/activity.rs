@@ -54,7 +54,7 @@ pub struct Activity {
 /// What an action was on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActivityObject {
-    /// `workload`, `token`, `machine`, `enrolment_token`, `session`.
+    /// `workload`, `token`, `machine`, `enrolment_token`, `user`.
     pub kind: String,
     pub id: String,
 }
@@ -159,6 +159,20 @@ pub(crate) fn action_entry(object: Option<ActivityObject>) -> Option<Activity> {
         })
         .ok()
         .flatten()
+}
+
+/// Whether an action now writes an entry ([`action_entry`] would give one): outside a
+/// recorded call (the controller's work) an action needs no transaction for it.
+pub(crate) fn records_actions() -> bool {
+    RECORDING
+        .try_with(|r| {
+            !r.recorded()
+                && r.entry
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .is_some()
+        })
+        .unwrap_or(false)
 }
 
 /// The action's transaction committed its entry.

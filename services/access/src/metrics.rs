@@ -98,7 +98,9 @@ impl<T: AsyncRead + Unpin> AsyncRead for CountedReads<T> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         let read = buf.filled().len().saturating_sub(before);
-        self.counter.inc_by(read as u64);
+        if read > 0 {
+            self.counter.inc_by(read as u64);
+        }
         polled
     }
 }

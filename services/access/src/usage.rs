@@ -109,7 +109,7 @@ impl<B> Usage<B> {
         let Some(json) = line.strip_prefix(b"data:") else {
             return;
         };
-        if line.len() > MAX_EVENT || !json.windows(7).any(|w| w == b"\"usage\"") {
+        if line.len() > MAX_EVENT || !names_usage(json) {
             return;
         }
         if let Some(usage) = usage_in(json) {
@@ -148,6 +148,21 @@ impl<B> Drop for Usage<B> {
     }
 }
 
+/// Whether `json` names `usage` with a value other than `null` (OpenAI's streamed chunks say
+/// `"usage":null` on every event but the last): only those are parsed.
+fn names_usage(json: &[u8]) -> bool {
+    json.windows(7)
+        .enumerate()
+        .filter(|(_, w)| *w == b"\"usage\"")
+        .any(|(at, _)| {
+            let rest = json[at + 7..].trim_ascii_start();
+            let value = rest
+                .strip_prefix(b":")
+                .map_or(rest, <[u8]>::trim_ascii_start);
+            !value.starts_with(b"null")
+        })
+}
+
 /// `usage`'s two counts in a JSON object, if it has them and they are believable.
 fn usage_in(json: &[u8]) -> Option<(u64, u64)> {
     let value: Value = serde_json::from_slice(json.trim_ascii()).ok()?;
@@ -170,11 +185,10 @@ where
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    let data = data.clone();
-                    if !self.counted {
-                        self.look(&data);
-                    }
+                if let Some(data) = frame.data_ref()
+                    && !self.counted
+                {
+                    self.look(data);
                 }
                 // An answer of known length isn't polled past its last byte.
                 if self.inner.is_end_stream() {
@@ -205,6 +219,11 @@ mod tests {
         let answer = br#"{"object":"chat.completion","usage":{"prompt_tokens":12,"completion_tokens":8,"total_tokens":20}}"#;
         assert_eq!(usage_in(answer), Some((12, 8)));
         assert_eq!(usage_in(br#"{"usage":null}"#), None);
+        assert!(
+            !names_usage(br#"{"choices":[],"usage": null}"#),
+            "not parsed"
+        );
+        assert!(names_usage(br#"{"usage" : {"prompt_tokens":1}}"#));
         assert_eq!(
             usage_in(br#"{"usage":{"prompt_tokens":-1,"completion_tokens":1}}"#),
             None

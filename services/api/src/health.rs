@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use einsora_core::catalog::Catalog;
-use einsora_core::lifecycle::State;
 use einsora_proto::machines::v1::MachineStatus;
 use einsora_proto::status::v1::status_service_server::StatusService;
 use einsora_proto::status::v1::{self as pb};
@@ -217,10 +216,9 @@ impl StatusService for StatusApi {
             }
         }
         let mut by_state: HashMap<String, u32> = HashMap::new();
+        // The filter leaves deleted workloads out.
         for w in workloads.map_err(status::store)? {
-            if w.state != State::Deleted {
-                *by_state.entry(w.state.as_str().to_owned()).or_default() += 1;
-            }
+            *by_state.entry(w.state.as_str().to_owned()).or_default() += 1;
         }
         Ok(Response::new(pb::Status {
             roles,

@@ -64,7 +64,6 @@ where
         .with_resource(resource)
         .build();
     let tracer = provider.tracer("einsora");
-    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_filter(

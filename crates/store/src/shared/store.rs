@@ -206,16 +206,23 @@ impl crate::Store for ThisStore {
         let next = check_step(change)?;
         // The clock is read once the writer is ours, so a wait can't stretch a lease.
         let mut conn = self.writer().await?;
-        let mut tx = begin_write(&mut conn).await?;
         let now = now_ms();
-        if !apply_step(&mut tx, change, now).await? {
-            drop(tx);
-            drop(conn);
+        // A user's action writes its activity entry in its own transaction; the controller's
+        // transitions (the busy path) are one statement, with none.
+        let applied = if crate::activity::records_actions() {
+            let mut tx = begin_write(&mut conn).await?;
+            let applied = apply_step(&mut tx, change, now).await?;
+            if applied {
+                commit_action(tx, Some(ActivityObject::of(change.workload.id))).await?;
+            }
+            applied
+        } else {
+            apply_step(&mut conn, change, now).await?
+        };
+        drop(conn);
+        if !applied {
             return Err(why_unchanged(self, change.workload.id, change.fence).await);
         }
-        let workload = ActivityObject::of(change.workload.id);
-        commit_action(tx, Some(workload)).await?;
-        drop(conn);
         self.committed();
         stepped(next, change, now)
     }

@@ -158,7 +158,10 @@ pub async fn an_actions_entry_is_written_in_its_transaction_or_not_at_all(db: Te
         "{over:?}"
     );
     assert!(!refused.recorded(), "nothing committed, nothing recorded");
-    create(&*store, tenant(&*store, None).await, "unrecorded").await;
+    let elsewhere = tenant(&*store, None).await;
+    create(&*store, elsewhere, "unrecorded").await;
+    let outside = store.activity(&ActivityQuery::of(elsewhere)).await.unwrap();
+    assert!(outside.entries.is_empty(), "{outside:#?}");
     let entries = store.activity(&ActivityQuery::of(t)).await.unwrap().entries;
     assert_eq!(entries.len(), 1, "{entries:#?}");
     let e = &entries[0];

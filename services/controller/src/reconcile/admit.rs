@@ -71,9 +71,6 @@ impl Reconciler {
         let mut traces: HashMap<WorkloadId, String> = HashMap::new();
         for entry in waiting {
             let w = entry.workload;
-            if let Some(parent) = entry.trace_context {
-                traces.insert(w.id, parent);
-            }
             let decision = match &mut room {
                 Room::Cluster(free) => {
                     placement::place(&w, &self.catalog, entry.tenant_trusted, free)
@@ -83,10 +80,15 @@ impl Reconciler {
                 }
             };
             match decision {
-                Decision::Admit { admission, reason } => steps.push(Step {
-                    admission: Some(admission),
-                    ..Step::to(w, State::Provisioning, reason)
-                }),
+                Decision::Admit { admission, reason } => {
+                    if let Some(parent) = entry.trace_context {
+                        traces.insert(w.id, parent);
+                    }
+                    steps.push(Step {
+                        admission: Some(admission),
+                        ..Step::to(w, State::Provisioning, reason)
+                    });
+                }
                 Decision::Wait(reason) if w.state == State::Pending => {
                     still_waiting.push(w.gpu_class.clone());
                     steps.push(Step::to(w, State::Queued, reason));
