@@ -4,12 +4,12 @@ use clap::{Parser, Subcommand};
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 
-use crate::{client, images, join, machine_check, migrate, role, setup, up};
+use crate::{client, images, join, machine_check, migrate, role, setup, shell_docs, system, up};
 
 /// Einsora turns the machines you own into a small GPU cloud. Every setting is an EINSORA_*
 /// environment variable with a Solo default (docs/operations.md).
 #[derive(Debug, Parser)]
-#[command(name = "einsora", version)]
+#[command(name = "einsora", version = env!("VERSION_AND_COMMIT"))]
 pub struct Cli {
     #[command(flatten)]
     pub global: client::Global,
@@ -48,13 +48,15 @@ pub enum Command {
     /// EINSORA_DATABASE_URL), with the fake backend and the seeded dev accounts.
     Dev,
     /// Create the owner account, tenant and default quotas (migrating the database first);
-    /// at least 12 characters of password, read from standard input.
+    /// at least 12 characters of password, asked for in the terminal. Run as root where the
+    /// system service is installed (/etc/einsora/einsora.env), it sets up that installation,
+    /// as the `einsora` user, and starts the service.
     Setup {
         /// The owner's email, used to log in.
         #[arg(long)]
         email: String,
-        /// Read the password from standard input (required: there is no prompt yet).
-        #[arg(long, required = true)]
+        /// Read the password from standard input instead of asking for it.
+        #[arg(long)]
         password_stdin: bool,
         /// Set a new password for an existing account, ending its sessions.
         #[arg(long)]
@@ -64,6 +66,17 @@ pub enum Command {
     Images {
         #[command(subcommand)]
         command: ImagesCommand,
+    },
+    /// Print a completion script for a shell: `einsora completion bash > /etc/bash_completion.d/einsora`.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (einsora.1 and one per subcommand) into a directory: for packaging.
+    #[command(hide = true)]
+    Man {
+        #[arg(long)]
+        out: std::path::PathBuf,
     },
     #[command(flatten)]
     Client(client::ClientCommand),
@@ -129,14 +142,20 @@ impl Cli {
                     settings.socket_addr(einsora_gateway::HTTP_ADDR, "127.0.0.1:8080")?;
                 client::run(self.global, command, &http_addr.to_string())
             }
+            Command::Migrate if system::applies(&settings) => system::run_as_service().map(drop),
             Command::Migrate => migrate::run(&settings),
             Command::Up => up::run(up::Profile::Solo),
             Command::Dev => up::run(up::Profile::Dev),
+            Command::Setup { .. } if system::applies(&settings) => system::setup(),
             Command::Setup {
                 email,
+                password_stdin,
                 reset_password,
-                ..
-            } => setup::run(&settings, &email, reset_password),
+            } => setup::run(&settings, &email, password_stdin, reset_password),
+            Command::Completion { shell } => {
+                shell_docs::completion(shell, &mut std::io::stdout().lock())
+            }
+            Command::Man { out } => shell_docs::man_pages(&out),
             Command::Images {
                 command: ImagesCommand::Build { images },
             } => images::build(&settings, &images),

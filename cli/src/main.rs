@@ -8,6 +8,9 @@ mod machine_check;
 mod migrate;
 mod role;
 mod setup;
+mod shell_docs;
+mod system;
+mod terminal;
 mod up;
 
 use std::process::ExitCode;

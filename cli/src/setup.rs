@@ -1,15 +1,22 @@
-//! `einsora setup`: the owner's account, tenant and default quotas. The password comes on
-//! standard input, so scripts and tests need no terminal and it never shows in `ps`.
+//! `einsora setup`: the owner's account, tenant and default quotas. The password is asked for
+//! in the terminal, or comes on standard input (`--password-stdin`) so scripts and tests need no
+//! terminal; never as an argument, where `ps` would show it.
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 
 use anyhow::{Context, bail};
 use einsora_api::setup::{SetupOutcome, setup_owner};
 use einsora_runtime::settings::Settings;
 use einsora_store::DatabaseUrl;
 
-pub fn run(settings: &Settings, email: &str, reset: bool) -> anyhow::Result<()> {
-    let password = read_password(std::io::stdin())?;
+use crate::terminal::prompt_hidden;
+
+pub fn run(settings: &Settings, email: &str, stdin: bool, reset: bool) -> anyhow::Result<()> {
+    let password = if stdin {
+        read_password(std::io::stdin())?
+    } else {
+        ask_password()?
+    };
     // The database is made ready first, so setup works on a fresh installation.
     crate::migrate::run(settings)?;
     let url = DatabaseUrl::from_settings(settings)?;
@@ -28,6 +35,20 @@ pub fn run(settings: &Settings, email: &str, reset: bool) -> anyhow::Result<()> 
         }
     }
     Ok(())
+}
+
+/// The password, typed twice with the echo off.
+fn ask_password() -> anyhow::Result<String> {
+    if !std::io::stdin().is_terminal() {
+        bail!(
+            "no terminal to ask for the password in: pass it on standard input with --password-stdin"
+        );
+    }
+    let password = prompt_hidden("Password (at least 12 characters): ")?;
+    if prompt_hidden("Password again: ")? != password {
+        bail!("the passwords differ; nothing was changed");
+    }
+    Ok(password)
 }
 
 /// All of standard input, less one trailing newline (`\n` or `\r\n`).

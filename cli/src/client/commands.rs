@@ -121,10 +121,10 @@ pub enum TokenCommand {
         #[arg(long)]
         expires_at: Option<String>,
     },
+    /// List your API tokens (never their secrets).
     List,
-    Revoke {
-        id: String,
-    },
+    /// Revoke an API token at once, by ID.
+    Revoke { id: String },
 }
 
 const WORKLOADS: &[Column] = &[

@@ -2,14 +2,14 @@
 //! terminal (the same as `einsora setup`), or, with no terminal, one line saying how to make it.
 //! Dev auth mode seeds its own accounts and asks for nothing.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use einsora_api::setup::{AuthMode, OWNER_SLUG, setup_owner};
 use einsora_store::{DatabaseUrl, Store};
-use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
 
 use super::plan::Plan;
+use crate::terminal::{prompt, prompt_hidden};
 
 const ATTEMPTS: usize = 3;
 
@@ -49,32 +49,4 @@ async fn ask(store: &dyn Store) -> anyhow::Result<()> {
         }
     }
     bail!("no owner account was created; run `einsora up` again, or `einsora setup`")
-}
-
-fn prompt(question: &str) -> anyhow::Result<String> {
-    eprint!("{question}");
-    std::io::stderr().flush().ok();
-    let mut line = String::new();
-    let read = std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .context("reading the terminal")?;
-    if read == 0 {
-        bail!("the terminal closed before the owner account was made");
-    }
-    Ok(line.trim_end_matches(['\n', '\r']).to_owned())
-}
-
-/// [`prompt`] with the terminal's echo off, restored even when reading fails.
-fn prompt_hidden(question: &str) -> anyhow::Result<String> {
-    let stdin = std::io::stdin();
-    let saved = tcgetattr(&stdin).context("reading the terminal's settings")?;
-    let mut quiet = saved.clone();
-    quiet.local_modes.remove(LocalModes::ECHO);
-    tcsetattr(&stdin, OptionalActions::Now, &quiet).context("turning the echo off")?;
-    let answer = prompt(question);
-    let restored = tcsetattr(&stdin, OptionalActions::Now, &saved);
-    eprintln!();
-    restored.context("turning the echo back on")?;
-    answer
 }
