@@ -132,3 +132,107 @@ fn names_are_found_whole() {
         ["EINSORA_AGENT", "EINSORA_AGENT_HEARTBEAT", "EINSORA_X"]
     );
 }
+
+/// The settings table's rows: the names in the first cell, the default cell as written.
+fn table_rows(docs: &str) -> Vec<(Vec<String>, String)> {
+    docs.lines()
+        .filter(|line| line.starts_with("| `EINSORA_"))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+            let names = cells[0]
+                .split('/')
+                .map(|n| n.trim().trim_matches('`').to_owned())
+                .collect();
+            (names, cells[1].trim().to_owned())
+        })
+        .collect()
+}
+
+/// `text`'s backticked parts, in order.
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// `text` as `# `-comment lines of at most 100 columns.
+fn comment(text: &str, out: &mut String) {
+    let mut line = String::from("#");
+    for word in text.split_whitespace() {
+        if line.len() + 1 + word.len() > 100 && line.len() > 1 {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from("#");
+        }
+        line.push(' ');
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
+/// The settings packaging/einsora.env sets, where the service's values differ from Solo's.
+const SET_FOR_THE_SERVICE: [&str; 2] = ["EINSORA_DATA_DIR", "EINSORA_LOG_FILE"];
+
+/// What packaging/einsora.env holds: the service's two settings that differ from Solo's, then
+/// every setting of the table commented out, with its default where it is a literal value.
+fn env_file(docs: &str) -> String {
+    let mut out = String::from(
+        "# Einsora's settings for the system service, read by einsora.service (EnvironmentFile)\n\
+         # and by `sudo einsora setup` and `sudo einsora migrate`. `NAME=value` lines; no quotes\n\
+         # needed. Restart the service after a change: sudo systemctl restart einsora\n\
+         #\n\
+         # Generated from docs/operations.md's settings table by cli/tests/settings_table.rs.\n\
+         \n\
+         # Where the service keeps its data: the unit's StateDirectory.\n\
+         EINSORA_DATA_DIR=/var/lib/einsora\n\
+         # The JSON log of every role: the unit's LogsDirectory (journald gets the readable lines).\n\
+         EINSORA_LOG_FILE=/var/log/einsora/einsora.log\n\
+         \n\
+         # Every setting, at its default. Uncomment a line to change it.\n",
+    );
+    for (names, default) in table_rows(docs) {
+        if names
+            .iter()
+            .all(|n| SET_FOR_THE_SERVICE.contains(&n.as_str()))
+        {
+            continue;
+        }
+        out.push('\n');
+        comment(&default.replace('`', ""), &mut out);
+        let values = backticked(&default);
+        for (i, name) in names.iter().enumerate() {
+            let literal = default.starts_with('`')
+                && values.len() >= names.len()
+                && !values[i].contains(['<', '~', ' ']);
+            let value = if literal { values[i] } else { "" };
+            out.push_str(&format!("#{name}={value}\n"));
+        }
+    }
+    out
+}
+
+/// packaging/einsora.env is generated from the table, so the service's settings file names every
+/// setting with the default the docs give. After a change to the table, regenerate it with
+/// `EINSORA_UPDATE_ENV_FILE=1 cargo test -p einsora --test settings_table`, and commit it.
+#[test]
+fn the_packaged_settings_file_is_the_table() {
+    let docs = std::fs::read_to_string(root().join("docs/operations.md")).unwrap();
+    let generated = env_file(&docs);
+    let path = root().join("packaging/einsora.env");
+    if std::env::var_os("EINSORA_UPDATE_ENV_FILE").is_some() {
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "packaging/einsora.env isn't docs/operations.md's table: run EINSORA_UPDATE_ENV_FILE=1 \
+         cargo test -p einsora --test settings_table, and commit it"
+    );
+    let table: BTreeSet<String> = table_rows(&docs).into_iter().flat_map(|r| r.0).collect();
+    assert!(table.len() > 50, "the table's rows are found: {table:?}");
+    for name in &table {
+        assert!(
+            generated.contains(&format!("\n#{name}=")) || generated.contains(&format!("\n{name}=")),
+            "{name} is in the settings file"
+        );
+    }
+}
