@@ -48,6 +48,51 @@ fn without_a_terminal_or_an_owner_up_says_how_to_make_one_and_listens_on_nothing
     assert!(processes_on(e.dir()).is_empty(), "a process was left");
 }
 
+/// `einsora setup` without `--password-stdin` asks in the terminal, twice (util-linux's `script`
+/// gives it one; what is typed arrives before the echo is off, so it isn't checked here), and
+/// without a terminal says how to pass the password instead.
+#[test]
+fn setup_asks_for_the_password_in_a_terminal_and_without_one_says_how() {
+    let e = Einsora::new();
+    let out = e.run(&["setup", "--email", OWNER_EMAIL], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no terminal to ask for the password in: pass it on standard input with --password-stdin"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!e.db().exists(), "nothing was made");
+    let in_a_terminal = |typed: String| {
+        let mut script = std::process::Command::new("script");
+        script
+            .args(["--quiet", "--return", "--command"])
+            .arg(format!(
+                "{} setup --email {OWNER_EMAIL}",
+                env!("CARGO_BIN_EXE_einsora")
+            ))
+            .arg("/dev/null")
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("EINSORA_DATA_DIR", e.dir());
+        crate::harness::support::fed(script, &typed)
+    };
+    let differ = in_a_terminal(format!("{OWNER_PASSWORD}\nnot the same password\n"));
+    let said = String::from_utf8_lossy(&differ.stdout);
+    assert!(!differ.status.success(), "{said}");
+    assert!(
+        said.contains("the passwords differ; nothing was changed"),
+        "{said}"
+    );
+    let made = in_a_terminal(format!("{OWNER_PASSWORD}\n{OWNER_PASSWORD}\n"));
+    let said = String::from_utf8_lossy(&made.stdout);
+    assert!(made.status.success(), "{said}");
+    assert!(said.contains("Password again: "), "{said}");
+    assert!(
+        said.contains(&format!("created the owner account {OWNER_EMAIL}")),
+        "{said}"
+    );
+}
+
 #[test]
 fn with_an_owner_up_serves_every_role_and_keeps_its_data_private() {
     let e = Einsora::new();
