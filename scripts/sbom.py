@@ -10,7 +10,9 @@ scripts/sbom.py --version VERSION --target TARGET
 """
 
 import argparse
+import hashlib
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -76,13 +78,19 @@ def main():
     root, packages = linked(meta, "einsora")
     sums = checksums()
     components = [component(p, sums) for p in packages if p["id"] != root]
+    # Reproducible: the time is SOURCE_DATE_EPOCH's where the release sets it (the commit's),
+    # and the serial number is derived from what the SBOM lists.
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = datetime.fromtimestamp(int(epoch), timezone.utc) if epoch else datetime.now(timezone.utc)
+    listed = json.dumps([args.version, args.target, components], sort_keys=True).encode()
+    serial = uuid.UUID(hashlib.sha256(listed).hexdigest()[:32], version=5)
     bom = {
         "bomFormat": "CycloneDX",
         "specVersion": "1.5",
-        "serialNumber": f"urn:uuid:{uuid.uuid4()}",
+        "serialNumber": f"urn:uuid:{serial}",
         "version": 1,
         "metadata": {
-            "timestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "timestamp": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "tools": {"components": [{"type": "application", "name": "scripts/sbom.py"}]},
             "component": {
                 "type": "application",

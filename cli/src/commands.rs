@@ -142,7 +142,9 @@ impl Cli {
                     settings.socket_addr(einsora_gateway::HTTP_ADDR, "127.0.0.1:8080")?;
                 client::run(self.global, command, &http_addr.to_string())
             }
-            Command::Migrate if system::applies(&settings) => system::run_as_service().map(drop),
+            Command::Migrate if system::applies(&settings) => {
+                system::rerun_as_service_user().map(drop)
+            }
             Command::Migrate => migrate::run(&settings),
             Command::Up => up::run(up::Profile::Solo),
             Command::Dev => up::run(up::Profile::Dev),

@@ -12,6 +12,11 @@ use einsora_store::DatabaseUrl;
 use crate::terminal::prompt_hidden;
 
 pub fn run(settings: &Settings, email: &str, stdin: bool, reset: bool) -> anyhow::Result<()> {
+    // It holds a password: no core dump of it, and no other process of this user (the
+    // service's, under `sudo einsora setup`) may attach to it.
+    #[cfg(target_os = "linux")]
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .context("making this process undumpable")?;
     let password = if stdin {
         read_password(std::io::stdin())?
     } else {

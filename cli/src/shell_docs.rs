@@ -8,10 +8,16 @@ use clap::CommandFactory;
 
 use crate::commands::Cli;
 
-/// The completion script for `shell`.
+/// The completion script for `shell`. A reader that stops early (`| head`) is no error.
 pub fn completion(shell: clap_complete::Shell, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-    clap_complete::generate(shell, &mut Cli::command(), "einsora", out);
-    Ok(())
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "einsora", &mut script);
+    match out.write_all(&script).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("writing the completion script")
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `einsora.1` and a page per subcommand (`einsora-up.1`, `einsora-agent-join.1`, …), hidden

@@ -15,21 +15,34 @@ pub const ENV_FILE: &str = "/etc/einsora/einsora.env";
 /// The system user the service runs as.
 pub const USER: &str = "einsora";
 const UNIT: &str = "einsora.service";
+/// Where the .deb and the .rpm put the unit.
+const UNIT_FILES: [&str; 2] = [
+    "/lib/systemd/system/einsora.service",
+    "/usr/lib/systemd/system/einsora.service",
+];
 /// Present while systemd is the init system (sd_booted(3)).
 const SYSTEMD_RUNNING: &str = "/run/systemd/system";
+/// The client commands' settings, which an administrator's shell may well have and which
+/// neither setup nor migrate reads: not refused, not passed on.
+const CLIENT_SETTINGS: [&str; 3] = ["EINSORA_SERVER", "EINSORA_TOKEN", "EINSORA_CLI_CONFIG"];
+/// What the command run as the service's user keeps of this environment, besides the file's.
+const KEPT: [&str; 4] = ["PATH", "TERM", "LANG", "LC_ALL"];
 
-/// Whether this command acts on the system service's installation: run as root, with the
-/// package's settings file there, and no data directory of root's own asked for.
+/// Whether this command acts on the system service's installation: run as root, where a
+/// package installed the service (its settings file or its unit), and no data directory of
+/// root's own asked for.
 pub fn applies(settings: &Settings) -> bool {
     rustix::process::geteuid().is_root()
         && !settings.is_set(DATA_DIR)
-        && Path::new(ENV_FILE).exists()
+        && std::iter::once(ENV_FILE)
+            .chain(UNIT_FILES)
+            .any(|path| Path::new(path).exists())
 }
 
 /// `einsora setup` for the service: the owner made as the service's user, then the service
 /// enabled and started.
 pub fn setup() -> anyhow::Result<()> {
-    let settings = run_as_service()?;
+    let settings = rerun_as_service_user()?;
     let http_addr = settings.socket_addr(einsora_gateway::HTTP_ADDR, "127.0.0.1:8080")?;
     if !Path::new(SYSTEMD_RUNNING).exists() {
         eprintln!(
@@ -52,35 +65,70 @@ pub fn setup() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs this same command again as the service's user, with the settings file's `EINSORA_*`
-/// under this process's own (which win), and returns the settings it ran with.
-pub fn run_as_service() -> anyhow::Result<Settings> {
-    let ours = Settings::from_env();
-    let text = std::fs::read_to_string(ENV_FILE).with_context(|| format!("reading {ENV_FILE}"))?;
-    let from_file: Vec<(String, String)> = parse_env_file(&text)
-        .map_err(|e| anyhow::anyhow!("{ENV_FILE}:{e}"))?
-        .into_iter()
-        .filter(|(name, _)| !ours.is_set(name))
+/// Runs this same command again as the service's user, with the service's settings exactly:
+/// the settings file's, nothing of this environment's but [`KEPT`]. Returns those settings.
+#[allow(clippy::disallowed_methods)] // KEPT is what the re-run keeps of this environment: not settings
+pub fn rerun_as_service_user() -> anyhow::Result<Settings> {
+    let inherited: Vec<String> = Settings::from_env()
+        .names()
+        .filter(|name| name.starts_with("EINSORA_") && !CLIENT_SETTINGS.contains(name))
+        .map(str::to_owned)
         .collect();
+    if let Some(name) = inherited.first() {
+        bail!(
+            "{name} is set here, but the service reads its settings from {ENV_FILE} only: put it \
+             there, or unset it (or set EINSORA_DATA_DIR for an installation of your own)"
+        );
+    }
+    let from_file = read_env_file(Path::new(ENV_FILE))?;
     let account = Account::named(USER)?;
     let exe = std::env::current_exe().context("finding this program")?;
-    let status = Command::new(exe)
+    let mut command = Command::new(exe);
+    command
         .args(std::env::args_os().skip(1))
+        .env_clear()
+        .envs(
+            KEPT.iter()
+                .filter_map(|name| Some((name, std::env::var_os(name)?))),
+        )
         .envs(from_file.iter().map(|(k, v)| (k, v)))
         .env("HOME", &account.home)
         .env("USER", USER)
         .env("LOGNAME", USER)
         .current_dir(&account.home)
         .uid(account.uid)
-        .gid(account.gid)
+        .gid(account.gid);
+    let status = command
         .status()
         .with_context(|| format!("running as the {USER} user"))?;
     if !status.success() {
         bail!("as the {USER} user: {status}");
     }
-    Ok(from_file
-        .into_iter()
-        .fold(ours, |settings, (name, value)| settings.with(&name, value)))
+    Ok(Settings::from_map(from_file))
+}
+
+/// The settings file, once it is root's alone to change (as sshd's StrictModes asks of its
+/// files): whoever can write it chooses what the service runs with.
+fn read_env_file(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).with_context(|| {
+        format!(
+            "{}: the einsora package's settings file is missing; reinstall the package to \
+             restore it (apt-get install --reinstall -o Dpkg::Options::=--force-confmiss einsora)",
+            path.display()
+        )
+    })?;
+    if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        bail!(
+            "{}: must be owned by root and writable by root only (it is uid {}, mode {:o})",
+            path.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        );
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    parse_env_file(&text).map_err(|e| anyhow::anyhow!("{}:{e}", path.display()))
 }
 
 /// A system account, as the system's name service knows it (`getent passwd`).
@@ -110,8 +158,12 @@ impl Account {
         let [_, _, uid, gid, _, home, _] = fields.as_slice() else {
             bail!("not a passwd entry");
         };
+        let uid: u32 = uid.parse().context("its uid")?;
+        if uid == 0 {
+            bail!("the account is root's uid; the service must run as a user of its own");
+        }
         Ok(Account {
-            uid: uid.parse().context("its uid")?,
+            uid,
             gid: gid.parse().context("its gid")?,
             home: (*home).to_owned(),
         })
@@ -193,6 +245,7 @@ mod tests {
             }
         );
         assert!(Account::parse("einsora:x:abc:997::/h:/s").is_err());
+        assert!(Account::parse("einsora:x:0:0::/root:/bin/sh").is_err());
         assert!(Account::parse("garbage").is_err());
     }
 }

@@ -1,5 +1,5 @@
 # Homebrew formula for Einsora, built from the release's source tarball. scripts/release writes
-# a copy with @VERSION@ and @SOURCE_SHA256@ filled in (dist/einsora.rb) for the tap.
+# a copy with @VERSION@, @COMMIT@ and @SOURCE_SHA256@ filled in (dist/einsora.rb) for the tap.
 #   brew install einsora/tap/einsora && einsora setup --email you@example.com && brew services start einsora
 class Einsora < Formula
   desc "Notebooks, model endpoints and VMs on the machines you own"
@@ -14,7 +14,7 @@ class Einsora < Formula
 
   def install
     ENV["EINSORA_RELEASE_VERSION"] = version.to_s
-    ENV["EINSORA_RELEASE_COMMIT"] = "v#{version}"
+    ENV["EINSORA_RELEASE_COMMIT"] = "@COMMIT@"
     system "cargo", "install", *std_cargo_args(path: "cli")
     generate_completions_from_executable(bin/"einsora", "completion")
     system bin/"einsora", "man", "--out", buildpath/"man1"

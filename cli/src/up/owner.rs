@@ -23,8 +23,9 @@ pub async fn ensure(plan: &Plan) -> anyhow::Result<()> {
     if !std::io::stdin().is_terminal() {
         bail!(
             "this installation has no owner account yet: create it with `einsora setup --email \
-             <you@example.com> --password-stdin` (the password on standard input), or run \
-             `einsora up` in a terminal to be asked"
+             <you@example.com>` (`--password-stdin` to pass the password on standard input; \
+             `sudo einsora setup …` for the system service), or run `einsora up` in a terminal \
+             to be asked"
         );
     }
     ask(&*store).await

@@ -64,19 +64,26 @@ fn package(version: &str, out: &Path) {
     );
 }
 
-/// Runs `program` with `args`; its exit status, standard output and error.
+/// Runs `program` with `args`, in an environment of PATH and HOME only, as a root shell would
+/// have it (not the test command's `EINSORA_*`, which `einsora` run as root refuses); its exit
+/// status, standard output and error.
 pub fn run(program: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(program)
-        .args(args)
+    let out = clean(Command::new(program).args(args))
         .output()
-        .unwrap_or_else(|e| {
-            panic!("{program}: {e}");
-        });
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `command` with PATH and HOME its only environment.
+pub fn clean(command: &mut Command) -> &mut Command {
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", std::env::var_os("HOME").unwrap_or_default())
 }
 
 /// [`run`], which must succeed; its standard output.

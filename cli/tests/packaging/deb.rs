@@ -16,9 +16,15 @@ const JUSTIFIED_WARNINGS: &[&str] = &[
 #[test]
 fn lintian_finds_no_errors_and_only_the_justified_warnings() {
     let deb = built().deb();
-    let (_, out, err) = run(
+    let (success, out, err) = run(
         "lintian",
         &["--tag-display-limit", "0", deb.to_str().unwrap()],
+    );
+    // lintian fails on an error tag and when it can't check at all; warnings alone pass.
+    assert!(success, "lintian failed:\n{out}\n{err}");
+    assert!(
+        out.contains("maintainer-script-calls-systemctl"),
+        "lintian said nothing of what it always finds: did it check?\n{out}\n{err}"
     );
     let tags: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
     let errors: Vec<_> = tags.iter().filter(|t| t.starts_with("E:")).collect();
@@ -104,6 +110,27 @@ fn the_deb_installs_runs_as_its_user_upgrades_and_is_removed_then_purged() {
         version.starts_with("einsora ") && version.contains("commit"),
         "{version}"
     );
+
+    // Setup for the service takes the service's settings exactly: one of the caller's own is
+    // refused, naming it, and so is a settings file someone else could change.
+    let refused = c.fails(&format!(
+        "echo '{PASSWORD}' | EINSORA_DATABASE_URL=sqlite:/tmp/elsewhere.db \
+         einsora setup --email {OWNER} --password-stdin"
+    ));
+    assert!(
+        refused.contains("EINSORA_DATABASE_URL is set here, but the service reads its settings from /etc/einsora/einsora.env only"),
+        "{refused}"
+    );
+    c.ok("chmod 0666 /etc/einsora/einsora.env");
+    let refused = c.fails(&format!(
+        "echo '{PASSWORD}' | einsora setup --email {OWNER} --password-stdin"
+    ));
+    assert!(
+        refused.contains("must be owned by root and writable by root only (it is uid 0, mode 666)"),
+        "{refused}"
+    );
+    c.ok("chmod 0640 /etc/einsora/einsora.env");
+    c.fails("test -e /tmp/elsewhere.db || test -e /var/lib/einsora/einsora.db");
 
     // `sudo einsora setup`: the owner made, as the service's user, in the service's data.
     let setup = c.ok(&format!(

@@ -56,8 +56,80 @@ fn the_unit_verifies_and_its_exposure_is_low() {
         .unwrap_or_else(|| panic!("no overall exposure in:\n{report}"))
         .parse()
         .unwrap();
-    // docs/install.md gives the score and what it leaves out; 2.8 today ("OK").
-    assert!(score <= 3.0, "exposure {score}:\n{report}");
+    // docs/install.md gives the score and what it leaves out; 3.4 today ("OK").
+    assert!(score <= 3.5, "exposure {score}:\n{report}");
+}
+
+/// The hardening the linux-native sandbox can't live with stays out of the unit: bubblewrap
+/// (agent/src/drivers/native/sandbox.rs) mounts a new /proc, names its host and makes every
+/// kind of namespace, and workloads need their GPUs' device nodes. Each of these directives
+/// would stop every linux-native workload from starting, and only under systemd.
+#[test]
+fn the_unit_leaves_the_sandbox_what_it_needs() {
+    let unit = std::fs::read_to_string(repo().join("packaging/systemd/einsora.service")).unwrap();
+    let directives: Vec<&str> = unit
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    for breaks in [
+        "ProtectKernelTunables",
+        "ProtectProc",
+        "ProtectHostname",
+        "ProtectClock",
+        "PrivateDevices",
+        "PrivateUsers",
+        "RestrictNamespaces",
+        "MemoryDenyWriteExecute",
+        "DevicePolicy",
+        "DeviceAllow",
+    ] {
+        assert!(!directives.contains(&breaks), "{breaks}= is in the unit");
+    }
+    let filter = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("SystemCallFilter="))
+        .unwrap();
+    for needed in ["@mount", "sethostname"] {
+        assert!(
+            filter.split_whitespace().any(|f| f == needed),
+            "{needed} in {filter}"
+        );
+    }
+    let sandbox =
+        std::fs::read_to_string(repo().join("agent/src/drivers/native/sandbox.rs")).unwrap();
+    for arg in ["\"--hostname\"", "\"--proc\"", "\"--unshare-all\""] {
+        assert!(
+            sandbox.contains(arg),
+            "the sandbox no longer asks for {arg}: revisit the unit"
+        );
+    }
+}
+
+/// The log's rotation parses (as root here: the einsora user exists only where installed).
+#[test]
+fn the_logrotate_rule_parses() {
+    let rule = std::fs::read_to_string(repo().join("packaging/logrotate")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let as_root = dir.path().join("einsora");
+    std::fs::write(&as_root, rule.replace("su einsora einsora", "su root root")).unwrap();
+    let (_, out, err) = run(
+        "logrotate",
+        &[
+            "--debug",
+            "--state",
+            dir.path().join("state").to_str().unwrap(),
+            as_root.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        !err.contains("error") && !out.contains("error"),
+        "{out}\n{err}"
+    );
+    assert!(
+        err.contains("rotating pattern: /var/log/einsora/einsora.log"),
+        "{err}"
+    );
 }
 
 /// The release tarball, unpacked.

@@ -5,17 +5,18 @@
 
 use std::path::Path;
 
-use super::built::{VERSION, built, repo};
+use super::built::{OLDER, VERSION, built, repo};
 use super::container::Container;
 
 /// What the server serves: `good/` a release, `badsum/` a release whose SHA256SUMS names a
 /// wrong hash for the .deb, `corrupt/` one whose .deb was altered after its sum was taken,
-/// `missing/` a SHA256SUMS whose .deb isn't there; and install.sh.
+/// `missing/` a SHA256SUMS whose .deb isn't there, `hostile/` a SHA256SUMS whose names try a
+/// path, a command and an uppercase hash, `twice/` one naming two .debs; and install.sh.
 fn served(dir: &Path) {
     let release = &built().release;
     let deb = format!("einsora_{VERSION}_amd64.deb");
     let sums = std::fs::read_to_string(release.join("SHA256SUMS")).unwrap();
-    for case in ["good", "badsum", "corrupt", "missing"] {
+    for case in ["good", "badsum", "corrupt", "missing", "hostile", "twice"] {
         std::fs::create_dir(dir.join(case)).unwrap();
     }
     for entry in std::fs::read_dir(release).unwrap() {
@@ -37,7 +38,25 @@ fn served(dir: &Path) {
     std::fs::write(dir.join("corrupt").join(&deb), bytes).unwrap();
     std::fs::write(dir.join("corrupt/SHA256SUMS"), &sums).unwrap();
     std::fs::write(dir.join("missing/SHA256SUMS"), &sums).unwrap();
+    let hash = sums
+        .lines()
+        .find_map(|l| l.strip_suffix(&format!("  {deb}")))
+        .unwrap();
+    let hostile = format!(
+        "{hash}  ../{deb}\n{hash}  einsora_$(touch${{IFS}}/tmp/pwned)_amd64.deb\n\
+         {}  {deb}\n{hash}  sub/{deb}\n",
+        hash.to_uppercase()
+    );
+    std::fs::write(dir.join("hostile/SHA256SUMS"), hostile).unwrap();
+    let twice = format!("{hash}  {deb}\n{hash}  einsora_0.0.9_amd64.deb\n");
+    std::fs::write(dir.join("twice/SHA256SUMS"), twice).unwrap();
     std::fs::copy(repo().join("install.sh"), dir.join("install.sh")).unwrap();
+    let older = built()
+        .dir
+        .path()
+        .join(OLDER)
+        .join(format!("einsora_{OLDER}_amd64.deb"));
+    std::fs::copy(older, dir.join("older.deb")).unwrap();
 }
 
 const SERVER: &str = "http://127.0.0.1:8000";
@@ -94,6 +113,29 @@ fn install_sh_installs_the_package_and_refuses_what_it_cant_verify() {
         "",
         &format!("einsora install: checksum mismatch for {deb}"),
     );
+    refused(
+        &c,
+        "hostile",
+        "",
+        "einsora install: http://127.0.0.1:8000/hostile has no deb for Linux x86_64 (none named einsora_*_amd64.deb in SHA256SUMS)",
+    );
+    c.fails("test -e /tmp/pwned");
+    refused(
+        &c,
+        "twice",
+        "",
+        "einsora install: http://127.0.0.1:8000/twice lists more than one einsora_*_amd64.deb in SHA256SUMS",
+    );
+    for (base, line) in [
+        (
+            "http://einsora.invalid/release",
+            "plain http only from this machine (127.0.0.1, localhost); use https:// or a directory",
+        ),
+        ("pkgs/good", "an https:// URL or an absolute directory"),
+    ] {
+        let err = c.fails(&format!("EINSORA_INSTALL_BASE={base} sh /pkgs/install.sh"));
+        assert!(err.contains(line), "{base}: {err}");
+    }
     c.ok("mkdir -p /tmp/riscv && printf '#!/bin/sh\\n[ \"$1\" = -m ] && echo riscv64 || /usr/bin/uname \"$@\"\\n' > /tmp/riscv/uname && chmod +x /tmp/riscv/uname");
     refused(
         &c,
@@ -129,8 +171,19 @@ fn install_sh_installs_the_package_and_refuses_what_it_cant_verify() {
     );
     c.ok("rm -r /usr/local/bin/einsora /usr/local/share/einsora");
 
-    // With apt, the .deb.
-    let (success, out, err) = install(&c, "good", "");
+    // With apt, the .deb, as an upgrade over an older package whose settings file both the
+    // operator and the new package changed: the operator's is kept and the new one put beside
+    // it, with no question asked (`curl | sh` has no terminal). Its download goes into a
+    // directory whose name has a space.
+    c.ok(&format!(
+        "dpkg-deb -R /pkgs/older.deb /tmp/older && \
+         echo '# an older default' >> /tmp/older/etc/einsora/einsora.env && \
+         dpkg-deb -b /tmp/older /tmp/older.deb >/dev/null && dpkg -i /tmp/older.deb && \
+         echo EINSORA_LOG=debug >> /etc/einsora/einsora.env && \
+         dpkg -s einsora | grep -q 'Version: {OLDER}'"
+    ));
+    c.ok("mkdir -p '/tmp/with space'");
+    let (success, out, err) = install(&c, "good", "TMPDIR='/tmp/with space'");
     assert!(success, "{out}\n{err}");
     assert!(out.contains("sudo einsora setup --email"), "{out}");
     assert!(
@@ -138,4 +191,9 @@ fn install_sh_installs_the_package_and_refuses_what_it_cant_verify() {
             .contains(&format!("Version: {VERSION}"))
     );
     assert!(c.ok("command -v einsora").starts_with("/usr/bin/einsora"));
+    assert!(
+        c.ok("cat /etc/einsora/einsora.env")
+            .contains("EINSORA_LOG=debug")
+    );
+    c.ok("test -f /etc/einsora/einsora.env.dpkg-dist");
 }

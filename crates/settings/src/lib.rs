@@ -193,6 +193,14 @@ impl Settings {
             .transpose()
     }
 
+    /// The names set (an empty one counts as unset), in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.vars
+            .iter()
+            .filter(|(_, value)| !value.is_empty())
+            .map(|(name, _)| name.as_str())
+    }
+
     /// Whether the operator set this variable (an empty one counts as unset).
     pub fn is_set(&self, name: &str) -> bool {
         self.raw(name).is_some()

@@ -155,7 +155,17 @@ async fn sandbox_works(bwrap: &Path) -> Result<(), String> {
         tokio::process::Command::new(bwrap)
     };
     command
-        .args(["--unshare-all", "--ro-bind", "/", "/", "--", "/bin/true"])
+        // What every sandbox asks for (sandbox.rs): a hardened service manager can forbid a
+        // new /proc or a hostname of its own, and then no workload would ever start.
+        .args([
+            "--unshare-all",
+            "--hostname",
+            "einsora",
+            "--ro-bind",
+            "/",
+            "/",
+        ])
+        .args(["--proc", "/proc", "--dev", "/dev", "--", "/bin/true"])
         .env_clear()
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
