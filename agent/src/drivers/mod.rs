@@ -1,10 +1,12 @@
 //! Drivers: how a machine runs workloads. `docker` runs notebooks and endpoints as containers;
 //! `linux-native` runs them as sandboxed processes where there is no Docker; `local` is what
-//! those two share; `process` is the supervisor the native drivers build on; `sim` runs
-//! nothing, for development and tests.
+//! those two share; `process` is the supervisor the native drivers build on; `macos` is the
+//! macos-native driver's, being built (its sandbox profile so far); `sim` runs nothing, for
+//! development and tests.
 
 pub mod docker;
 pub mod local;
+pub mod macos;
 pub mod native;
 pub mod process;
 pub mod sim;
