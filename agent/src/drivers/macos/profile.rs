@@ -173,7 +173,7 @@ impl Profile {
         rule(
             "The system's information and shared memory within the sandbox (PyTorch's \
              workers, Python's multiprocessing).",
-            "(allow sysctl-read)\n(allow ipc-posix-shm* ipc-posix-sem*)".into(),
+            "(allow sysctl-read)\n(allow ipc-posix-shm ipc-posix-sem)".into(),
         );
         rule(
             "Its one listener: its server's socket in its run directory, the only thing the \

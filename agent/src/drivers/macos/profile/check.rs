@@ -151,11 +151,13 @@ impl Rules {
     }
 }
 
-/// Whether a rule's operation `pattern` (`file-read*` covers `file-read-data`) names `op`.
+/// Whether a rule's operation `pattern` names `op`: itself, the operations under it
+/// (`ipc-posix-shm` covers `ipc-posix-shm-read-data`), or with a `*` every one it begins
+/// (`file-read*` covers `file-read-data` and `file-read-metadata`).
 fn names(pattern: &str, op: &str) -> bool {
     match pattern.strip_suffix('*') {
         Some(prefix) => op.starts_with(prefix),
-        None => pattern == op,
+        None => op == pattern || op.strip_prefix(pattern).is_some_and(|r| r.starts_with('-')),
     }
 }
 

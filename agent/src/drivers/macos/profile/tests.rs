@@ -179,6 +179,8 @@ fn only_its_environments_and_the_systems_programs_run() {
             "{downloaded}"
         );
     }
+    assert!(rules.allows("ipc-posix-shm-write-create", Target::Nothing));
+    assert!(!rules.allows("ipc-posix-shmx", Target::Nothing));
     assert!(rules.allows("signal", Target::Signal { same_sandbox: true }));
     assert!(!rules.allows(
         "signal",
