@@ -181,6 +181,10 @@ main() {
     base=${EINSORA_INSTALL_BASE:-https://github.com/einsora/einsora/releases/latest/download}
     base=${base%/}
     detect
+    # A launchd agent is the user's own: installed as root, it would be root's.
+    if [ "$os" = Darwin ] && [ "$(id -u)" -eq 0 ]; then
+        refuse "on macOS, run it as your own user (it asks for sudo to write /usr/local)"
+    fi
     choose_source
     if ! $dry_run && [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null 2>&1; then
         refuse "installing needs root: run it as root, or install sudo"

@@ -58,8 +58,10 @@ def component(package, sums):
         "bom-ref": f"pkg:cargo/{name}@{version}",
         "name": name,
         "version": version,
-        "purl": f"pkg:cargo/{name}@{version}",
     }
+    # A package URL names a crate of the registry; the workspace's own crates aren't there.
+    if (package["source"] or "").startswith("registry+"):
+        c["purl"] = f"pkg:cargo/{name}@{version}"
     if package.get("license"):
         c["licenses"] = [{"expression": package["license"]}]
     if (name, version) in sums:
