@@ -140,6 +140,11 @@ pub enum Reason {
         class: String,
     },
     WaitingForItsMachine,
+    /// A CPU workload for a Mac's native driver, whose Apple GPU another workload holds: native
+    /// code can use Metal, so it holds the GPU too.
+    WaitingForAppleGpu {
+        class: String,
+    },
     Admitted {
         units: u32,
         class: String,
@@ -242,6 +247,11 @@ impl fmt::Display for Reason {
             Reason::WaitingForItsMachine => {
                 f.write_str("waiting for its machine to come online: its disk is there")
             }
+            Reason::WaitingForAppleGpu { class } => write!(
+                f,
+                "waiting for {class} on a Mac whose Apple GPU is in use: native code can use \
+                 Metal, so it needs the GPU free too"
+            ),
             Reason::Admitted {
                 units,
                 class,

@@ -127,6 +127,25 @@ fn reasons_read_as_in_the_seeds() {
             "waiting for its machine to come online: its disk is there",
         ),
         (
+            Reason::WaitingForAppleGpu {
+                class: "cpu-4c-16g".into(),
+            },
+            "waiting for cpu-4c-16g on a Mac whose Apple GPU is in use: native code can use Metal, so it needs the GPU free too",
+        ),
+        (
+            Reason::Admitted {
+                units: 1,
+                class: "cpu-4c-16g".into(),
+                served_by: None,
+                on: Some(Placement {
+                    machine: "studio".into(),
+                    driver: "macos-native".into(),
+                    reserves_apple_gpu: true,
+                }),
+            },
+            "admitted: 1 × cpu-4c-16g on studio with macos-native; its Apple GPU is reserved too, since native code can use Metal",
+        ),
+        (
             Reason::MachineOffline,
             "its machine is offline; waiting for it to reconnect",
         ),

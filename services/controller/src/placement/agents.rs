@@ -10,7 +10,9 @@
 //! - the workload is given concrete devices, by UUID, that no workload holding capacity on the
 //!   machine holds (in the admission's own transaction: two waiting workloads never get one);
 //! - a VM or notebook that ran before returns to the machine and driver holding its disk, and
-//!   waits for them.
+//!   waits for them;
+//! - a CPU workload on macos-native also holds its Mac's Apple GPU, exclusively (its code can
+//!   use Metal), and waits while another holds it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -23,6 +25,9 @@ use einsora_core::workload::Workload;
 use einsora_store::Admission;
 
 use super::{Decision, resolve};
+
+/// The driver whose CPU workloads can still use a Mac's GPU.
+const MACOS_NATIVE: &str = "macos-native";
 
 /// A machine as placement sees it.
 #[derive(Debug, Clone)]
@@ -72,6 +77,8 @@ pub fn place(
     };
     // The most any one offered machine has free, in the class's unit.
     let mut most_free = 0;
+    // A Mac that would take it, but for its Apple GPU in another workload's hands.
+    let mut waits_for_apple_gpu = false;
     for candidate in machines.iter_mut() {
         let m = &candidate.machine;
         if !m.can_host(w.tenant_id, &w.region) || returning.is_some_and(|id| id != m.id) {
@@ -97,6 +104,21 @@ pub fn place(
             continue;
         }
         any_offered = true;
+        let Some(driver) = drivers.into_iter().find(|d| {
+            d.per_machine_limit.is_none_or(|limit| {
+                candidate.held.per_driver.get(d.name).copied().unwrap_or(0) < limit
+            })
+        }) else {
+            continue;
+        };
+        let apple_gpu = reserved_apple_gpu(class, driver.name, m);
+        let apple_gpu_busy = apple_gpu.is_some_and(|gpu| {
+            let by_count = catalog
+                .class_for_apple_memory(gpu.memory_bytes)
+                .and_then(|c| candidate.held.devices.get(c.name()))
+                .is_some_and(|&n| n > 0);
+            by_count || candidate.held.device_uuids.contains(&gpu.uuid)
+        });
         let devices = devices_needed(w, class);
         let held_count = candidate
             .held
@@ -119,20 +141,18 @@ pub fn place(
             CapacityUnit::Cpus if memory_fits => free_cpus,
             CapacityUnit::Gpus | CapacityUnit::Cpus => 0,
         });
-        let fits = host_fits && free_devices >= devices;
+        if host_fits && apple_gpu_busy {
+            waits_for_apple_gpu = true;
+        }
+        let fits = host_fits && free_devices >= devices && !apple_gpu_busy;
         if !fits {
             continue;
         }
-        let Some(driver) = drivers.into_iter().find(|d| {
-            d.per_machine_limit.is_none_or(|limit| {
-                candidate.held.per_driver.get(d.name).copied().unwrap_or(0) < limit
-            })
-        }) else {
-            continue;
-        };
         let given: Vec<String> = free
             .iter()
+            .copied()
             .take(devices as usize)
+            .chain(apple_gpu)
             .map(|d| d.uuid.clone())
             .collect();
         let held = &mut candidate.held;
@@ -159,12 +179,15 @@ pub fn place(
                 on: Some(Placement {
                     machine: m.name.clone(),
                     driver: driver.name.to_owned(),
-                    reserves_apple_gpu: false,
+                    reserves_apple_gpu: apple_gpu.is_some(),
                 }),
             },
         };
     }
     let class_name = class.name().to_owned();
+    if waits_for_apple_gpu {
+        return Decision::Wait(Reason::WaitingForAppleGpu { class: class_name });
+    }
     Decision::Wait(match (returning, any_host, any_driver, any_offered) {
         (Some(_), _, _, false) => Reason::WaitingForItsMachine,
         (None, false, _, _) => Reason::WaitingForMachineForClass { class: class_name },
@@ -180,6 +203,23 @@ pub fn place(
             free: trusted.then_some(most_free),
         },
     })
+}
+
+/// The Apple GPU a CPU workload reserves on a Mac, exclusively while it holds capacity: a
+/// macos-native workload's code can use Metal whatever its class (seeds: "Native CPU on
+/// Macs"). Its usage stays on its CPU class.
+fn reserved_apple_gpu<'m>(
+    class: &ComputeClass,
+    driver: &str,
+    m: &'m Machine,
+) -> Option<&'m Device> {
+    (class.accelerator() == AcceleratorKind::Cpu && driver == MACOS_NATIVE)
+        .then(|| {
+            m.devices
+                .iter()
+                .find(|d| d.vendor == AcceleratorKind::Apple)
+        })
+        .flatten()
 }
 
 fn devices_needed(w: &Workload, class: &ComputeClass) -> u32 {

@@ -311,3 +311,90 @@ fn a_drivers_per_machine_limit_holds() {
         Decision::Wait(_)
     ));
 }
+
+/// A CPU notebook on a Mac's native driver holds its Apple GPU too, exclusively, since its code
+/// can use Metal (seeds: "Native CPU on Macs"); its usage stays on its CPU class. Each waits
+/// while the other holds the GPU, saying why.
+#[test]
+fn a_cpu_notebook_on_a_macs_native_driver_reserves_its_apple_gpu() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let gpu = Device {
+        vendor: AcceleratorKind::Apple,
+        model: "Apple M2 Max".into(),
+        uuid: "apple-gpu-0".into(),
+        memory_bytes: 64 * GIB,
+    };
+    let mac = || {
+        [candidate(
+            machine(owner, "studio", 16, 64, vec![gpu.clone()]),
+            &["macos-native"],
+        )]
+    };
+    let cpu = workload(owner, WorkloadKind::Notebook, "cpu-1c-2g", "jupyterlab");
+    let metal = workload(
+        owner,
+        WorkloadKind::Notebook,
+        "apple-silicon-64gb",
+        "jupyterlab",
+    );
+
+    let mut machines = mac();
+    let admitted = place(&cpu, &catalog, true, &mut machines);
+    let Decision::Admit { admission, .. } = &admitted else {
+        panic!("{}", reason(&admitted));
+    };
+    assert_eq!(
+        admission.placed_class, "cpu-1c-2g",
+        "usage stays on its CPU class"
+    );
+    assert_eq!(admission.devices, ["apple-gpu-0"]);
+    assert_eq!(
+        reason(&admitted),
+        "admitted: 1 × cpu-1c-2g on studio with macos-native; its Apple GPU is reserved too, \
+         since native code can use Metal"
+    );
+    // The Mac has the CPUs and memory for both: the GPU is what the Metal notebook waits for.
+    assert_eq!(
+        reason(&place(&metal, &catalog, true, &mut machines)),
+        "waiting for apple-silicon-64gb capacity: requested 1 GPU(s), 0 free"
+    );
+    let waiting = "waiting for cpu-1c-2g on a Mac whose Apple GPU is in use: native code can \
+                   use Metal, so it needs the GPU free too";
+    assert_eq!(reason(&place(&cpu, &catalog, true, &mut machines)), waiting);
+
+    // The other way round, and with a holder admitted before devices were recorded (a count).
+    let mut machines = mac();
+    assert!(matches!(
+        place(&metal, &catalog, true, &mut machines),
+        Decision::Admit { .. }
+    ));
+    assert_eq!(reason(&place(&cpu, &catalog, true, &mut machines)), waiting);
+    let mut machines = mac();
+    machines[0]
+        .held
+        .devices
+        .insert("apple-silicon-64gb".into(), 1);
+    assert_eq!(reason(&place(&cpu, &catalog, true, &mut machines)), waiting);
+}
+
+/// Only macos-native's CPU workloads hold a GPU: a Linux machine's CPU notebook holds none.
+#[test]
+fn a_cpu_notebook_elsewhere_holds_no_gpu() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let linux = machine(owner, "box", 16, 64, vec![h100("GPU-1")]);
+    let mut machines = [candidate(linux, &["linux-native"])];
+    let cpu = workload(owner, WorkloadKind::Notebook, "cpu-1c-2g", "jupyterlab");
+    let Decision::Admit {
+        admission, reason, ..
+    } = place(&cpu, &catalog, true, &mut machines)
+    else {
+        panic!("not admitted");
+    };
+    assert!(admission.devices.is_empty());
+    assert_eq!(
+        reason.text(),
+        "admitted: 1 × cpu-1c-2g on box with linux-native"
+    );
+}
