@@ -104,21 +104,32 @@ pub fn place(
             continue;
         }
         any_offered = true;
-        let Some(driver) = drivers.into_iter().find(|d| {
+        // The first of its drivers with room here, and whose needs are free: on a Mac, a CPU
+        // workload's macos-native needs the Apple GPU too, which macos-container doesn't.
+        let apple_gpu_held = apple_gpu_held(m, &candidate.held, catalog);
+        let mut with_room = drivers.into_iter().filter(|d| {
             d.per_machine_limit.is_none_or(|limit| {
                 candidate.held.per_driver.get(d.name).copied().unwrap_or(0) < limit
             })
-        }) else {
+        });
+        let Some((driver, apple_gpu)) =
+            with_room.find_map(|d| match reserved_apple_gpu(class, d.name, m) {
+                Some(_) if apple_gpu_held => None,
+                gpu => Some((d, gpu)),
+            })
+        else {
+            // Every driver with room would need the Apple GPU another workload holds.
+            let needs_the_gpu = || {
+                let mut drivers = image
+                    .drivers_for(w.kind, class.accelerator())
+                    .filter(|d| candidate.drivers.iter().any(|have| have == d.name));
+                drivers.any(|d| reserved_apple_gpu(class, d.name, m).is_some())
+            };
+            if apple_gpu_held && needs_the_gpu() {
+                waits_for_apple_gpu = true;
+            }
             continue;
         };
-        let apple_gpu = reserved_apple_gpu(class, driver.name, m);
-        let apple_gpu_busy = apple_gpu.is_some_and(|gpu| {
-            let by_count = catalog
-                .class_for_apple_memory(gpu.memory_bytes)
-                .and_then(|c| candidate.held.devices.get(c.name()))
-                .is_some_and(|&n| n > 0);
-            by_count || candidate.held.device_uuids.contains(&gpu.uuid)
-        });
         let devices = devices_needed(w, class);
         let held_count = candidate
             .held
@@ -141,10 +152,7 @@ pub fn place(
             CapacityUnit::Cpus if memory_fits => free_cpus,
             CapacityUnit::Gpus | CapacityUnit::Cpus => 0,
         });
-        if host_fits && apple_gpu_busy {
-            waits_for_apple_gpu = true;
-        }
-        let fits = host_fits && free_devices >= devices && !apple_gpu_busy;
+        let fits = host_fits && free_devices >= devices;
         if !fits {
             continue;
         }
@@ -203,6 +211,22 @@ pub fn place(
             free: trusted.then_some(most_free),
         },
     })
+}
+
+/// Whether a workload holds the Mac's Apple GPU: by its UUID, or by a count of an Apple class
+/// (workloads admitted before devices were recorded).
+fn apple_gpu_held(m: &Machine, held: &Held, catalog: &Catalog) -> bool {
+    let by_uuid = m
+        .devices
+        .iter()
+        .any(|d| d.vendor == AcceleratorKind::Apple && held.device_uuids.contains(&d.uuid));
+    let by_count = held.devices.iter().any(|(class, &count)| {
+        count > 0
+            && catalog
+                .class(class)
+                .is_some_and(|c| c.accelerator() == AcceleratorKind::Apple)
+    });
+    by_uuid || by_count
 }
 
 /// The Apple GPU a CPU workload reserves on a Mac, exclusively while it holds capacity: a

@@ -9,6 +9,9 @@
 //! from Apple's profiles in `/System/Library/Sandbox/Profiles`, not checked here: `subpath`
 //! matches whole path components; several filters in one rule match when any does; `ip`
 //! covers TCP and UDP; a UDP socket's implicit bind is judged as its send (`network-outbound`).
+//! And what it can't see: macOS judges the resolved path of a file (a hard link, a firmlink, a
+//! symlinked environment, `/var` for `/private/var`), the model the text it is given; a TCP
+//! `listen` without a `bind` (an ephemeral port) is left to `network-inbound`.
 
 use std::path::Path;
 
@@ -21,8 +24,12 @@ pub enum Target<'a> {
     Local(Addr<'a>),
     /// The address a socket sends to or connects to (`network-outbound`).
     Remote(Addr<'a>),
-    /// A signal's target: a process of the same sandbox or not.
-    Signal { same_sandbox: bool },
+    /// A signal's or process inspection's target: a process of the same sandbox or not.
+    Process { same_sandbox: bool },
+    /// A `sysctl` by name (`sysctl-read`).
+    Sysctl(&'a str),
+    /// A new socket's domain, `AF_UNIX` or `AF_INET` (`system-socket`).
+    SocketDomain(&'a str),
     /// An IOKit user client's class (`iokit-open`).
     IoKit(&'a str),
     /// A Mach service's name (`mach-lookup`).
@@ -33,10 +40,46 @@ pub enum Target<'a> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Addr<'a> {
-    Tcp(u16),
-    Udp(u16),
+    Tcp(Host, u16),
+    Udp(Host, u16),
     Unix(&'a Path),
 }
+
+/// What SBPL can tell of an IP address: this machine's loopback, or anything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    Localhost,
+    Elsewhere,
+}
+
+/// The operations a profile may name (a closed list: `sandbox-exec` refuses a name it doesn't
+/// know, and so does this model).
+const OPERATIONS: &[&str] = &[
+    "default",
+    "process-fork",
+    "process-exec",
+    "process-info*",
+    "signal",
+    "file-read*",
+    "file-read-data",
+    "file-read-metadata",
+    "file-write*",
+    "file-write-data",
+    "file-write-create",
+    "file-write-unlink",
+    "file-map-executable",
+    "sysctl-read",
+    "ipc-posix-shm",
+    "ipc-posix-sem",
+    "system-socket",
+    "network*",
+    "network-bind",
+    "network-inbound",
+    "network-outbound",
+    "mach-lookup",
+    "iokit-open",
+    "iokit-get-properties",
+];
 
 /// A parsed profile.
 #[derive(Debug)]
@@ -58,16 +101,20 @@ enum Filter {
     Literal(String),
     Socket { local: bool, kind: SocketKind },
     SameSandbox,
-    IoKitClasses(Vec<String>),
+    IoKitClass(String),
     GlobalName(String),
+    SysctlName(String),
+    SysctlPrefix(String),
+    SocketDomain(String),
 }
 
 #[derive(Debug, Clone)]
 enum SocketKind {
-    /// `ip`, `tcp` or `udp`, and a port (`None`: `*`).
+    /// `ip`, `tcp` or `udp`; `localhost` or `*`; a port (`None`: `*`).
     Ip {
         tcp: bool,
         udp: bool,
+        localhost_only: bool,
         port: Option<u16>,
     },
     Unix(Box<Filter>),
@@ -99,7 +146,7 @@ impl Rules {
         }
         let mut default_allows = None;
         let mut rules = Vec::new();
-        for form in forms {
+        for (index, form) in forms.enumerate() {
             let Sexp::List(items) = form else {
                 return bad(format!("a rule must be a list: {form:?}"));
             };
@@ -121,7 +168,17 @@ impl Rules {
             if operations.is_empty() {
                 return bad("a rule names at least one operation");
             }
-            if operations == ["default"] {
+            if let Some(unknown) = operations
+                .iter()
+                .find(|o| !OPERATIONS.contains(&o.as_str()))
+            {
+                return bad(format!("unknown operation {unknown}"));
+            }
+            // Anywhere but first, `default` would be a rule matching everything, deciding last.
+            if operations.iter().any(|o| o == "default") {
+                if index != 0 || operations.len() != 1 || !filters.is_empty() {
+                    return bad("(allow default) or (deny default) only as the first rule");
+                }
                 default_allows = Some(allow);
                 continue;
             }
@@ -179,15 +236,16 @@ fn filter_of(items: Vec<Sexp>) -> Result<Filter, ParseError> {
         "subpath" => Ok(Filter::Subpath(one_string(&rest)?)),
         "literal" | "path-literal" => Ok(Filter::Literal(one_string(&rest)?)),
         "global-name" => Ok(Filter::GlobalName(one_string(&rest)?)),
+        "sysctl-name" => Ok(Filter::SysctlName(one_string(&rest)?)),
+        "sysctl-name-prefix" => Ok(Filter::SysctlPrefix(one_string(&rest)?)),
         "target" if rest == [sym("same-sandbox")] => Ok(Filter::SameSandbox),
-        "iokit-user-client-class" => rest
-            .into_iter()
-            .map(|s| match s {
-                Sexp::Str(s) => Ok(s),
-                other => bad(format!("an IOKit class is a string: {other:?}")),
-            })
-            .collect::<Result<_, _>>()
-            .map(Filter::IoKitClasses),
+        "iokit-user-client-class" => Ok(Filter::IoKitClass(one_string(&rest)?)),
+        "socket-domain" => match rest.as_slice() {
+            [Sexp::Symbol(domain)] if domain.starts_with("AF_") => {
+                Ok(Filter::SocketDomain(domain.clone()))
+            }
+            _ => bad("(socket-domain …) takes an AF_ name"),
+        },
         "local" | "remote" => {
             let local = head == "local";
             match rest.as_slice() {
@@ -198,8 +256,13 @@ fn filter_of(items: Vec<Sexp>) -> Result<Filter, ParseError> {
                         "udp" => (false, true),
                         other => return bad(format!("unknown address kind {other}")),
                     };
-                    let Some((_, port)) = address.rsplit_once(':') else {
+                    let Some((host, port)) = address.rsplit_once(':') else {
                         return bad(format!("an address is host:port: {address}"));
+                    };
+                    let localhost_only = match host {
+                        "*" => false,
+                        "localhost" => true,
+                        other => return bad(format!("a host is * or localhost: {other}")),
                     };
                     let port = match port {
                         "*" => None,
@@ -207,7 +270,12 @@ fn filter_of(items: Vec<Sexp>) -> Result<Filter, ParseError> {
                     };
                     Ok(Filter::Socket {
                         local,
-                        kind: SocketKind::Ip { tcp, udp, port },
+                        kind: SocketKind::Ip {
+                            tcp,
+                            udp,
+                            localhost_only,
+                            port,
+                        },
                     })
                 }
                 [Sexp::Symbol(kind), Sexp::List(path)] if kind == "unix-socket" => {
@@ -234,11 +302,12 @@ impl Filter {
             (Filter::Socket { local, kind }, Target::Local(addr) | Target::Remote(addr)) => {
                 *local == matches!(target, Target::Local(_)) && kind.matches(addr)
             }
-            (Filter::SameSandbox, Target::Signal { same_sandbox }) => same_sandbox,
-            (Filter::IoKitClasses(classes), Target::IoKit(class)) => {
-                classes.iter().any(|c| c == class)
-            }
+            (Filter::SameSandbox, Target::Process { same_sandbox }) => same_sandbox,
+            (Filter::IoKitClass(c), Target::IoKit(class)) => c == class,
             (Filter::GlobalName(name), Target::MachService(service)) => name == service,
+            (Filter::SysctlName(name), Target::Sysctl(asked)) => name == asked,
+            (Filter::SysctlPrefix(prefix), Target::Sysctl(asked)) => asked.starts_with(prefix),
+            (Filter::SocketDomain(domain), Target::SocketDomain(asked)) => domain == asked,
             _ => false,
         }
     }
@@ -255,11 +324,27 @@ impl Filter {
 impl SocketKind {
     fn matches(&self, addr: Addr<'_>) -> bool {
         match (self, addr) {
-            (SocketKind::Ip { tcp, port, .. }, Addr::Tcp(p)) => *tcp && port.is_none_or(|x| x == p),
-            (SocketKind::Ip { udp, port, .. }, Addr::Udp(p)) => *udp && port.is_none_or(|x| x == p),
+            (kind @ SocketKind::Ip { tcp: true, .. }, Addr::Tcp(host, port))
+            | (kind @ SocketKind::Ip { udp: true, .. }, Addr::Udp(host, port)) => {
+                kind.ip_matches(host, port)
+            }
             (SocketKind::Unix(filter), Addr::Unix(path)) => filter.path(path),
             _ => false,
         }
+    }
+}
+
+impl SocketKind {
+    fn ip_matches(&self, host: Host, asked: u16) -> bool {
+        let SocketKind::Ip {
+            localhost_only,
+            port,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        (!localhost_only || host == Host::Localhost) && port.is_none_or(|p| p == asked)
     }
 }
 

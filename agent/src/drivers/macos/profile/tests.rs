@@ -1,24 +1,29 @@
 use std::path::{Path, PathBuf};
 
-use super::check::{Addr, Rules, Target};
+use super::check::{Addr, Host, Rules, Target};
 use super::*;
 
-const RUN: &str = "/private/tmp/einsora-501/0192f0c4";
+const RUN: &str = "/private/tmp/einsora-501/run/0192f0c4";
+const TMP: &str = "/private/tmp/einsora-501/tmp/0192f0c4";
+const TOKEN: &str = "/private/tmp/einsora-501/secrets/0192f0c4";
 const DATA: &str = "/Users/ada/Library/Application Support/Einsora/agent/data/0192f0c4";
 const ENV: &str = "/Users/ada/Library/Application Support/Einsora/envs/jupyterlab-3f2a";
 
-fn notebook(gpu: bool, outbound: bool) -> Profile {
-    Profile::new(Profile {
+fn places(gpu: bool, outbound: bool) -> Places {
+    Places {
         data: DATA.into(),
         run: RUN.into(),
-        tmp: format!("{RUN}-tmp").into(),
+        tmp: TMP.into(),
         programs: vec![ENV.into()],
-        read_only: vec![format!("{RUN}-secret/token").into()],
+        read_only: vec![TOKEN.into()],
         socket: format!("{RUN}/jl.sock").into(),
         gpu,
         outbound,
-    })
-    .unwrap()
+    }
+}
+
+fn notebook(gpu: bool, outbound: bool) -> Profile {
+    Profile::new(places(gpu, outbound)).unwrap()
 }
 
 fn rules(profile: &Profile) -> Rules {
@@ -29,39 +34,60 @@ fn path(p: &str) -> Target<'_> {
     Target::Path(Path::new(p))
 }
 
-/// The profile is committed (`profile/notebook.sb`), so a change to it is one a reviewer reads
+/// The profiles are committed (`profile/*.sb`), so a change to them is one a reviewer reads
 /// rule by rule. After changing the renderer:
-/// `EINSORA_UPDATE_PROFILES=1 cargo test -p einsora-agent macos::profile`, and commit it.
+/// `EINSORA_UPDATE_PROFILES=1 cargo test -p einsora-agent macos::profile`, and commit them.
 #[test]
 #[allow(clippy::disallowed_methods)] // the test's own switch
-fn a_notebooks_profile_is_the_committed_one() {
-    let rendered = notebook(true, true).render();
-    let committed = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/src/drivers/macos/profile/notebook.sb"
-    );
-    if std::env::var_os("EINSORA_UPDATE_PROFILES").is_some() {
-        std::fs::write(committed, &rendered).unwrap();
+fn the_profiles_are_the_committed_ones() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/drivers/macos/profile");
+    for (name, profile) in [
+        ("notebook.sb", notebook(true, true)),
+        ("cpu-notebook.sb", notebook(false, false)),
+    ] {
+        let rendered = profile.render();
+        let committed = format!("{dir}/{name}");
+        if std::env::var_os("EINSORA_UPDATE_PROFILES").is_some() {
+            std::fs::write(&committed, &rendered).unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(&committed).unwrap_or_default(),
+            rendered,
+            "{name}: regenerate with EINSORA_UPDATE_PROFILES=1 cargo test -p einsora-agent \
+             macos::profile"
+        );
     }
-    assert_eq!(
-        std::fs::read_to_string(committed).unwrap_or_default(),
-        rendered,
-        "regenerate with EINSORA_UPDATE_PROFILES=1 cargo test -p einsora-agent macos::profile"
-    );
 }
 
 #[test]
-fn every_rule_says_what_it_is_for() {
-    let rendered = notebook(true, true).render();
-    for block in rendered.split("\n\n").skip(1) {
-        assert!(
-            block.starts_with("; "),
-            "a rule without its reason:\n{block}"
-        );
-        assert!(
-            block.lines().any(|l| l.starts_with('(')),
-            "a reason without a rule:\n{block}"
-        );
+fn every_rule_says_what_it_is_for_and_names_what_it_allows() {
+    // Unfiltered on purpose: forking, metadata, IPC names, the GPU's properties.
+    let unfiltered = [
+        "(allow process-fork)",
+        "(allow file-read-metadata)",
+        "(allow ipc-posix-shm ipc-posix-sem)",
+        "(allow iokit-get-properties)",
+    ];
+    for places in [
+        places(true, true),
+        Places {
+            read_only: vec![],
+            ..places(false, false)
+        },
+    ] {
+        let rendered = Profile::new(places).unwrap().render();
+        for block in rendered.split("\n\n").skip(1) {
+            assert!(
+                block.starts_with("; "),
+                "a rule without its reason:\n{block}"
+            );
+            for rule in block.lines().filter(|l| l.starts_with("(allow")) {
+                assert!(
+                    rule.contains(" (") || unfiltered.contains(&rule),
+                    "an allow that names nothing it allows: {rule}"
+                );
+            }
+        }
     }
 }
 
@@ -69,7 +95,12 @@ fn every_rule_says_what_it_is_for() {
 fn no_ip_listener_explicit_or_implicit_and_no_inbound_connection() {
     for outbound in [false, true] {
         let rules = rules(&notebook(true, outbound));
-        for local in [Addr::Tcp(8888), Addr::Tcp(0), Addr::Udp(5353), Addr::Udp(0)] {
+        for local in [
+            Addr::Tcp(Host::Elsewhere, 8888),
+            Addr::Tcp(Host::Localhost, 0),
+            Addr::Udp(Host::Elsewhere, 5353),
+            Addr::Udp(Host::Localhost, 0),
+        ] {
             assert!(
                 !rules.allows("network-bind", Target::Local(local)),
                 "{local:?}"
@@ -80,23 +111,35 @@ fn no_ip_listener_explicit_or_implicit_and_no_inbound_connection() {
             );
         }
         // A UDP socket's first send binds it to a port that then receives.
-        for remote in [Addr::Udp(53), Addr::Udp(443)] {
+        for remote in [
+            Addr::Udp(Host::Elsewhere, 53),
+            Addr::Udp(Host::Localhost, 443),
+        ] {
             assert!(
                 !rules.allows("network-outbound", Target::Remote(remote)),
                 "{remote:?}"
             );
         }
+        let out = Addr::Tcp(Host::Elsewhere, 443);
         assert_eq!(
-            rules.allows("network-outbound", Target::Remote(Addr::Tcp(443))),
+            rules.allows("network-outbound", Target::Remote(out)),
             outbound,
             "TCP out only with the owner's egress"
         );
+        assert_eq!(
+            rules.allows("system-socket", Target::SocketDomain("AF_INET")),
+            outbound
+        );
+        // Never to this Mac's loopback: the control plane, the agents' port.
+        let control_plane = Addr::Tcp(Host::Localhost, 8080);
+        assert!(!rules.allows("network-outbound", Target::Remote(control_plane)));
     }
 }
 
 #[test]
-fn its_one_listener_is_a_unix_socket_in_its_run_directory() {
+fn its_listeners_are_unix_sockets_in_its_run_directory() {
     let rules = rules(&notebook(false, false));
+    assert!(rules.allows("system-socket", Target::SocketDomain("AF_UNIX")));
     let socket = PathBuf::from(format!("{RUN}/jl.sock"));
     let kernel = PathBuf::from(format!("{RUN}/kernel-1.ipc"));
     for ok in [&socket, &kernel] {
@@ -104,7 +147,7 @@ fn its_one_listener_is_a_unix_socket_in_its_run_directory() {
         assert!(rules.allows("network-inbound", Target::Local(Addr::Unix(ok))));
     }
     assert!(rules.allows("network-outbound", Target::Remote(Addr::Unix(&kernel))));
-    let elsewhere = Path::new("/private/tmp/einsora-501/0192f0c5/jl.sock");
+    let elsewhere = Path::new("/private/tmp/einsora-501/run/0192f0c5/jl.sock");
     assert!(!rules.allows("network-bind", Target::Local(Addr::Unix(elsewhere))));
     assert!(!rules.allows("network-outbound", Target::Remote(Addr::Unix(elsewhere))));
     let resolver = Path::new("/private/var/run/mDNSResponder");
@@ -115,79 +158,102 @@ fn its_one_listener_is_a_unix_socket_in_its_run_directory() {
 
 #[test]
 fn it_writes_only_its_own_directories_and_reads_none_of_the_owners() {
-    let rules = rules(&notebook(true, true));
-    for (op, mine) in [
-        ("file-write-create", format!("{DATA}/analysis.ipynb")),
-        ("file-write-data", format!("{DATA}/nested/data.csv")),
-        ("file-write-unlink", format!("{RUN}/jl.sock")),
-        ("file-write-create", format!("{RUN}-tmp/scratch")),
-        ("file-read-data", format!("{DATA}/analysis.ipynb")),
-        ("file-read-data", format!("{ENV}/bin/python3")),
-        ("file-read-data", format!("{RUN}-secret/token")),
-        (
-            "file-read-data",
-            "/System/Library/Frameworks/Metal.framework/Metal".into(),
-        ),
+    for places in [
+        places(true, true),
+        Places {
+            read_only: vec![],
+            ..places(false, false)
+        },
     ] {
-        assert!(rules.allows(op, path(&mine)), "{op} {mine}");
-    }
-    for (op, theirs) in [
-        ("file-write-data", "/Users/ada/Documents/thesis.tex"),
-        (
-            "file-write-create",
-            "/Users/ada/Library/LaunchAgents/evil.plist",
-        ),
-        (
-            "file-write-create",
-            "/Users/ada/Library/Application Support/Einsora/agent/data/0192f0c5/x",
-        ),
-        (
-            "file-write-data",
-            "/Users/ada/Library/Application Support/Einsora/einsora.db",
-        ),
-        (
-            "file-write-data",
-            "/private/tmp/einsora-501/0192f0c4-secret/token",
-        ),
-        (
-            "file-write-data",
-            "/Users/ada/Library/Application Support/Einsora/envs/jupyterlab-3f2a/bin/python3",
-        ),
-        ("file-read-data", "/Users/ada/.ssh/id_ed25519"),
-        (
-            "file-read-data",
-            "/Users/ada/Library/Application Support/Einsora/agent/identity/key.pem",
-        ),
-        (
-            "file-read-data",
-            "/private/tmp/einsora-501/0192f0c5/jl.sock",
-        ),
-    ] {
-        assert!(!rules.allows(op, path(theirs)), "{op} {theirs}");
+        let has_token = !places.read_only.is_empty();
+        let rules = rules(&Profile::new(places).unwrap());
+        for (op, mine) in [
+            ("file-write-create", format!("{DATA}/analysis.ipynb")),
+            ("file-write-data", format!("{DATA}/nested/data.csv")),
+            ("file-write-unlink", format!("{RUN}/jl.sock")),
+            ("file-write-create", format!("{TMP}/scratch")),
+            ("file-read-data", format!("{DATA}/analysis.ipynb")),
+            ("file-read-data", format!("{ENV}/bin/python3")),
+            (
+                "file-read-data",
+                "/System/Library/Frameworks/Metal.framework/Metal".into(),
+            ),
+            ("file-read-data", "/dev/urandom".into()),
+            (
+                "file-map-executable",
+                format!("{ENV}/lib/python3.12/lib-dynload/_ssl.so"),
+            ),
+            ("file-map-executable", "/usr/lib/libSystem.B.dylib".into()),
+        ] {
+            assert!(rules.allows(op, path(&mine)), "{op} {mine}");
+        }
+        assert_eq!(rules.allows("file-read-data", path(TOKEN)), has_token);
+        let their_data = "/Users/ada/Library/Application Support/Einsora/agent/data/0192f0c5/x";
+        let env_python = format!("{ENV}/bin/python3");
+        let downloaded = format!("{DATA}/evil.dylib");
+        for (op, theirs) in [
+            ("file-write-data", "/Users/ada/Documents/thesis.tex"),
+            (
+                "file-write-create",
+                "/Users/ada/Library/LaunchAgents/evil.plist",
+            ),
+            ("file-write-create", their_data),
+            (
+                "file-write-data",
+                "/Users/ada/Library/Application Support/Einsora/einsora.db",
+            ),
+            ("file-write-data", TOKEN),
+            ("file-write-data", &env_python),
+            ("file-read-data", "/Users/ada/.ssh/id_ed25519"),
+            ("file-read-data", their_data),
+            (
+                "file-read-data",
+                "/Users/ada/Library/Application Support/Einsora/agent/key.pem",
+            ),
+            (
+                "file-read-data",
+                "/private/tmp/einsora-501/run/0192f0c5/jl.sock",
+            ),
+            // The Data volume under its firmlinks: every user's files again.
+            (
+                "file-read-data",
+                "/System/Volumes/Data/Users/ada/.ssh/id_ed25519",
+            ),
+            // Terminals: a password typed in the owner's shell.
+            ("file-read-data", "/dev/ttys000"),
+            ("file-read-data", "/dev/console"),
+            ("file-map-executable", &downloaded),
+        ] {
+            assert!(!rules.allows(op, path(theirs)), "{op} {theirs}");
+        }
     }
 }
 
 #[test]
-fn only_its_environments_and_the_systems_programs_run() {
+fn only_its_environment_and_a_shell_run_and_it_sees_only_its_own() {
     let rules = rules(&notebook(true, true));
     assert!(rules.allows("process-exec", path(&format!("{ENV}/bin/python3"))));
     assert!(rules.allows("process-exec", path("/bin/sh")));
     assert!(rules.allows("process-fork", Target::Nothing));
-    for downloaded in [format!("{DATA}/miner"), format!("{RUN}-tmp/a.out")] {
-        assert!(
-            !rules.allows("process-exec", path(&downloaded)),
-            "{downloaded}"
-        );
+    for not_its in [
+        format!("{DATA}/miner"),
+        format!("{TMP}/a.out"),
+        "/usr/bin/osascript".into(),
+        "/usr/bin/security".into(),
+    ] {
+        assert!(!rules.allows("process-exec", path(&not_its)), "{not_its}");
     }
+    let same = Target::Process { same_sandbox: true };
+    let other = Target::Process {
+        same_sandbox: false,
+    };
+    for op in ["signal", "process-info-pidinfo"] {
+        assert!(rules.allows(op, same), "{op}");
+        assert!(!rules.allows(op, other), "{op}");
+    }
+    assert!(rules.allows("sysctl-read", Target::Sysctl("hw.memsize")));
+    assert!(!rules.allows("sysctl-read", Target::Sysctl("kern.procargs2")));
     assert!(rules.allows("ipc-posix-shm-write-create", Target::Nothing));
-    assert!(!rules.allows("ipc-posix-shmx", Target::Nothing));
-    assert!(rules.allows("signal", Target::Signal { same_sandbox: true }));
-    assert!(!rules.allows(
-        "signal",
-        Target::Signal {
-            same_sandbox: false
-        }
-    ));
 }
 
 #[test]
@@ -196,6 +262,7 @@ fn metal_only_for_the_workload_holding_the_gpu() {
     let without = rules(&notebook(false, false));
     for (op, target) in [
         ("iokit-open", Target::IoKit("AGXDeviceUserClient")),
+        ("iokit-get-properties", Target::Nothing),
         (
             "mach-lookup",
             Target::MachService("com.apple.MTLCompilerService"),
@@ -208,42 +275,55 @@ fn metal_only_for_the_workload_holding_the_gpu() {
         !with.allows("iokit-open", Target::IoKit("IOHIDLibUserClient")),
         "keyboards"
     );
+    let window_server = Target::MachService("com.apple.CARenderServer");
+    assert!(!with.allows("mach-lookup", window_server));
     assert!(!with.allows("mach-lookup", Target::MachService("com.apple.pasteboard.1")));
 }
 
 #[test]
-fn a_socket_path_past_macos_limit_is_refused_naming_its_length() {
-    // Solo's default layout for a user named `alexandra`: 107 bytes.
-    let run = "/Users/alexandra/Library/Application Support/Einsora/agent/run/0192f0c4-7b2a-7cde-8f00-000000000001";
-    let profile = Profile {
+fn sockets_past_macos_limit_are_refused_naming_their_length() {
+    // Solo's default layout for a user named `ada`: its kernels' sockets wouldn't fit.
+    let run = "/Users/ada/Library/Application Support/Einsora/agent/run/0192f0c4-7b2a-7cde-8f00-000000000001";
+    let err = Profile::new(Places {
         socket: format!("{run}/jl.sock").into(),
         run: run.into(),
-        ..notebook(false, false)
-    };
-    let err = Profile::new(profile).unwrap_err();
+        ..places(false, false)
+    })
+    .unwrap_err();
+    let length = run.len() + 1 + LONGEST_SOCKET_NAME;
     assert_eq!(
         err.to_string(),
         format!(
-            "{run}/jl.sock: a socket path of 107 bytes, over macOS's limit of 103 (sun_path \
+            "{run}: its sockets' paths reach {length} bytes, over macOS's limit of 103 (sun_path \
              holds 104 with its NUL); set EINSORA_AGENT_STATE_DIR to a shorter directory"
         )
     );
-    let at_the_limit = format!("/{}/jl.sock", "r".repeat(MACOS_SOCKET_PATH_MAX - 9));
-    let fits = Profile {
-        socket: at_the_limit.clone().into(),
-        run: Path::new(&at_the_limit).parent().unwrap().into(),
-        ..notebook(false, false)
+    let longest = MACOS_SOCKET_PATH_MAX - 1 - LONGEST_SOCKET_NAME;
+    let at_the_limit = format!("/r/r/{}", "r".repeat(longest - 5));
+    assert_eq!(at_the_limit.len(), longest);
+    let fits = Places {
+        socket: format!("{at_the_limit}/jl.sock").into(),
+        run: at_the_limit.clone().into(),
+        ..places(false, false)
     };
-    assert_eq!(at_the_limit.len(), MACOS_SOCKET_PATH_MAX);
-    assert!(Profile::new(fits).is_ok());
+    assert!(Profile::new(fits.clone()).is_ok());
+    let one_more = Places {
+        socket: format!("{at_the_limit}r/jl.sock").into(),
+        run: format!("{at_the_limit}r").into(),
+        ..fits
+    };
+    assert!(matches!(
+        Profile::new(one_more),
+        Err(ProfileError::SocketPathTooLong { .. })
+    ));
 }
 
 #[test]
-fn a_path_it_cant_name_exactly_is_refused() {
+fn places_it_cant_name_exactly_or_that_give_too_much_are_refused() {
     let with_data = |data: &str| {
-        Profile::new(Profile {
+        Profile::new(Places {
             data: data.into(),
-            ..notebook(false, false)
+            ..places(false, false)
         })
     };
     for bad in [
@@ -252,6 +332,10 @@ fn a_path_it_cant_name_exactly_is_refused() {
         "/Users/ada/./data",
         "/Users//ada/data",
         "/Users/ada/data/",
+        "/",
+        // The sandbox sees resolved paths: /tmp is /private/tmp.
+        "/tmp/einsora/data",
+        "/var/folders/x/data",
     ] {
         assert!(
             matches!(with_data(bad), Err(ProfileError::NotCanonical(_))),
@@ -269,9 +353,32 @@ fn a_path_it_cant_name_exactly_is_refused() {
             "{bad:?}"
         );
     }
-    let elsewhere = Profile {
-        socket: "/private/tmp/jl.sock".into(),
-        ..notebook(false, false)
+    for wide in ["/Users", "/Users/ada"] {
+        assert!(
+            matches!(with_data(wide), Err(ProfileError::TooWide(_))),
+            "{wide}"
+        );
+    }
+    // An environment inside a directory it writes would run what it wrote there.
+    let inside = Places {
+        programs: vec![format!("{DATA}/env").into()],
+        ..places(false, false)
+    };
+    assert!(matches!(
+        Profile::new(inside),
+        Err(ProfileError::WritableProgram(_))
+    ));
+    let around = Places {
+        programs: vec!["/Users/ada/Library/Application Support/Einsora".into()],
+        ..places(false, false)
+    };
+    assert!(matches!(
+        Profile::new(around),
+        Err(ProfileError::WritableProgram(_))
+    ));
+    let elsewhere = Places {
+        socket: "/private/tmp/einsora-501/jl.sock".into(),
+        ..places(false, false)
     };
     assert!(matches!(
         Profile::new(elsewhere),
@@ -301,6 +408,19 @@ fn the_checker_refuses_what_the_renderer_never_writes() {
         (
             "(version 1)\n(deny default)\n(permit file-read*)",
             "a rule starts with allow or deny",
+        ),
+        // Anywhere but first, it would match everything and decide last.
+        (
+            "(version 1)\n(deny default)\n(allow file-read-data)\n(allow default)",
+            "only as the first rule",
+        ),
+        (
+            "(version 1)\n(deny default)\n(allow file-reed*)",
+            "unknown operation file-reed*",
+        ),
+        (
+            "(version 1)\n(deny default)\n(allow network-outbound (remote tcp \"10.0.0.1:80\"))",
+            "a host is * or localhost",
         ),
     ] {
         let err = Rules::parse(text).unwrap_err().to_string();

@@ -370,12 +370,49 @@ fn a_cpu_notebook_on_a_macs_native_driver_reserves_its_apple_gpu() {
         Decision::Admit { .. }
     ));
     assert_eq!(reason(&place(&cpu, &catalog, true, &mut machines)), waiting);
+    // Any Apple class's count: the GPU is one, whichever class its holder was admitted on.
     let mut machines = mac();
     machines[0]
         .held
         .devices
-        .insert("apple-silicon-64gb".into(), 1);
+        .insert("apple-silicon-16gb".into(), 1);
     assert_eq!(reason(&place(&cpu, &catalog, true, &mut machines)), waiting);
+
+    // With macos-container beside it (a Linux VM, no Metal), the CPU notebook goes there
+    // while the GPU is taken, holding none.
+    let both = machine(owner, "studio", 16, 64, vec![gpu.clone()]);
+    let mut machines = [candidate(both, &["macos-native", "macos-container"])];
+    assert!(matches!(
+        place(&metal, &catalog, true, &mut machines),
+        Decision::Admit { .. }
+    ));
+    let Decision::Admit {
+        admission, reason, ..
+    } = place(&cpu, &catalog, true, &mut machines)
+    else {
+        panic!("not admitted beside a busy GPU");
+    };
+    assert!(admission.devices.is_empty());
+    assert_eq!(
+        reason.text(),
+        "admitted: 1 × cpu-1c-2g on studio with macos-container"
+    );
+}
+
+/// An Intel Mac has no Apple GPU to hold.
+#[test]
+fn a_mac_without_an_apple_gpu_holds_none() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let intel = machine(owner, "imac", 8, 32, vec![]);
+    let mut machines = [candidate(intel, &["macos-native"])];
+    let cpu = workload(owner, WorkloadKind::Notebook, "cpu-1c-2g", "jupyterlab");
+    for _ in 0..2 {
+        let Decision::Admit { admission, .. } = place(&cpu, &catalog, true, &mut machines) else {
+            panic!("not admitted");
+        };
+        assert!(admission.devices.is_empty());
+    }
 }
 
 /// Only macos-native's CPU workloads hold a GPU: a Linux machine's CPU notebook holds none.
