@@ -41,6 +41,7 @@ pub struct Config {
     /// `None` when the docker driver is turned off.
     pub docker: Option<drivers::docker::DockerConfig>,
     pub native: Option<drivers::native::NativeConfig>,
+    pub macos: Option<drivers::native::NativeConfig>,
     /// The tools its inventory reads run (EINSORA_NVIDIA_SMI).
     pub probe: inventory::Probe,
 }
@@ -52,6 +53,7 @@ impl Config {
         Ok(Config {
             docker: drivers::docker::DockerConfig::from_settings(settings, &state_dir)?,
             native: drivers::native::NativeConfig::from_settings(settings, &state_dir)?,
+            macos: drivers::macos::config::from_settings(settings, &state_dir)?,
             probe: inventory::Probe::from_settings(settings)?,
             controller: settings
                 .is_set(CONTROLLER)
@@ -109,7 +111,11 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         controller: controller.clone(),
         ..native
     });
-    let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, native, cfg.sim).await;
+    let macos = cfg.macos.map(|macos| drivers::native::NativeConfig {
+        controller: controller.clone(),
+        ..macos
+    });
+    let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, native, macos, cfg.sim).await;
     let timing = sync::Timing {
         heartbeat: cfg.heartbeat,
         inventory_every: cfg.inventory_every,

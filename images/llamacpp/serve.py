@@ -5,7 +5,7 @@ Contract:
   socket path  --socket, else $EINSORA_LLM_SOCKET, else /run/einsora/llm.sock (must end in .sock)
   API key      first line of --api-key-file, else $EINSORA_LLM_API_KEY_FILE,
                else /run/einsora/api-key. The key itself never goes through env or argv.
-  model        fixed: /model/model.gguf (mount it read-only)
+  model        /model/model.gguf (mount it read-only), or --model where there is no mount (a Mac)
   limits       --ctx-size (total, split over --parallel slots), --n-predict (default
                max_tokens), --parallel, --threads (default 1)
 """
@@ -28,6 +28,7 @@ def parse():
     ap.add_argument("--socket", default=env_default("EINSORA_LLM_SOCKET", "/run/einsora/llm.sock"))
     ap.add_argument("--api-key-file",
                     default=env_default("EINSORA_LLM_API_KEY_FILE", "/run/einsora/api-key"))
+    ap.add_argument("--model", default=MODEL, help="the GGUF file")
     ap.add_argument("--alias", default="einsora-local", help="model id in /v1/models")
     ap.add_argument("--ctx-size", type=int, default=2048, help="total context, shared by slots")
     ap.add_argument("--n-predict", type=int, default=256, help="max_tokens when a request sets none")
@@ -64,14 +65,14 @@ def remove_stale_socket(path):
 def main():
     a = parse()
     key = read_key(a.api_key_file)
-    if not os.path.isfile(MODEL):
-        sys.exit(f"serve.py: no model at {MODEL}")
+    if not os.path.isfile(a.model):
+        sys.exit(f"serve.py: no model at {a.model}")
     remove_stale_socket(a.socket)
 
     import xllamacpp as xlc
 
     p = xlc.CommonParams()
-    p.model.path = MODEL
+    p.model.path = a.model
     p.model_alias = {a.alias}
     p.hostnames = [a.socket]  # ends in .sock: AF_UNIX, no TCP port
     p.api_keys = [key]
@@ -96,7 +97,7 @@ def main():
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     server = xlc.Server(p)
-    print(f"serve.py: listening on {a.socket} model={MODEL} ctx={a.ctx_size} "
+    print(f"serve.py: listening on {a.socket} model={a.model} ctx={a.ctx_size} "
           f"n_predict={a.n_predict} parallel={a.parallel} threads={a.threads}", flush=True)
     stop.wait()
     del server

@@ -14,6 +14,7 @@ pub mod sim;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::driver::Isolation;
 use einsora_core::machine::GpuNote;
+use einsora_core::run_dirs::MACOS_DRIVER;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::convert::{
     AccessTarget, DesiredWorkload, PlacedSpec, ProtoEnum, WorkloadStatus, WorkloadStatuses,
@@ -30,6 +31,8 @@ use crate::models::listing::Listing;
 pub struct Drivers {
     docker: Option<docker::Docker>,
     native: Option<native::Native>,
+    /// macos-native: the same machinery as linux-native, on a Mac's sandbox.
+    macos: Option<native::Native>,
     /// Where endpoints' models may come from, and the model files found there (kept between
     /// scans).
     models_dir: Option<PathBuf>,
@@ -59,6 +62,7 @@ impl Drivers {
         state_dir: &std::path::Path,
         docker: Option<docker::DockerConfig>,
         native: Option<native::NativeConfig>,
+        macos: Option<native::NativeConfig>,
         sim: bool,
     ) -> Drivers {
         let changed = Arc::new(Notify::new());
@@ -66,7 +70,8 @@ impl Drivers {
         let models_dir = docker
             .as_ref()
             .and_then(|c| c.models_dir.clone())
-            .or_else(|| native.as_ref().and_then(|c| c.models_dir.clone()));
+            .or_else(|| native.as_ref().and_then(|c| c.models_dir.clone()))
+            .or_else(|| macos.as_ref().and_then(|c| c.models_dir.clone()));
         let docker = match docker {
             Some(config) => {
                 docker::Docker::detect(config, Arc::clone(&changed), outbox.clone()).await
@@ -75,13 +80,18 @@ impl Drivers {
         };
         let native = match native {
             Some(config) if docker.is_none() || config.enabled == native::Enabled::On => {
-                native::Native::detect(config, Arc::clone(&changed), outbox).await
+                native::Native::detect(config, Arc::clone(&changed), outbox.clone()).await
             }
             _ => None,
+        };
+        let macos = match macos {
+            Some(config) => native::Native::detect(config, Arc::clone(&changed), outbox).await,
+            None => None,
         };
         Drivers {
             docker,
             native,
+            macos,
             models_dir,
             listing: Arc::default(),
             changed,
@@ -112,9 +122,14 @@ impl Drivers {
 
     pub fn names(&self) -> Vec<String> {
         let docker = self.docker.iter().map(|_| docker::NAME);
-        let native = self.native.iter().map(|_| native::NAME);
+        let native = self.natives().map(native::Native::name);
         let sim = self.sim.iter().map(|_| sim::NAME);
         docker.chain(native).chain(sim).map(str::to_owned).collect()
+    }
+
+    /// linux-native and macos-native, where they are.
+    fn natives(&self) -> impl Iterator<Item = &native::Native> {
+        self.native.iter().chain(self.macos.iter())
     }
 
     /// Notified when statuses changed (the sync loop also checks every few seconds).
@@ -180,7 +195,7 @@ impl Drivers {
     pub fn apply(&mut self, desired: &[pb::DesiredWorkload]) {
         self.refused.clear();
         let listed: Vec<&str> = desired.iter().map(|d| d.workload_id.as_str()).collect();
-        let (mut on_docker, mut on_native) = (Vec::new(), Vec::new());
+        let (mut on_docker, mut on_native, mut on_macos) = (Vec::new(), Vec::new(), Vec::new());
         for raw in desired {
             let d = match DesiredWorkload::try_from(raw.clone()) {
                 Ok(d) => d,
@@ -218,8 +233,15 @@ impl Drivers {
                     output: d.output,
                     stream: self.stream,
                 }),
-                _ if d.spec.driver == native::NAME && self.native.is_some() => {
-                    on_native.push(local::Wanted {
+                _ if d.spec.driver == native::NAME && self.native.is_some()
+                    || d.spec.driver == MACOS_DRIVER && self.macos.is_some() =>
+                {
+                    let on = if d.spec.driver == native::NAME {
+                        &mut on_native
+                    } else {
+                        &mut on_macos
+                    };
+                    on.push(local::Wanted {
                         gpus_missing,
                         workload: id,
                         attempt: d.attempt,
@@ -240,6 +262,9 @@ impl Drivers {
         }
         if let Some(native) = &self.native {
             native.handle().apply(on_native);
+        }
+        if let Some(macos) = &self.macos {
+            macos.handle().apply(on_macos);
         }
         if let Some(sim) = &mut self.sim {
             sim.park_unlisted(&listed);
@@ -270,8 +295,13 @@ impl Drivers {
             .collect();
         let docker = self.docker.iter().flat_map(|d| d.handle().statuses());
         let docker = docker.map(|(id, seen)| (docker::NAME, id, seen));
-        let native = self.native.iter().flat_map(|n| n.handle().statuses());
-        let native = native.map(|(id, seen)| (native::NAME, id, seen));
+        let native = self.natives().flat_map(|n| {
+            let name = n.name();
+            n.handle()
+                .statuses()
+                .into_iter()
+                .map(move |(id, seen)| (name, id, seen))
+        });
         for (driver, id, seen) in docker.chain(native) {
             let Some(mut s) = status(&id, seen.attempt, seen.mode, seen.code, driver) else {
                 continue;
@@ -291,11 +321,7 @@ impl Drivers {
             .iter()
             .map(docker::Docker::restarts)
             .sum::<u32>()
-            + self
-                .native
-                .iter()
-                .map(native::Native::restarts)
-                .sum::<u32>();
+            + self.natives().map(native::Native::restarts).sum::<u32>();
         WorkloadStatuses {
             workloads,
             driver_restarts,
@@ -379,7 +405,7 @@ mod tests {
     #[tokio::test]
     async fn a_new_attempt_on_a_gpu_that_went_is_not_started() {
         let dir = tempfile::tempdir().unwrap();
-        let mut drivers = Drivers::start(dir.path(), None, None, true).await;
+        let mut drivers = Drivers::start(dir.path(), None, None, None, true).await;
         let (started, new) = (
             einsora_core::ids::WorkloadId::new().to_string(),
             einsora_core::ids::WorkloadId::new().to_string(),
@@ -427,13 +453,13 @@ mod tests {
             uuid: "GPU-1".into(),
             memory_bytes: 48 << 30,
         };
-        let bare = Drivers::start(dir.path(), None, None, false).await;
+        let bare = Drivers::start(dir.path(), None, None, None, false).await;
         assert_eq!(
             bare.gpu_note(std::slice::from_ref(&gpu)),
             Some(GpuNote::NvidiaUnusable)
         );
         assert_eq!(bare.gpu_note(&[]), None, "no GPUs, nothing to say");
-        let sim = Drivers::start(dir.path(), None, None, true).await;
+        let sim = Drivers::start(dir.path(), None, None, None, true).await;
         assert_eq!(sim.gpu_note(&[gpu]), None);
     }
 
@@ -442,7 +468,7 @@ mod tests {
     #[tokio::test]
     async fn a_weak_driver_refuses_another_tenants_workload() {
         let dir = tempfile::tempdir().unwrap();
-        let mut drivers = Drivers::start(dir.path(), None, None, true).await;
+        let mut drivers = Drivers::start(dir.path(), None, None, None, true).await;
         for driver in [docker::NAME, native::NAME] {
             let id = einsora_core::ids::WorkloadId::new().to_string();
             let spec = pb::WorkloadSpec {
@@ -465,7 +491,7 @@ mod tests {
     #[tokio::test]
     async fn a_desired_workload_that_doesnt_read_is_refused_and_the_rest_run() {
         let dir = tempfile::tempdir().unwrap();
-        let mut drivers = Drivers::start(dir.path(), None, None, true).await;
+        let mut drivers = Drivers::start(dir.path(), None, None, None, true).await;
         let good = einsora_core::ids::WorkloadId::new().to_string();
         let bad = einsora_core::ids::WorkloadId::new().to_string();
         let spec = pb::WorkloadSpec {

@@ -26,11 +26,16 @@ use command::run_tool;
 pub const TOOL_LIMIT: Duration = Duration::from_secs(10);
 /// The `nvidia-smi` the agent runs: a path, or a name found on PATH.
 pub const NVIDIA_SMI: &str = "EINSORA_NVIDIA_SMI";
+/// The `sysctl` a Mac's agent runs.
+pub const SYSCTL: &str = "EINSORA_MACOS_SYSCTL";
 
 /// The tools an inventory read runs, and how long each may take.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
     pub nvidia_smi: String,
+    pub sysctl: String,
+    /// A Mac played on Linux by stand-ins (`EINSORA_MACOS_STANDIN`): read as a Mac.
+    pub standin_mac: bool,
     pub limit: Duration,
 }
 
@@ -38,6 +43,8 @@ impl Default for Probe {
     fn default() -> Self {
         Probe {
             nvidia_smi: nvidia::NVIDIA_SMI.to_owned(),
+            sysctl: apple::SYSCTL.to_owned(),
+            standin_mac: false,
             limit: TOOL_LIMIT,
         }
     }
@@ -49,6 +56,8 @@ impl Probe {
     ) -> Result<Self, einsora_runtime::settings::ConfigError> {
         Ok(Probe {
             nvidia_smi: settings.string(NVIDIA_SMI, nvidia::NVIDIA_SMI)?,
+            sysctl: settings.string(SYSCTL, apple::SYSCTL)?,
+            standin_mac: crate::drivers::macos::config::standin(settings)?,
             ..Probe::default()
         })
     }
@@ -59,8 +68,9 @@ impl Probe {
 /// machine.
 pub async fn collect(probe: &Probe) -> Result<Inventory, InventoryError> {
     match std::env::consts::OS {
+        _ if probe.standin_mac => collect_mac(probe).await,
         "linux" => collect_linux(probe).await,
-        "macos" => collect_mac(probe.limit).await,
+        "macos" => collect_mac(probe).await,
         other => Err(InventoryError::UnsupportedOs(other)),
     }
 }
@@ -76,16 +86,16 @@ async fn collect_linux(probe: &Probe) -> Result<Inventory, InventoryError> {
     })
 }
 
-async fn collect_mac(limit: Duration) -> Result<Inventory, InventoryError> {
-    let Some(out) = run_tool(apple::SYSCTL, &apple::KEYS, limit).await? else {
+async fn collect_mac(probe: &Probe) -> Result<Inventory, InventoryError> {
+    let Some(out) = run_tool(&probe.sysctl, &apple::KEYS, probe.limit).await? else {
         return Err(InventoryError::Spawn {
-            command: apple::SYSCTL.to_owned(),
+            command: probe.sysctl.clone(),
             cause: ErrorKind::NotFound.into(),
         });
     };
     let mac = parse_sysctl(&out.success()?)?;
     Ok(Inventory {
-        os: std::env::consts::OS.to_owned(),
+        os: "macos".to_owned(),
         arch: std::env::consts::ARCH.to_owned(),
         cpus: mac.cpus,
         memory_bytes: mac.memory_bytes,

@@ -22,6 +22,7 @@ mod images;
 mod isolation;
 mod lifecycle;
 mod logs;
+mod macos;
 mod metrics;
 mod models;
 mod native;

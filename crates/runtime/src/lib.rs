@@ -2,7 +2,7 @@
 //! port is bound ([`settings`]), tracing ([`telemetry`]), one shutdown signal ([`shutdown`]),
 //! the installation CA and role certificates ([`pki`]), and mutual TLS for tonic in which the
 //! peer's role is checked during the handshake ([`tls`]), and serving internal gRPC over it
-//! ([`grpc`]), serving plain HTTP within limits ([`http`]), Prometheus metrics ([`metrics`]), origins and `host[:port]` ([`origin`]), what a panic does ([`panics`]), and dialling a workload's Unix socket without trusting its directory
+//! ([`grpc`]), serving plain HTTP within limits ([`http`]), Prometheus metrics ([`metrics`]), origins and `host[:port]` ([`origin`]), what a panic does ([`panics`]), where this host's agent lays out run directories ([`run_dirs`]), and dialling a workload's Unix socket without trusting its directory
 //! ([`workload_socket`]).
 
 pub mod access_url;
@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod origin;
 pub mod panics;
 pub mod pki;
+pub mod run_dirs;
 /// Settings live in their own crate so the store can read its one without the runtime.
 pub use einsora_settings as settings;
 pub mod shutdown;

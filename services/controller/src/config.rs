@@ -76,7 +76,7 @@ pub struct Config {
     pub tls: InternalTls,
     /// The agent state directory of the machine the access proxy can reach (this host's own,
     /// `EINSORA_AGENT_STATE_DIR`): only its workloads are opened, at the socket it lays out.
-    pub reachable_agent: std::path::PathBuf,
+    pub reachable_agent: einsora_core::run_dirs::RunDirs,
     /// How long workloads' output is kept (`EINSORA_LOG_RETENTION`).
     pub output_retention: Duration,
     /// How long activity log entries are kept (`EINSORA_ACTIVITY_RETENTION`).
@@ -174,10 +174,7 @@ impl Config {
             fake: FakeConfig::from_settings(settings, &catalog, &region)?,
             region,
             tls: InternalTls::from_settings(settings)?,
-            reachable_agent: settings.path(
-                einsora_core::run_dirs::STATE_DIR,
-                &einsora_core::run_dirs::default_state_dir(&settings.data_dir()?),
-            )?,
+            reachable_agent: einsora_runtime::run_dirs::from_settings(settings)?,
             catalog: Arc::new(catalog),
             output_retention: settings.positive_duration(LOG_RETENTION, "336h")?,
             activity_retention: settings.positive_duration(ACTIVITY_RETENTION, "8760h")?,

@@ -7,14 +7,14 @@
 //! the one path that agent lays out for that workload (`einsora_core::run_dirs`). Anything else
 //! a machine reports is refused and logged, and nothing is dialled.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use einsora_core::ids::{MachineId, TenantId, WorkloadId};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
 use einsora_core::region::Region;
-use einsora_core::run_dirs;
+use einsora_core::run_dirs::RunDirs;
 use einsora_proto::common::v1 as common_pb;
 use einsora_proto::internal::v1 as pb;
 use einsora_proto::internal::v1::controller_internal_service_server::ControllerInternalService;
@@ -32,19 +32,19 @@ pub struct Internal {
 }
 
 impl Internal {
-    /// `reachable_agent`: the state directory of the agent whose workloads the proxy reaches.
+    /// `reachable_agent`: the directories of the agent whose workloads the proxy reaches.
     pub fn new(
         store: Arc<dyn Store>,
         hub: Arc<Hub>,
         region: Region,
-        reachable_agent: PathBuf,
+        reachable_agent: RunDirs,
     ) -> Self {
         Internal {
             store,
             hub,
             region,
             reachable: Reachable {
-                state_dir: reachable_agent,
+                dirs: reachable_agent,
                 machine: OnceLock::new(),
             },
         }
@@ -55,7 +55,7 @@ impl Internal {
 /// when it joined (read once it is there).
 #[derive(Debug)]
 struct Reachable {
-    state_dir: PathBuf,
+    dirs: RunDirs,
     machine: OnceLock<MachineId>,
 }
 
@@ -64,25 +64,26 @@ impl Reachable {
         if let Some(id) = self.machine.get() {
             return Some(*id);
         }
-        let saved = std::fs::read_to_string(self.state_dir.join("machine-id")).ok()?;
+        let saved = std::fs::read_to_string(self.dirs.state_dir.join("machine-id")).ok()?;
         let id: MachineId = saved.trim().parse().ok()?;
         Some(*self.machine.get_or_init(|| id))
     }
 
     /// Whether the proxy may be handed `reported` as `workload`'s socket on `machine`: the
     /// machine must be the one the proxy reaches, and the path exactly the one its agent lays
-    /// out for the workload.
+    /// out for the workload on the driver it was placed on.
     fn admit(
         &self,
         machine: MachineId,
         workload: WorkloadId,
         kind: WorkloadKind,
+        driver: &str,
         reported: &str,
     ) -> Result<(), Status> {
         if self.machine() != Some(machine) {
             return Err(elsewhere());
         }
-        let expected = run_dirs::socket_path(&self.state_dir, &workload.to_string(), kind);
+        let expected = self.dirs.socket_path(driver, &workload.to_string(), kind);
         if expected.as_deref() != Some(Path::new(reported)) {
             tracing::warn!(
                 %machine, %workload, ?reported,
@@ -145,8 +146,13 @@ impl ControllerInternalService for Internal {
             .hub
             .target(machine, w.id, w.attempt.get())
             .ok_or_else(not_ready)?;
-        self.reachable
-            .admit(machine, w.id, w.kind, &target.socket_path)?;
+        self.reachable.admit(
+            machine,
+            w.id,
+            w.kind,
+            w.driver.as_deref().unwrap_or_default(),
+            &target.socket_path,
+        )?;
         let placed_class = w
             .placed_class
             .clone()
@@ -179,7 +185,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("machine-id"), format!("{machine}\n")).unwrap();
         let reachable = Reachable {
-            state_dir: dir.path().to_owned(),
+            dirs: RunDirs {
+                state_dir: dir.path().to_owned(),
+                macos_root: dir.path().join("m"),
+            },
             machine: OnceLock::new(),
         };
         (dir, reachable)
@@ -200,7 +209,13 @@ mod tests {
         let own = run.join(w.to_string()).join("jl.sock");
         assert!(
             reachable
-                .admit(machine, w, WorkloadKind::Notebook, own.to_str().unwrap())
+                .admit(
+                    machine,
+                    w,
+                    WorkloadKind::Notebook,
+                    "docker",
+                    own.to_str().unwrap()
+                )
                 .is_ok()
         );
         let attacks = [
@@ -218,9 +233,30 @@ mod tests {
             String::new(),
         ];
         for reported in &attacks {
-            let why = refused(reachable.admit(machine, w, WorkloadKind::Notebook, reported));
+            let why =
+                refused(reachable.admit(machine, w, WorkloadKind::Notebook, "docker", reported));
             assert!(why.contains("nothing was dialled"), "{reported}: {why}");
         }
+        // macos-native lays its run directories out apart, by compact ID: only its own path
+        // there, and never another driver's path for it.
+        let mac =
+            reachable
+                .dirs
+                .socket_path("macos-native", &w.to_string(), WorkloadKind::Notebook);
+        let mac = mac.unwrap();
+        assert!(mac.starts_with(dir.path().join("m")), "{}", mac.display());
+        let on = |driver, path: &std::path::Path| {
+            reachable.admit(
+                machine,
+                w,
+                WorkloadKind::Notebook,
+                driver,
+                path.to_str().unwrap(),
+            )
+        };
+        assert!(on("macos-native", &mac).is_ok());
+        refused(on("macos-native", &own));
+        refused(on("docker", &mac));
     }
 
     #[test]
@@ -233,14 +269,19 @@ mod tests {
             MachineId::new(),
             w,
             WorkloadKind::Endpoint,
+            "docker",
             path.to_str().unwrap(),
         ));
         assert!(why.contains("another machine"), "{why}");
         let unjoined = Reachable {
-            state_dir: dir.path().join("nowhere"),
+            dirs: RunDirs {
+                state_dir: dir.path().join("nowhere"),
+                macos_root: dir.path().join("m"),
+            },
             machine: OnceLock::new(),
         };
-        refused(unjoined.admit(machine, w, WorkloadKind::Endpoint, path.to_str().unwrap()));
+        let path = path.to_str().unwrap();
+        refused(unjoined.admit(machine, w, WorkloadKind::Endpoint, "docker", path));
     }
 
     /// A machine reporting a target for a workload it doesn't hold: the hub keeps it under

@@ -310,7 +310,8 @@ mod tests {
             "only the key file's path: {env}"
         );
         assert_eq!(ModelServer::for_runtime("vllm"), Some(ModelServer::Vllm));
-        assert_eq!(ModelServer::for_runtime("mlx"), None);
+        assert_eq!(ModelServer::for_runtime("mlx"), Some(ModelServer::Mlx));
+        assert_eq!(ModelServer::for_runtime("sglang"), None);
     }
 
     /// Exactly its GPUs, whichever way the engine gives them; a change of way is a change of

@@ -57,26 +57,38 @@ impl Serves {
         format!("{SECRETS_DIR}/{}", self.token_name())
     }
 
-    /// The environment and arguments its entrypoint is started with; `cpus` are its class's.
-    /// No token or key is in either: only its file's path.
+    /// The environment and arguments its entrypoint is started with, at the contract's paths;
+    /// `cpus` are its class's. No token or key is in either: only its file's path.
     pub fn launch(&self, cpus: u32) -> (Vec<String>, Vec<String>) {
-        let token_file = self.token_path();
+        self.launch_at(cpus, &ServerPaths::contract(self))
+    }
+
+    /// [`Serves::launch`], with its places where `paths` says: where there is no mount
+    /// namespace to put them at the contract's paths (a Mac).
+    pub fn launch_at(&self, cpus: u32, paths: &ServerPaths) -> (Vec<String>, Vec<String>) {
+        let ServerPaths {
+            run_dir,
+            token_file,
+            data_dir,
+            home,
+            model,
+        } = paths;
         match self {
             Serves::Notebook { .. } => {
                 let env = vec![
-                    format!("EINSORA_RUN_DIR={RUN_DIR}"),
+                    format!("EINSORA_RUN_DIR={run_dir}"),
                     format!("EINSORA_TOKEN_FILE={token_file}"),
-                    format!("EINSORA_NOTEBOOK_DIR={DATA_DIR}"),
-                    format!("HOME={HOME}"),
+                    format!("EINSORA_NOTEBOOK_DIR={data_dir}"),
+                    format!("HOME={home}"),
                 ];
                 (env, Vec::new())
             }
             Serves::Endpoint { alias, server, .. } => {
-                let socket = format!("{RUN_DIR}/{}", self.socket_name());
+                let socket = format!("{run_dir}/{}", self.socket_name());
                 let mut env = vec![
                     format!("EINSORA_LLM_SOCKET={socket}"),
                     format!("EINSORA_LLM_API_KEY_FILE={token_file}"),
-                    format!("HOME={HOME}"),
+                    format!("HOME={home}"),
                 ];
                 let parallel = PARALLEL.to_string();
                 let args = match server {
@@ -85,7 +97,29 @@ impl Serves {
                         let args = ["--alias", alias, "--threads", &threads, "--parallel"];
                         let mut args: Vec<String> = args.map(str::to_owned).to_vec();
                         args.push(parallel);
+                        // Where its model isn't at the contract's path (a Mac: no mounts).
+                        if *model != server.model_path() {
+                            args.push(format!("--model={model}"));
+                        }
                         args
+                    }
+                    ModelServer::Mlx => {
+                        // Offline, its hub's credentials gone (serve.py sets and removes them
+                        // itself too); one model, the one given.
+                        env.extend(
+                            [
+                                "HF_HUB_OFFLINE=1",
+                                "TRANSFORMERS_OFFLINE=1",
+                                "HF_HUB_DISABLE_TELEMETRY=1",
+                            ]
+                            .map(str::to_owned),
+                        );
+                        vec![
+                            format!("--model={model}"),
+                            format!("--alias={alias}"),
+                            format!("--ctx-size={CONTEXT_PER_REQUEST}"),
+                            format!("--parallel={parallel}"),
+                        ]
                     }
                     ModelServer::Vllm => {
                         // Offline, and nothing phoned home; its caches in the tmpfs. Remote
@@ -102,7 +136,7 @@ impl Serves {
                         );
                         // One argument per flag: no value can read as a flag.
                         vec![
-                            format!("--model={}", server.model_path()),
+                            format!("--model={model}"),
                             format!("--served-model-name={alias}"),
                             format!("--uds={socket}"),
                             format!("--max-num-seqs={parallel}"),
@@ -116,7 +150,36 @@ impl Serves {
     }
 }
 
-/// Which server an endpoint runs: both take the socket and the key file's path from the
+/// Where a server finds its places: the contract's paths ([`ServerPaths::contract`]) inside a
+/// container or bubblewrap; the host's own on a Mac.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerPaths {
+    pub run_dir: String,
+    pub token_file: String,
+    /// A notebook's files.
+    pub data_dir: String,
+    pub home: String,
+    /// An endpoint's model, as its server takes it.
+    pub model: String,
+}
+
+impl ServerPaths {
+    pub fn contract(serves: &Serves) -> ServerPaths {
+        let model = match serves {
+            Serves::Endpoint { server, .. } => server.model_path(),
+            Serves::Notebook { .. } => String::new(),
+        };
+        ServerPaths {
+            run_dir: RUN_DIR.to_owned(),
+            token_file: serves.token_path(),
+            data_dir: DATA_DIR.to_owned(),
+            home: HOME.to_owned(),
+            model,
+        }
+    }
+}
+
+/// Which server an endpoint runs: each takes the socket and the key file's path from the
 /// environment (the entrypoint reads the key; it is never in env or argv).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelServer {
@@ -124,6 +187,8 @@ pub enum ModelServer {
     LlamaCpp,
     /// vLLM's OpenAI server, on NVIDIA GPUs.
     Vllm,
+    /// An MLX model directory, served by `images/mlx/serve.py` on a Mac's GPU.
+    Mlx,
 }
 
 impl ModelServer {
@@ -131,7 +196,7 @@ impl ModelServer {
     pub fn model_name(self) -> &'static str {
         match self {
             ModelServer::LlamaCpp => crate::models::MODEL_FILE,
-            ModelServer::Vllm => crate::models::weights::MODEL_DIR,
+            ModelServer::Vllm | ModelServer::Mlx => crate::models::weights::MODEL_DIR,
         }
     }
 
@@ -139,7 +204,7 @@ impl ModelServer {
     pub fn model_path(self) -> String {
         match self {
             ModelServer::LlamaCpp => format!("{MODEL_MOUNT}/{}", crate::models::MODEL_FILE),
-            ModelServer::Vllm => MODEL_MOUNT.to_owned(),
+            ModelServer::Vllm | ModelServer::Mlx => MODEL_MOUNT.to_owned(),
         }
     }
 
@@ -148,6 +213,7 @@ impl ModelServer {
         match runtime {
             "llama.cpp" => Some(ModelServer::LlamaCpp),
             "vllm" => Some(ModelServer::Vllm),
+            "mlx" => Some(ModelServer::Mlx),
             _ => None,
         }
     }

@@ -16,6 +16,8 @@ pub struct Places {
     pub data: PathBuf,
     pub model: PathBuf,
     pub secret: PathBuf,
+    /// Its server's home and temporary files where no sandbox gives it a tmpfs (a Mac).
+    pub home: PathBuf,
 }
 
 impl Places {
@@ -25,12 +27,13 @@ impl Places {
             data: state_dir.join("data").join(workload),
             model: state_dir.join("models").join(workload),
             secret: state_dir.join("secrets").join(workload),
+            home: state_dir.join("homes").join(workload),
         }
     }
 
     /// Deletes everything the workload stored here.
     pub fn remove_all(&self) -> std::io::Result<()> {
-        for dir in [&self.run, &self.data, &self.model, &self.secret] {
+        for dir in [&self.run, &self.data, &self.model, &self.secret, &self.home] {
             match std::fs::remove_dir_all(dir) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
                 _ => {}

@@ -1,6 +1,7 @@
 //! An endpoint's model, brought into its private storage and validated before its container
 //! starts, then handed to the container read-only: a GGUF file for llama.cpp
-//! (`crate::models`), a safetensors model directory for vLLM (`crate::models::weights`).
+//! (`crate::models`), a safetensors model directory for vLLM and MLX (`crate::models::weights`:
+//! copied, validated, a checksum manifest recorded).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -35,7 +36,7 @@ pub async fn prepare(
             let prepared = fetch(&source, models_dir, dir, &Limits::default()).await;
             vec![prepared.map_err(refused)?.path]
         }
-        ModelServer::Vllm => {
+        ModelServer::Vllm | ModelServer::Mlx => {
             let prepared = prepare_dir(&source, models_dir, dir, &DirLimits::default()).await;
             let model = prepared.map_err(refused)?.path;
             let listed = std::fs::read_dir(&model).and_then(|entries| {

@@ -14,9 +14,10 @@
 //!
 //! Socket paths: `sun_path` on macOS holds 104 bytes with the terminating NUL, so a socket path
 //! is at most 103 bytes. [`Profile::new`] refuses a run directory whose longest socket (a
-//! kernel's, `kernel-<uuid>-<n>`) would pass that, naming the length. Solo's default layout,
-//! `~/Library/Application Support/Einsora/agent/run/<id>/`, passes it for any user: the driver
-//! must lay out run directories elsewhere.
+//! kernel's, `kernel-<uuid>-ipc-<n>`) would pass that, naming the length. Solo's default
+//! layout, `~/Library/Application Support/Einsora/agent/run/<id>/`, passes it for any user, so
+//! the driver lays its run directories out apart: `/private/tmp/einsora-<uid>/<26-character
+//! ID>` (`einsora_core::run_dirs::RunDirs`).
 //!
 //! Its run directory is writable, so the server's socket there is the workload's to replace
 //! (a link to another socket): the access proxy dials it by inode, as on Linux (ADR 0007), which
@@ -35,9 +36,9 @@ use std::path::{Component, Path, PathBuf};
 
 /// The longest Unix socket path macOS can bind: `sun_path` is 104 bytes, NUL included.
 pub const MACOS_SOCKET_PATH_MAX: usize = 103;
-/// The longest socket name a server binds in its run directory: a kernel's over IPC,
-/// `kernel-<36-character id>-<port-like number>`.
-pub const LONGEST_SOCKET_NAME: usize = "kernel-".len() + 36 + "-".len() + 5;
+/// The longest socket name a server binds in its run directory (its `JUPYTER_RUNTIME_DIR`): a
+/// kernel's over IPC, `kernel-<36-character id>-ipc-<n>`, its five channels numbered from 1.
+pub const LONGEST_SOCKET_NAME: usize = "kernel-".len() + 36 + "-ipc-".len() + 1;
 
 /// The system's parts a Python server reads: its frameworks and libraries (not `/System` whole:
 /// `/System/Volumes/Data` reaches every user's files), the time zones, a few files of /etc.
@@ -99,6 +100,8 @@ pub struct Places {
     pub programs: Vec<PathBuf>,
     /// Read, never written: its token file.
     pub read_only: Vec<PathBuf>,
+    /// Read, never written, whole: an endpoint's model directory (its private copy).
+    pub read_dirs: Vec<PathBuf>,
     /// The Unix socket its server listens on, in `run`.
     pub socket: PathBuf,
     /// The Apple GPU, reserved for it (Metal).
@@ -127,24 +130,37 @@ pub enum ProfileError {
     WritableProgram(PathBuf),
     #[error(
         "{path}: its sockets' paths reach {length} bytes, over macOS's limit of \
-         {MACOS_SOCKET_PATH_MAX} (sun_path holds 104 with its NUL); set EINSORA_AGENT_STATE_DIR \
-         to a shorter directory"
+         {MACOS_SOCKET_PATH_MAX} (sun_path holds 104 with its NUL); set EINSORA_MACOS_RUN_DIR to \
+         a shorter directory"
     )]
     SocketPathTooLong { path: PathBuf, length: usize },
     #[error("{0}: the server's socket must be in its run directory")]
     SocketOutsideRun(PathBuf),
 }
 
+/// The links macOS resolves paths through, which a profile can't name a path by.
+pub const MACOS_LINKS: &[&str] = &["/tmp", "/var", "/etc"];
+
 impl Profile {
     /// The sandbox for `places`, once every path is one a profile can name exactly, no
     /// directory it writes holds what it may only read or run, and its sockets can be bound.
     pub fn new(places: Places) -> Result<Profile, ProfileError> {
+        Profile::resolved_through(places, MACOS_LINKS)
+    }
+
+    /// [`Profile::new`] on a system whose links are `links` instead of macOS's (the stand-in's
+    /// Linux, whose `/tmp` is a directory).
+    pub fn resolved_through(places: Places, links: &[&str]) -> Result<Profile, ProfileError> {
         let writable = [&places.data, &places.run, &places.tmp];
-        let fixed = places.programs.iter().chain(&places.read_only);
+        let fixed = places
+            .programs
+            .iter()
+            .chain(&places.read_only)
+            .chain(&places.read_dirs);
         for path in writable.into_iter().chain(fixed.clone()) {
-            exact(path)?;
+            exact(path, links)?;
         }
-        exact(&places.socket)?;
+        exact(&places.socket, links)?;
         for dir in writable {
             if dir.components().count() < 4 {
                 return Err(ProfileError::TooWide(dir.clone()));
@@ -224,6 +240,15 @@ impl Profile {
                 filters("subpath", programs()),
             ),
         );
+        if !p.read_dirs.is_empty() {
+            rule(
+                "Its model, read but never changed.",
+                format!(
+                    "(allow file-read*{})",
+                    filters("subpath", p.read_dirs.iter().map(PathBuf::as_path))
+                ),
+            );
+        }
         if !p.read_only.is_empty() {
             rule(
                 "Its token, read but never replaced.",
@@ -329,10 +354,12 @@ fn quoted(path: &Path) -> String {
     format!("\"{}\"", path.display())
 }
 
-/// A path a profile can name exactly: absolute, spelled once, through `/private` (the sandbox
-/// sees resolved paths: `/tmp/x` never matches), and a string that needs no escaping (a quote
-/// or backslash could end the string and add rules of its own).
-fn exact(path: &Path) -> Result<(), ProfileError> {
+/// A path a profile can name exactly: absolute, spelled once, through none of the system's
+/// `links` (the sandbox sees resolved paths: on a Mac `/tmp/x` never matches, `/private/tmp/x`
+/// does), and a string that needs no escaping (a quote or backslash could end the string and
+/// add rules of its own). Judged by its text alone: the places are the workload's to change, so
+/// nothing in them is looked at (the agent's own roots are checked where it makes them).
+fn exact(path: &Path, links: &[&str]) -> Result<(), ProfileError> {
     let text = path
         .to_str()
         .ok_or_else(|| ProfileError::Unquotable(path.to_owned()))?;
@@ -348,7 +375,7 @@ fn exact(path: &Path) -> Result<(), ProfileError> {
             .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
     // Path::components reads `/a/./b` and `/a//b/` as `/a/b`; the sandbox matches the text.
     let spelled_once = !text.contains("//") && !text.contains("/./") && !text.ends_with("/.");
-    let linked = ["/tmp", "/var", "/etc"].iter().any(|l| path.starts_with(l));
+    let linked = links.iter().any(|l| path.starts_with(l));
     if !components_plain || !spelled_once || text.ends_with('/') || linked {
         return Err(ProfileError::NotCanonical(path.to_owned()));
     }

@@ -58,6 +58,7 @@ impl NativeConfig {
             egress_subnet: settings.parse_with(SUBNET, DEFAULT_SUBNET, Subnet::parse)?,
             // Known once the agent knows its controller: set before starting.
             controller: String::new(),
+            platform: super::Platform::Linux,
         }))
     }
 }

@@ -14,7 +14,8 @@ mod egress;
 mod envs;
 mod gpus;
 mod output;
-mod runtimes;
+mod platform;
+pub(crate) mod runtimes;
 mod sandbox;
 mod worker;
 
@@ -27,7 +28,12 @@ use tokio::sync::Notify;
 
 pub use check::{ScriptRun, run_script};
 pub use config::{BWRAP, ENABLED, Enabled, PYTHON, WHEELS};
-pub use egress::{BRIDGE as EGRESS_BRIDGE, SUBNET as EGRESS_SUBNET, netns_name};
+pub use egress::{
+    BRIDGE as EGRESS_BRIDGE, DEFAULT_SUBNET, SUBNET as EGRESS_SUBNET, Subnet, netns_name,
+};
+pub use envs::Interpreter;
+pub use platform::Platform;
+pub use sandbox::{Command, system_args};
 
 use super::local::fence::EgressSetting;
 use super::local::{DiskConfig, Handle, SeenMap};
@@ -51,27 +57,39 @@ pub struct NativeConfig {
     /// (egress.rs).
     pub egress: EgressSetting,
     pub egress_subnet: egress::Subnet,
+    /// Which OS's sandbox its workloads run in: linux-native's bubblewrap, or macos-native's
+    /// `sandbox-exec`.
+    pub platform: Platform,
     /// The controller the agent syncs with (`host:port`), which egress can't reach.
     pub controller: String,
 }
 
 #[derive(Debug)]
 pub struct Native {
+    name: &'static str,
     handle: Handle,
     nvidia: bool,
     restarts: Arc<AtomicU32>,
 }
 
 impl Native {
-    /// The driver, if bubblewrap is here and can make a sandbox (and the operator's
-    /// interpreter, when one is set, answers); why not is said in the log. Its worker runs
-    /// until the driver is dropped.
-    /// `outbox` takes what its workloads print.
+    /// The driver, if its sandbox can be made here: on Linux, bubblewrap is here and can make
+    /// one (and the operator's interpreter, when one is set, answers); on a Mac,
+    /// `sandbox-exec` and uv are here. Why not is said in the log. Its worker runs until the
+    /// driver is dropped. `outbox` takes what its workloads print.
     pub async fn detect(
         config: NativeConfig,
         changed: Arc<Notify>,
         outbox: super::local::output::Outbox,
     ) -> Option<Native> {
+        let name = config.platform.name();
+        if let Platform::Macos(tools) = &config.platform {
+            if let Err(why) = super::macos::ready(tools).await {
+                tracing::warn!(%why, "no macos-native driver");
+                return None;
+            }
+            return Native::start(config, None, changed, outbox, name);
+        }
         if !config.bwrap.is_file() {
             tracing::info!(
                 bwrap = %config.bwrap.display(),
@@ -93,18 +111,36 @@ impl Native {
                 }
             },
         };
-        let launchers = config.state_dir.join("native").join("launchers");
-        if let Err(e) = write_launchers(&launchers) {
-            tracing::warn!(error = %e, "no linux-native driver: can't write its entrypoints");
-            return None;
-        }
         if rustix::process::geteuid().is_root()
             && let Err(e) = std::fs::create_dir_all(sandbox::STAGE_DIR)
         {
             tracing::warn!(error = %e, dir = sandbox::STAGE_DIR, "no linux-native driver: can't make its staging directory");
             return None;
         }
-        let nvidia = Path::new("/dev/nvidiactl").exists();
+        Native::start(config, operator, changed, outbox, name)
+    }
+
+    /// Its entrypoints written, its worker started.
+    fn start(
+        config: NativeConfig,
+        operator: Option<envs::Interpreter>,
+        changed: Arc<Notify>,
+        outbox: super::local::output::Outbox,
+        name: &'static str,
+    ) -> Option<Native> {
+        let launchers = config
+            .state_dir
+            .join(config.platform.dir())
+            .join("launchers");
+        let runtimes = match &config.platform {
+            Platform::Linux => runtimes::RUNTIMES,
+            Platform::Macos(_) => super::macos::runtimes::RUNTIMES,
+        };
+        if let Err(e) = write_launchers(&launchers, runtimes) {
+            tracing::warn!(error = %e, "no {name} driver: can't write its entrypoints");
+            return None;
+        }
+        let nvidia = config.platform == Platform::Linux && Path::new("/dev/nvidiactl").exists();
         let seen = SeenMap::default();
         let (handle, receiver) = Handle::new(Arc::clone(&seen));
         let restarts = Arc::new(AtomicU32::new(0));
@@ -118,12 +154,18 @@ impl Native {
             outbox,
         };
         tokio::spawn(worker::supervised(parts, receiver, Arc::clone(&restarts)));
-        tracing::info!(nvidia, "linux-native driver ready");
+        tracing::info!(nvidia, "{name} driver ready");
         Some(Native {
+            name,
             handle,
             nvidia,
             restarts,
         })
+    }
+
+    /// Its name: linux-native or macos-native.
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 
     /// Whether NVIDIA classes can run here: the driver's device nodes are.
@@ -187,11 +229,11 @@ async fn sandbox_works(bwrap: &Path) -> Result<(), String> {
 
 /// The entrypoints, written afresh at each start (the agent's own files, readable by the
 /// workloads they are mounted into).
-fn write_launchers(dir: &Path) -> std::io::Result<()> {
+fn write_launchers(dir: &Path, runtimes: &[runtimes::Runtime]) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
-    for runtime in runtimes::RUNTIMES {
+    for runtime in runtimes {
         let (name, text) = runtime.launcher;
         let path = dir.join(name);
         let tmp = path.with_extension("tmp");

@@ -14,14 +14,14 @@ pub struct Runtime {
     pub after_install: &'static [&'static str],
 }
 
-const START_PY: (&str, &str) = (
+pub(crate) const START_PY: (&str, &str) = (
     "start.py",
     include_str!("../../../../images/notebook/start.py"),
 );
 
 /// The image has no network: JupyterLab's announcements would only ask, on first open, whether
 /// to fetch news it can never reach (start.py turns the server's side off).
-const NO_ANNOUNCEMENTS: &[&str] = &[
+pub(crate) const NO_ANNOUNCEMENTS: &[&str] = &[
     "-m",
     "jupyter",
     "labextension",

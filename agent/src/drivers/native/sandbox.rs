@@ -102,6 +102,35 @@ pub struct Command {
     pub cwd: PathBuf,
 }
 
+/// bubblewrap's arguments for the part of every sandbox that is the system's: every namespace
+/// of its own, no capabilities, the system's programs and libraries and a few files of /etc,
+/// read-only. (Also what the stand-in `sandbox-exec` of Linux CI runs a Mac's profile in.)
+pub fn system_args() -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--unshare-all",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "einsora",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut push = |more: &[&str]| args.extend(more.iter().map(|a| (*a).to_owned()));
+    for dir in SYSTEM_DIRS {
+        match std::fs::read_link(dir) {
+            Ok(target) => push(&["--symlink", &target.display().to_string(), dir]),
+            Err(_) => push(&["--ro-bind-try", dir, dir]),
+        }
+    }
+    for file in SYSTEM_ETC {
+        push(&["--ro-bind-try", file, file]);
+    }
+    args
+}
+
 impl Sandbox {
     fn places(&self) -> Vec<Place> {
         let place = |host: &Path, inside: &str, writable| Place {
@@ -166,32 +195,12 @@ impl Sandbox {
                 p.host.display().to_string()
             }
         };
-        let mut bwrap: Vec<String> = [
-            "--unshare-all",
-            "--cap-drop",
-            "ALL",
-            "--hostname",
-            "einsora",
-            "--ro-bind",
-            "/usr",
-            "/usr",
-        ]
-        .map(str::to_owned)
-        .to_vec();
+        let mut bwrap = system_args();
         if self.netns.is_some() {
             // Joined before bubblewrap starts, by root: nothing inside can change it.
             bwrap.insert(1, "--share-net".to_owned());
         }
         let mut push = |args: &[&str]| bwrap.extend(args.iter().map(|a| (*a).to_owned()));
-        for dir in SYSTEM_DIRS {
-            match std::fs::read_link(dir) {
-                Ok(target) => push(&["--symlink", &target.display().to_string(), dir]),
-                Err(_) => push(&["--ro-bind-try", dir, dir]),
-            }
-        }
-        for file in SYSTEM_ETC {
-            push(&["--ro-bind-try", file, file]);
-        }
         if self.netns.is_some() {
             for file in ["/etc/resolv.conf", "/etc/hosts"] {
                 push(&["--ro-bind-try", file, file]);

@@ -15,16 +15,20 @@ use tokio::sync::{Notify, watch};
 use super::cgroup::{self, Hierarchy, Limits};
 use super::egress::Egress;
 use super::envs::{EnvState, Envs, Interpreter};
-use super::sandbox::Sandbox;
-use super::{NAME, NativeConfig, gpus, runtimes};
+use super::platform::Platform;
+use super::sandbox::{Command, Sandbox};
+use super::{NativeConfig, gpus};
 use crate::drivers::local::contract::Serves;
 use crate::drivers::local::dirs::Places;
 use crate::drivers::local::disk::Disks;
+use crate::drivers::local::fence::EgressSetting;
 use crate::drivers::local::output::{self as shipping, Cursors, Outbox};
 use crate::drivers::local::prepare::{Preparation, Unprepared};
 use crate::drivers::local::probe::{Probe, answers};
 use crate::drivers::local::records::{Record, Records};
-use crate::drivers::local::{STOP_GRACE, Seen, SeenMap, Wanted, workload_user};
+use crate::drivers::local::{STOP_GRACE, Seen, SeenMap, Wanted};
+use crate::drivers::macos::profile::MACOS_LINKS;
+use crate::drivers::macos::sandbox::{self as mac, MacSandbox};
 use crate::drivers::process::{Launch, Running, Supervisor};
 
 /// What the worker is made from (again, when it restarts after a panic).
@@ -47,7 +51,8 @@ pub async fn supervised(
     restarts: Arc<AtomicU32>,
 ) {
     let counter = Arc::clone(&restarts);
-    einsora_runtime::panics::restart_on_panic(NAME, &counter, || {
+    let name = parts.config.platform.name();
+    einsora_runtime::panics::restart_on_panic(name, &counter, || {
         parts.changed.notify_one();
         let mut wanted = wanted.clone();
         wanted.mark_changed();
@@ -56,7 +61,7 @@ pub async fn supervised(
             match Worker::new(parts) {
                 Ok(worker) => worker.run(wanted).await,
                 Err(e) => {
-                    tracing::error!(error = %e, "the linux-native driver can't keep its records")
+                    tracing::error!(driver = name, error = %e, "the driver can't keep its records")
                 }
             }
         }
@@ -66,6 +71,34 @@ pub async fn supervised(
 
 /// What one workload came to in a pass.
 type Outcome = (StatusCode, Option<(String, String)>);
+
+/// A workload's sandbox, on this driver's OS.
+enum Confined {
+    Linux(Sandbox),
+    Macos(MacSandbox),
+}
+
+impl Confined {
+    fn command(&self) -> Command {
+        match self {
+            Confined::Linux(s) => s.command(),
+            Confined::Macos(s) => s.command(),
+        }
+    }
+
+    fn fingerprint(&self) -> String {
+        match self {
+            Confined::Linux(s) => s.fingerprint(),
+            Confined::Macos(s) => s.fingerprint(),
+        }
+    }
+
+    /// Whether its command makes a session of its own (Linux's `setsid`); else the supervisor
+    /// starts it in a process group of its own (macOS has no `setsid` program).
+    fn own_session(&self) -> bool {
+        matches!(self, Confined::Linux(_))
+    }
+}
 
 struct Worker {
     parts: Parts,
@@ -85,7 +118,11 @@ struct Worker {
 
 impl Worker {
     fn new(parts: Parts) -> Result<Worker, crate::drivers::process::ProcessError> {
-        let root = parts.config.state_dir.join("native");
+        let root = parts.config.state_dir.join(parts.config.platform.dir());
+        let cgroups = match parts.config.platform {
+            Platform::Linux => cgroups(),
+            Platform::Macos(_) => None,
+        };
         let supervisor = Supervisor::new(&root.join("processes"))?;
         let logs = root.join("logs");
         crate::drivers::local::dirs::agent_dir(&logs).map_err(|e| {
@@ -95,14 +132,15 @@ impl Worker {
             }
         })?;
         Ok(Worker {
-            records: Records::open(&parts.config.state_dir, NAME),
+            records: Records::open(&parts.config.state_dir, parts.config.platform.name()),
             disks: Disks::new(parts.config.disks.clone(), &parts.config.state_dir),
             envs: Envs::new(
                 root.join("envs"),
+                parts.config.platform.builder(),
                 parts.config.wheels.clone(),
                 parts.operator.clone(),
             ),
-            user: workload_user(),
+            user: parts.config.platform.user(),
             egress: Egress::new(
                 parts.config.egress,
                 parts.config.controller.clone(),
@@ -112,7 +150,7 @@ impl Worker {
             logs,
             parts,
             unprepared: Unprepared::default(),
-            cgroups: cgroups(),
+            cgroups,
             cursors: Cursors::default(),
         })
     }
@@ -221,8 +259,9 @@ impl Worker {
             return refused(StatusCode::StartFailed);
         }
         let record = self.records.get(&w.workload);
-        let places = Places::of(&self.parts.config.state_dir, &w.workload);
-        let serves = w.serves(&places);
+        let places = self.places(&w.workload);
+        let platform = &self.parts.config.platform;
+        let serves = w.serves_with(&places, platform.model_server(&w.spec.runtime));
         let mut runs = runs;
         if runs.is_some() && !record.started(w.attempt) {
             // An earlier attempt's server: this attempt replaces it, once it has stopped.
@@ -240,7 +279,7 @@ impl Worker {
                 None => refused(StatusCode::Exited),
             };
         }
-        let Some(runtime) = runtimes::lookup(&w.spec.runtime) else {
+        let Some(runtime) = self.parts.config.platform.runtime(&w.spec.runtime) else {
             return refused(StatusCode::ImageMissing);
         };
         if !record.started(w.attempt)
@@ -254,38 +293,72 @@ impl Worker {
             EnvState::Failed => return refused(StatusCode::ImageMissing),
         };
         let reserved = w.spec.resources.clone().unwrap_or_default().device_uuids;
-        // The driver's table is read only for a workload that has GPUs.
-        let nodes = if reserved.is_empty() {
-            HashMap::new()
-        } else {
-            gpus::device_nodes(Path::new(gpus::PROC_GPUS))
+        let cpus = w.spec.resources.as_ref().map_or(1, |r| r.cpus);
+        // The driver's table is read only for a workload that has GPUs, on Linux. A Mac's one
+        // GPU is there when its inventory lists it (`gpus_missing`).
+        let nodes = match &self.parts.config.platform {
+            Platform::Linux if !reserved.is_empty() => {
+                gpus::device_nodes(Path::new(gpus::PROC_GPUS))
+            }
+            Platform::Linux => HashMap::new(),
+            Platform::Macos(_) => reserved
+                .iter()
+                .map(|u| (u.clone(), PathBuf::new()))
+                .collect(),
         };
-        let mut gpu_nodes = Vec::new();
-        if !reserved.is_empty() {
-            gpu_nodes.extend(gpus::shared_nodes());
-            gpu_nodes.extend(reserved.iter().filter_map(|u| nodes.get(u).cloned()));
-        }
-        let netns = self.egress.netns(&w.workload, w.spec.egress).await;
-        let mut sandbox = Sandbox {
-            bwrap: self.parts.config.bwrap.clone(),
-            serves: serves.clone(),
-            cpus: w.spec.resources.as_ref().map_or(1, |r| r.cpus),
-            interpreter,
-            launcher: runtime.launcher.0,
-            launchers: self.parts.launchers.clone(),
-            run_dir: places.run.clone(),
-            token_file: places.secret.join(serves.token_name()),
-            gpus: reserved.clone(),
-            gpu_nodes,
-            user: rustix::process::geteuid().is_root().then_some(self.user),
-            netns,
-            cgroup: self
-                .cgroups
-                .as_ref()
-                .map(|h| h.of(&w.workload).joins())
-                .unwrap_or_default(),
+        let mut confined = match &self.parts.config.platform {
+            Platform::Linux => {
+                let mut gpu_nodes = Vec::new();
+                if !reserved.is_empty() {
+                    gpu_nodes.extend(gpus::shared_nodes());
+                    gpu_nodes.extend(reserved.iter().filter_map(|u| nodes.get(u).cloned()));
+                }
+                let netns = self.egress.netns(&w.workload, w.spec.egress).await;
+                Confined::Linux(Sandbox {
+                    bwrap: self.parts.config.bwrap.clone(),
+                    serves: serves.clone(),
+                    cpus,
+                    interpreter,
+                    launcher: runtime.launcher.0,
+                    launchers: self.parts.launchers.clone(),
+                    run_dir: places.run.clone(),
+                    token_file: places.secret.join(serves.token_name()),
+                    gpus: reserved.clone(),
+                    gpu_nodes,
+                    user: rustix::process::geteuid().is_root().then_some(self.user),
+                    netns,
+                    cgroup: self
+                        .cgroups
+                        .as_ref()
+                        .map(|h| h.of(&w.workload).joins())
+                        .unwrap_or_default(),
+                })
+            }
+            Platform::Macos(tools) => {
+                let request = mac::Request {
+                    sandbox_exec: &tools.sandbox_exec,
+                    places: &places,
+                    serves: &serves,
+                    cpus,
+                    interpreter: &interpreter,
+                    launchers: &self.parts.launchers,
+                    launcher: runtime.launcher.0,
+                    profiles: &self.profiles(),
+                    workload: &w.workload,
+                    gpu: !reserved.is_empty(),
+                    outbound: w.spec.egress && self.parts.config.egress == EgressSetting::Auto,
+                    links: if tools.standin { &[] } else { MACOS_LINKS },
+                };
+                match MacSandbox::new(&request) {
+                    Ok(sandbox) => Confined::Macos(sandbox),
+                    Err(e) => {
+                        tracing::warn!(workload = %w.workload, error = %e, "its sandbox can't be written; not starting");
+                        return refused(StatusCode::StartFailed);
+                    }
+                }
+            }
         };
-        let mut fingerprint = sandbox.fingerprint();
+        let mut fingerprint = confined.fingerprint();
         if runs.is_some() {
             if record.fingerprint.as_deref() != Some(&fingerprint) {
                 tracing::warn!(workload = %w.workload, "its sandbox changed; stopping it");
@@ -306,13 +379,22 @@ impl Worker {
         if reserved.iter().any(held_by_another) {
             return refused(StatusCode::GpuBusy);
         }
-        if sandbox.netns.is_some()
+        if let Confined::Linux(sandbox) = &mut confined
+            && sandbox.netns.is_some()
             && let Err(e) = self.egress.provide(&w.workload).await
         {
             // Started without a network rather than not at all, as where the fence is down.
             tracing::warn!(workload = %w.workload, error = %e, "no outbound network for it: its network namespace can't be made");
             sandbox.netns = None;
             fingerprint = sandbox.fingerprint();
+        }
+        // A Mac's run directories' root is in every user's /private/tmp: checked to be the
+        // agent's own before anything is made in it.
+        if let Platform::Macos(tools) = &self.parts.config.platform
+            && let Err(e) = mac::run_root(&tools.run_root)
+        {
+            tracing::warn!(workload = %w.workload, error = %e, "not starting");
+            return refused(StatusCode::StartFailed);
         }
         let preparation = Preparation {
             disks: &self.disks,
@@ -338,7 +420,7 @@ impl Worker {
             return refused(code);
         }
         let limits = Limits {
-            cpus: sandbox.cpus,
+            cpus,
             memory_bytes: w.spec.resources.as_ref().map_or(0, |r| r.memory_bytes),
         };
         let made = match self.cgroups.clone() {
@@ -364,18 +446,25 @@ impl Worker {
                 return refused(StatusCode::StartFailed);
             }
         };
+        if let Confined::Macos(sandbox) = &confined
+            && let Err(e) = crate::drivers::local::dirs::private_dir(&places.home, self.user)
+                .and_then(|()| sandbox.write_profile())
+        {
+            tracing::warn!(workload = %w.workload, error = %e, "can't write its sandbox; not starting");
+            return refused(StatusCode::StartFailed);
+        }
         if let Err(e) = self.records.set(&w.workload, next) {
             tracing::warn!(error = %e, "can't record a start; not starting");
             return refused(StatusCode::StartFailed);
         }
-        let command = sandbox.command();
+        let command = confined.command();
         let launch = Launch {
             program: command.program,
             args: command.args,
             env: command.env,
             cwd: command.cwd,
             log: self.log(&w.workload),
-            own_session: true,
+            own_session: confined.own_session(),
             members,
         };
         match self.supervisor.start(&w.workload, &launch) {
@@ -432,13 +521,14 @@ impl Worker {
         if self.stop(&w.workload).await != StatusCode::Stopped {
             return StatusCode::Stopping;
         }
-        let places = Places::of(&self.parts.config.state_dir, &w.workload);
+        let places = self.places(&w.workload);
         let logs = self.log_dir(&w.workload);
         let removed = self
             .disks
             .release(&w.workload, &places.run, &places.data)
             .and_then(|()| self.disks.release_log_dir(&logs))
             .and_then(|()| places.remove_all())
+            .and_then(|()| remove_file(&self.profiles().join(format!("{}.sb", w.workload))))
             .and_then(|()| match std::fs::remove_dir_all(&logs) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
                 _ => Ok(()),
@@ -477,6 +567,19 @@ impl Worker {
             now,
         );
         shipping::ship_read(&self.parts.outbox, &mut self.cursors, w, read);
+    }
+
+    fn places(&self, id: &str) -> Places {
+        self.parts
+            .config
+            .platform
+            .places(&self.parts.config.state_dir, id)
+    }
+
+    /// Where a Mac's sandbox profiles are written: the agent's own.
+    fn profiles(&self) -> PathBuf {
+        let dir = self.parts.config.platform.dir();
+        self.parts.config.state_dir.join(dir).join("profiles")
     }
 
     /// Its output's directory, the agent's own (never one the workload can write).

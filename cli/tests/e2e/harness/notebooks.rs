@@ -18,6 +18,8 @@ pub struct Leftovers {
     machine_id: PathBuf,
     models: Option<tempfile::TempDir>,
     wheels: Option<tempfile::TempDir>,
+    /// A Mac's run directories, outside the agent's ([`solo_mac`]).
+    mac_runs: Option<tempfile::TempDir>,
 }
 
 impl Leftovers {
@@ -27,6 +29,7 @@ impl Leftovers {
             machine_id: solo.e.dir().join("agent").join("machine-id"),
             models: None,
             wheels: None,
+            mac_runs: None,
         }
     }
 
@@ -47,6 +50,9 @@ impl Drop for Leftovers {
             // Their disks and run directories, which the agent mounted (when root).
             crate::harness::mounts::unmount_all_under(agent);
         }
+        if let Some(runs) = &self.mac_runs {
+            crate::harness::mounts::unmount_all_under(runs.path());
+        }
     }
 }
 
@@ -54,9 +60,10 @@ impl Drop for Leftovers {
 /// design), by the process groups its supervisor recorded, and their network namespaces and
 /// cgroups.
 fn end_native_workloads(agent: &Path) {
-    let Ok(records) = std::fs::read_dir(agent.join("native").join("processes")) else {
-        return;
-    };
+    let records = ["native", "macos"]
+        .iter()
+        .filter_map(|driver| std::fs::read_dir(agent.join(driver).join("processes")).ok())
+        .flatten();
     for record in records.flatten() {
         let name = record.file_name();
         if let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) {
@@ -111,6 +118,23 @@ fn remove_cgroup(id: &str) {
 /// [`solo_with`] whose machine has the linux-native driver and not docker: its environments
 /// built from the wheels the images were (EINSORA_TEST_WHEELS), offline.
 pub fn solo_native(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
+    let wheels = wheelhouse();
+    let wheels_dir = wheels.path().to_str().unwrap().to_owned();
+    let mut env = vec![
+        ("EINSORA_AGENT_DOCKER", "false"),
+        ("EINSORA_AGENT_NATIVE", "on"),
+        ("EINSORA_NATIVE_WHEELS", wheels_dir.as_str()),
+    ];
+    env.extend_from_slice(extra);
+    env.push(("EINSORA_AUTH_MODE", "dev"));
+    // No engine needed: this machine's agent has no docker driver.
+    let (solo, mut leftovers) = solo_on_this_machine(&env);
+    leftovers.wheels = Some(wheels);
+    (solo, leftovers)
+}
+
+/// The notebook and llama.cpp images' wheels (EINSORA_TEST_WHEELS), in one directory.
+fn wheelhouse() -> tempfile::TempDir {
     let built = std::env::var("EINSORA_TEST_WHEELS")
         .expect("EINSORA_TEST_WHEELS names the images' wheel directories (./scripts/test sets it)");
     let wheels = tempfile::tempdir().unwrap();
@@ -123,16 +147,47 @@ pub fn solo_native(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
                 .unwrap();
         }
     }
-    let wheels_dir = wheels.path().to_str().unwrap().to_owned();
+    wheels
+}
+
+/// [`solo_with`] whose machine is a Mac played by stand-ins (`crates/standins`): its inventory
+/// from a recorded Mac (`STANDIN_MAC`, default an M2 Max with 32 GB), the macos-native driver
+/// with the stand-in `sandbox-exec`, its environments built by a real uv (EINSORA_TEST_UV)
+/// from the notebook and llama.cpp images' wheels (EINSORA_TEST_WHEELS), offline.
+pub fn solo_mac(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
+    let uv = std::env::var("EINSORA_TEST_UV")
+        .expect("EINSORA_TEST_UV names uv (./scripts/test installs it into target/pytools)");
+    let wheels = wheelhouse();
+    let bins = std::env::current_exe().unwrap();
+    let bins = bins.parent().and_then(Path::parent).unwrap();
+    let standin = |name: &str| {
+        let path = bins.join(name);
+        assert!(
+            path.is_file(),
+            "{}: no stand-in (cargo build -p einsora-standins)",
+            path.display()
+        );
+        path.to_str().unwrap().to_owned()
+    };
+    let (sandbox_exec, sysctl) = (standin("sandbox-exec"), standin("sysctl"));
+    // Short, as a Mac's socket paths must be: /tmp/.tmpXXXXXX/<26 characters>.
+    let runs = tempfile::tempdir().unwrap();
+    let runs_dir = runs.path().to_str().unwrap().to_owned();
     let mut env = vec![
         ("EINSORA_AGENT_DOCKER", "false"),
-        ("EINSORA_AGENT_NATIVE", "on"),
-        ("EINSORA_NATIVE_WHEELS", wheels_dir.as_str()),
+        ("EINSORA_AGENT_NATIVE", "off"),
+        ("EINSORA_MACOS_STANDIN", "on"),
+        ("EINSORA_MACOS_SANDBOX_EXEC", sandbox_exec.as_str()),
+        ("EINSORA_MACOS_SYSCTL", sysctl.as_str()),
+        ("EINSORA_MACOS_UV", uv.as_str()),
+        ("EINSORA_MACOS_PYTHON", "/usr/bin/python3"),
+        ("EINSORA_MACOS_WHEELS", wheels.path().to_str().unwrap()),
+        ("EINSORA_MACOS_RUN_DIR", runs_dir.as_str()),
     ];
     env.extend_from_slice(extra);
     env.push(("EINSORA_AUTH_MODE", "dev"));
-    // No engine needed: this machine's agent has no docker driver.
     let (solo, mut leftovers) = solo_on_this_machine(&env);
+    leftovers.mac_runs = Some(runs);
     leftovers.wheels = Some(wheels);
     (solo, leftovers)
 }
@@ -201,6 +256,13 @@ pub fn catalog_with_small_disks(dir: &Path) -> String {
         "the catalog's cpu-1c-2g moved: update this"
     );
     let text = builtin.replace(&sized, &format!("{class}    disk_gib: 1\n"));
+    let apple = "  - name: apple-silicon-32gb\n    accelerator: apple\n    devices: 1\n    cpus: 8\n    \
+                 memory_gib: 24\n    disk_gib: 100\n";
+    assert!(
+        text.contains(apple),
+        "the catalog's apple-silicon-32gb moved: update this"
+    );
+    let text = text.replace(apple, &apple.replace("disk_gib: 100", "disk_gib: 1"));
     let path = dir.join("catalog.yaml");
     std::fs::write(&path, text).unwrap();
     path.to_str().unwrap().to_owned()

@@ -197,6 +197,26 @@ impl Rules {
         })
     }
 
+    /// The paths allow rules for `operation` name (the `subpath` and `literal` filters of each
+    /// rule naming it or an operation under it), each with whether it is a whole subtree: what a
+    /// stand-in sandbox mounts. Whether each is allowed in the end is [`Rules::allows`]'s.
+    pub fn paths(&self, operation: &str) -> Vec<(&Path, bool)> {
+        let mut out = Vec::new();
+        for rule in self.rules.iter().filter(|r| r.allow) {
+            if !rule.operations.iter().any(|o| names(o, operation)) {
+                continue;
+            }
+            for filter in &rule.filters {
+                match filter {
+                    Filter::Subpath(p) => out.push((Path::new(p.as_str()), true)),
+                    Filter::Literal(p) => out.push((Path::new(p.as_str()), false)),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
     /// Whether `operation` on `target` is allowed.
     pub fn allows(&self, operation: &str, target: Target<'_>) -> bool {
         self.rules

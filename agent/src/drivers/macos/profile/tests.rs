@@ -16,6 +16,7 @@ fn places(gpu: bool, outbound: bool) -> Places {
         tmp: TMP.into(),
         programs: vec![ENV.into()],
         read_only: vec![TOKEN.into()],
+        read_dirs: Vec::new(),
         socket: format!("{RUN}/jl.sock").into(),
         gpu,
         outbound,
@@ -295,7 +296,7 @@ fn sockets_past_macos_limit_are_refused_naming_their_length() {
         err.to_string(),
         format!(
             "{run}: its sockets' paths reach {length} bytes, over macOS's limit of 103 (sun_path \
-             holds 104 with its NUL); set EINSORA_AGENT_STATE_DIR to a shorter directory"
+             holds 104 with its NUL); set EINSORA_MACOS_RUN_DIR to a shorter directory"
         )
     );
     let longest = MACOS_SOCKET_PATH_MAX - 1 - LONGEST_SOCKET_NAME;
@@ -342,6 +343,13 @@ fn places_it_cant_name_exactly_or_that_give_too_much_are_refused() {
             "{bad}"
         );
     }
+    // Where a system has none of macOS's links (the stand-in's Linux), /tmp is a place.
+    let on_linux = Places {
+        data: "/tmp/einsora/data".into(),
+        ..places(false, false)
+    };
+    assert!(Profile::resolved_through(on_linux.clone(), &[]).is_ok());
+    assert!(Profile::new(on_linux).is_err());
     // A quote would end the string and let the rest be rules of the path's own.
     for bad in [
         "/Users/ada/x\") (allow default) (\"",
