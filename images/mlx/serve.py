@@ -271,6 +271,7 @@ def main():
     remove_stale_socket(a.socket)
     os.umask(0o177)  # the socket is created 0600
     server = Server(a.socket, Handler)
+    os.umask(0o077)  # and what it writes later (MLX's caches) its own, directories searchable
     server.key, server.alias, server.engine = key, a.alias, engine
     server.started = int(time.time())
     print(f"serve.py: listening on {a.socket} model={a.alias} ctx={a.ctx_size} "

@@ -171,10 +171,12 @@ fn a_mac_notebook_lives_its_whole_life_under_the_stand_in_sandbox() {
     }
 }
 
-/// An endpoint of an Apple class on the Mac: its runtime is MLX, whose server llama.cpp's
-/// stands in for here (the same routes, its model a GGUF file copied into the endpoint's own
-/// storage and validated); a chat answers through the proxy, whole and streamed, with token
-/// usage; a model that isn't one is refused before anything starts.
+/// An endpoint of an Apple class on the Mac: its runtime is MLX, and the real MLX server
+/// (`images/mlx/serve.py`, mlx-lm on MLX's CPU backend here) serves a tiny MLX model directory
+/// copied into the endpoint's own storage, validated and checksummed; a chat answers through the
+/// proxy, whole and streamed, with token usage; a request naming another model (which
+/// mlx-lm's own server would fetch from a hub) is refused; a model that isn't one is refused
+/// before anything starts.
 #[test]
 fn a_mac_endpoint_answers_chats_through_the_proxy() {
     let (solo, _leftovers) = solo_mac(&[]);
@@ -189,7 +191,7 @@ fn a_mac_endpoint_answers_chats_through_the_proxy() {
     };
     let bad = launch("bad", "not-a-model.gguf");
     wait_for(&solo, &acme.session, &bad, "failed");
-    let id = launch("llm", "tiny.gguf");
+    let id = launch("llm", "tiny-mlx");
     wait_for_within(&solo, &acme.session, &id, "running", FIRST_START);
     let steps = timeline(&solo, &acme.session, &id);
     assert!(
@@ -209,10 +211,8 @@ fn a_mac_endpoint_answers_chats_through_the_proxy() {
         .to_owned();
     let host = format!("localhost:{}", port(&solo));
     let prefix = base.split_once(&host).unwrap().1.to_owned();
-    let chat = |stream: bool| {
-        let body = json!({ "messages": [{ "role": "user", "content": "hello" }],
-                           "max_tokens": 8, "stream": stream })
-        .to_string();
+    let chat = |body: serde_json::Value| {
+        let body = body.to_string();
         let auth = format!("Bearer {}", token(&acme));
         let headers = [
             ("Content-Type", "application/json"),
@@ -224,7 +224,11 @@ fn a_mac_endpoint_answers_chats_through_the_proxy() {
             &request("POST", &path, &host, &headers, &body),
         )
     };
-    let whole = chat(false);
+    let hello = |stream: bool| {
+        json!({ "messages": [{ "role": "user", "content": "hello" }],
+                "max_tokens": 8, "stream": stream })
+    };
+    let whole = chat(hello(false));
     assert_eq!(whole.status, 200, "{}", whole.body);
     let answer = whole.json();
     assert_eq!(answer["object"], "chat.completion", "{}", whole.body);
@@ -238,7 +242,7 @@ fn a_mac_endpoint_answers_chats_through_the_proxy() {
         "{}",
         whole.body
     );
-    let streamed = chat(true);
+    let streamed = chat(hello(true));
     assert_eq!(streamed.status, 200, "{}", streamed.body);
     assert!(streamed.body.contains("data: {"), "{}", streamed.body);
     assert!(
@@ -250,6 +254,25 @@ fn a_mac_endpoint_answers_chats_through_the_proxy() {
         streamed.body.trim_end().ends_with("data: [DONE]"),
         "{}",
         streamed.body
+    );
+    let elsewhere = json!({ "model": "mlx-community/Llama-3.2-1B-Instruct-4bit",
+                            "messages": [{ "role": "user", "content": "hello" }] });
+    let refused = chat(elsewhere);
+    assert_eq!(refused.status, 404, "{}", refused.body);
+    assert_eq!(
+        refused.json()["error"]["code"],
+        "model_not_found",
+        "{}",
+        refused.body
+    );
+    let manifest = solo.e.dir().join("agent/models").join(&id);
+    let listed: Vec<_> = std::fs::read_dir(&manifest)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        listed.len() >= 2,
+        "its private copy and its manifest: {listed:?}"
     );
 
     call(

@@ -44,24 +44,16 @@ impl Wanted {
     /// What its server serves, from its places: an endpoint its model (a file or a directory,
     /// as its runtime's server takes it), a notebook its files.
     pub fn serves(&self, places: &dirs::Places) -> contract::Serves {
-        let server = contract::ModelServer::of_runtime(&self.spec.runtime);
-        self.serves_with(places, server)
-    }
-
-    /// [`Wanted::serves`], an endpoint by `server` (a driver that runs a runtime's endpoints
-    /// with another server: a Mac's stand-in).
-    pub fn serves_with(
-        &self,
-        places: &dirs::Places,
-        server: contract::ModelServer,
-    ) -> contract::Serves {
-        use contract::Serves;
+        use contract::{ModelServer, Serves};
         match &self.spec.params {
-            Some(einsora_proto::convert::WorkloadParams::Endpoint { model }) => Serves::Endpoint {
-                model: places.model.join(server.model_name()),
-                alias: model.clone(),
-                server,
-            },
+            Some(einsora_proto::convert::WorkloadParams::Endpoint { model }) => {
+                let server = ModelServer::of_runtime(&self.spec.runtime);
+                Serves::Endpoint {
+                    model: places.model.join(server.model_name()),
+                    alias: model.clone(),
+                    server,
+                }
+            }
             _ => Serves::Notebook {
                 data: places.data.clone(),
             },

@@ -5,8 +5,9 @@
 //! `start.py`. Endpoints: MLX models on the GPU (`images/mlx/serve.py`, mlx-lm), GGUF models
 //! with llama.cpp (its image's `serve.py`, the same xllamacpp resolved for macOS, Metal).
 //!
-//! On the stand-in (Linux CI) the same runtimes are built from the Linux locks (macOS wheels
-//! don't install on Linux), and llama.cpp's server stands in for MLX's.
+//! On the stand-in (Linux CI) the same runtimes are built from Linux locks (macOS wheels don't
+//! install on Linux): MLX's is `images/mlx-linux`, mlx-lm on MLX's CPU backend, running the same
+//! `serve.py`.
 
 use crate::drivers::native::runtimes::{self, NO_ANNOUNCEMENTS, Runtime, START_PY};
 
@@ -34,6 +35,13 @@ const MLX: Runtime = Runtime {
     after_install: &[],
 };
 
+const STANDIN_MLX: Runtime = Runtime {
+    name: "mlx",
+    lock: include_str!("../../../../images/mlx-linux/requirements.lock"),
+    launcher: MLX.launcher,
+    after_install: &[],
+};
+
 const LLAMA_CPP: Runtime = Runtime {
     name: "llama.cpp",
     lock: include_str!("../../../../images/llamacpp/requirements.macos.lock"),
@@ -53,7 +61,8 @@ pub fn lookup(name: &str, standin: bool) -> Option<&'static Runtime> {
     match name {
         "jupyterlab-metal" | "jupyterlab-cpu" if standin => Some(&STANDIN_NOTEBOOK),
         "jupyterlab-metal" | "jupyterlab-cpu" => Some(&NOTEBOOK),
-        "mlx" | "llama.cpp" if standin => runtimes::lookup("llama.cpp"),
+        "mlx" if standin => Some(&STANDIN_MLX),
+        "llama.cpp" if standin => runtimes::lookup("llama.cpp"),
         "mlx" => Some(&MLX),
         "llama.cpp" => Some(&LLAMA_CPP),
         _ => None,
@@ -75,7 +84,8 @@ mod tests {
         assert!(lookup("jupyterlab-cuda", false).is_none());
         assert!(lookup("vllm", false).is_none());
         assert_eq!(lookup("mlx", false).unwrap().launcher.0, "mlx-serve.py");
-        assert_eq!(lookup("mlx", true).unwrap().launcher.0, "llamacpp-serve.py");
+        assert_eq!(lookup("mlx", true).unwrap().launcher.0, "mlx-serve.py");
+        assert!(lookup("mlx", true).unwrap().lock.contains("\nmlx-cpu=="));
         let requirements = include_str!("../../../../images/notebook-metal/requirements.txt");
         let hash = crate::models::hex(&Sha256::digest(requirements.as_bytes()));
         assert!(
@@ -99,6 +109,10 @@ mod tests {
                 include_str!("../../../../images/mlx/requirements.txt"),
             ),
             (
+                STANDIN_MLX.lock,
+                include_str!("../../../../images/mlx-linux/requirements.txt"),
+            ),
+            (
                 LLAMA_CPP.lock,
                 include_str!("../../../../images/llamacpp/requirements.txt"),
             ),
@@ -107,7 +121,7 @@ mod tests {
             let hash = crate::models::hex(&Sha256::digest(requirements.as_bytes()));
             assert!(
                 lock.starts_with(&format!("# requirements.txt sha256:{hash} ")),
-                "stale: run images/lock mlx llamacpp@macos"
+                "stale: run images/lock mlx mlx-linux llamacpp@macos"
             );
             assert!(lock.contains("\\\n"), "hashes");
         }

@@ -10,7 +10,6 @@ use einsora_core::run_dirs::{MACOS_DRIVER, RunDirs};
 
 use super::envs::Builder;
 use super::runtimes::{self, Runtime};
-use crate::drivers::local::contract::ModelServer;
 use crate::drivers::local::dirs::Places;
 use crate::drivers::macos::{self, MacosConfig};
 
@@ -42,15 +41,6 @@ impl Platform {
         match self {
             Platform::Linux => runtimes::lookup(name),
             Platform::Macos(tools) => macos::runtimes::lookup(name, tools.standin),
-        }
-    }
-
-    /// The server an endpoint of `runtime` runs with: on the Mac's stand-in, llama.cpp's
-    /// stands in for MLX's (the same routes; macOS's wheels don't install on Linux).
-    pub fn model_server(&self, runtime: &str) -> ModelServer {
-        match self {
-            Platform::Macos(tools) if tools.standin => ModelServer::LlamaCpp,
-            _ => ModelServer::of_runtime(runtime),
         }
     }
 

@@ -260,8 +260,7 @@ impl Worker {
         }
         let record = self.records.get(&w.workload);
         let places = self.places(&w.workload);
-        let platform = &self.parts.config.platform;
-        let serves = w.serves_with(&places, platform.model_server(&w.spec.runtime));
+        let serves = w.serves(&places);
         let mut runs = runs;
         if runs.is_some() && !record.started(w.attempt) {
             // An earlier attempt's server: this attempt replaces it, once it has stopped.

@@ -118,7 +118,7 @@ fn remove_cgroup(id: &str) {
 /// [`solo_with`] whose machine has the linux-native driver and not docker: its environments
 /// built from the wheels the images were (EINSORA_TEST_WHEELS), offline.
 pub fn solo_native(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
-    let wheels = wheelhouse();
+    let wheels = wheelhouse(&["notebook", "llamacpp"]);
     let wheels_dir = wheels.path().to_str().unwrap().to_owned();
     let mut env = vec![
         ("EINSORA_AGENT_DOCKER", "false"),
@@ -133,18 +133,21 @@ pub fn solo_native(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
     (solo, leftovers)
 }
 
-/// The notebook and llama.cpp images' wheels (EINSORA_TEST_WHEELS), in one directory.
-fn wheelhouse() -> tempfile::TempDir {
+/// The wheels of `names` (the images', EINSORA_TEST_WHEELS), in one directory.
+fn wheelhouse(names: &[&str]) -> tempfile::TempDir {
     let built = std::env::var("EINSORA_TEST_WHEELS")
         .expect("EINSORA_TEST_WHEELS names the images' wheel directories (./scripts/test sets it)");
     let wheels = tempfile::tempdir().unwrap();
-    for name in ["notebook", "llamacpp"] {
+    for name in names {
         let dir = Path::new(&built).join(name);
         let entries = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("{}: {e} (images/build makes it)", dir.display()));
         for wheel in entries.map(Result::unwrap) {
-            std::os::unix::fs::symlink(wheel.path(), wheels.path().join(wheel.file_name()))
-                .unwrap();
+            // A wheel two images pin (the same name is the same version and build) once.
+            let link = wheels.path().join(wheel.file_name());
+            if !link.exists() {
+                std::os::unix::fs::symlink(wheel.path(), link).unwrap();
+            }
         }
     }
     wheels
@@ -153,11 +156,13 @@ fn wheelhouse() -> tempfile::TempDir {
 /// [`solo_with`] whose machine is a Mac played by stand-ins (`crates/standins`): its inventory
 /// from a recorded Mac (`STANDIN_MAC`, default an M2 Max with 32 GB), the macos-native driver
 /// with the stand-in `sandbox-exec`, its environments built by a real uv (EINSORA_TEST_UV)
-/// from the notebook and llama.cpp images' wheels (EINSORA_TEST_WHEELS), offline.
+/// from the notebook and llama.cpp images' wheels and MLX's Linux ones (EINSORA_TEST_WHEELS),
+/// offline; its models directory holds `tiny-mlx` (EINSORA_TEST_MLX_MODEL) too.
 pub fn solo_mac(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
     let uv = std::env::var("EINSORA_TEST_UV")
         .expect("EINSORA_TEST_UV names uv (./scripts/test installs it into target/pytools)");
-    let wheels = wheelhouse();
+    // The MLX server's Linux environment too: the stand-in runs the real one, on the CPU.
+    let wheels = wheelhouse(&["notebook", "llamacpp", "mlx-linux"]);
     let bins = std::env::current_exe().unwrap();
     let bins = bins.parent().and_then(Path::parent).unwrap();
     let standin = |name: &str| {
@@ -187,6 +192,15 @@ pub fn solo_mac(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
     env.extend_from_slice(extra);
     env.push(("EINSORA_AUTH_MODE", "dev"));
     let (solo, mut leftovers) = solo_on_this_machine(&env);
+    // A tiny MLX model directory beside the GGUF one (EINSORA_TEST_MLX_MODEL).
+    let mlx = std::env::var("EINSORA_TEST_MLX_MODEL").expect(
+        "EINSORA_TEST_MLX_MODEL names a tiny MLX model directory (./scripts/test makes one)",
+    );
+    let into = leftovers.models().join("tiny-mlx");
+    std::fs::create_dir_all(&into).unwrap();
+    for file in std::fs::read_dir(&mlx).unwrap().map(Result::unwrap) {
+        std::fs::copy(file.path(), into.join(file.file_name())).unwrap();
+    }
     leftovers.mac_runs = Some(runs);
     leftovers.wheels = Some(wheels);
     (solo, leftovers)
