@@ -6,7 +6,8 @@
 //! directory's owner), and connected to through `/proc/self/fd/N`, which is that inode and no
 //! other whatever the name points to by then. The listening process must be the run
 //! directory's owner too (its peer credentials). docs/decisions/0007-workload-sockets.md says
-//! why this and not a uid per workload.
+//! why this and not a uid per workload. Where there is no `/proc` (macOS), the inode is pinned
+//! by a hard link of the dialler's own instead ([`linked`]).
 
 use std::fmt;
 use std::path::{Component, Path};
@@ -66,18 +67,28 @@ impl std::error::Error for SocketRefused {}
 /// to: a refusal for tampering dials nothing.
 pub async fn connect(path: &Path) -> Result<UnixStream, SocketRefused> {
     let pinned = imp::pin(path)?;
-    let stream = UnixStream::connect(pinned.proc_path())
-        .await
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                SocketRefused::Absent
-            }
-            _ => SocketRefused::Io(e),
-        })?;
+    dial(&pinned.proc_path(), pinned.owner).await
+}
+
+/// [`connect`] by a hard link of the dialler's own, as on macOS: run on Linux by the tests.
+#[cfg(test)]
+async fn connect_linked(path: &Path) -> Result<UnixStream, SocketRefused> {
+    let pinned = linked::pin(path)?;
+    dial(&pinned.proc_path(), pinned.owner).await
+}
+
+/// Connects to the pinned socket at `at`, if its listener is `owner`.
+async fn dial(at: &Path, owner: u32) -> Result<UnixStream, SocketRefused> {
+    let stream = UnixStream::connect(at).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+            SocketRefused::Absent
+        }
+        _ => SocketRefused::Io(e),
+    })?;
     let peer = stream.peer_cred().map_err(SocketRefused::Io)?;
-    if peer.uid() != pinned.owner {
+    if peer.uid() != owner {
         return Err(SocketRefused::WrongOwner {
-            expected: pinned.owner,
+            expected: owner,
             found: peer.uid(),
         });
     }
@@ -172,32 +183,12 @@ mod imp {
     }
 }
 
+/// Elsewhere (macOS), the socket's inode is pinned by a hard link of the dialler's own.
 #[cfg(not(target_os = "linux"))]
-mod imp {
-    use std::path::{Path, PathBuf};
+use linked as imp;
 
-    use super::{SocketRefused, split};
-
-    /// Only Linux can connect to a socket's inode held open; elsewhere nothing is dialled
-    /// until that platform's driver brings its own way (the Mac issue).
-    pub(super) struct Pinned {
-        pub(super) owner: u32,
-    }
-
-    impl Pinned {
-        pub(super) fn proc_path(&self) -> PathBuf {
-            PathBuf::new()
-        }
-    }
-
-    pub(super) fn pin(path: &Path) -> Result<Pinned, SocketRefused> {
-        split(path)?;
-        Err(SocketRefused::Io(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "workload sockets are dialled on Linux only so far",
-        )))
-    }
-}
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+mod linked;
 
 #[cfg(test)]
 mod tests;
