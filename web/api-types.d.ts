@@ -138,6 +138,11 @@ export interface Runtime {
   name: string;
 }
 
+export interface CpuCores {
+  efficiency: number;
+  performance: number;
+}
+
 export interface EndpointParams {
   model: string;
 }
@@ -207,6 +212,7 @@ export interface ListMachinesResponse {
 
 export interface Machine {
   arch: string;
+  cores?: CpuCores;
   cpus: number;
   created_at?: string;
   devices: Device[];

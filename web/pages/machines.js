@@ -78,7 +78,14 @@ export function render(main) {
           h('th', { scope: 'row' }, m.name),
           h('td', {}, m.region),
           h('td', {}, [m.os, m.arch].filter(Boolean).join(' ')),
-          h('td', { class: 'number' }, String(m.cpus ?? 0)),
+          h(
+            'td',
+            { class: 'number' },
+            // A Mac's performance and efficiency cores, where its agent reported them.
+            m.cores
+              ? `${m.cpus ?? 0} (${m.cores.performance ?? 0}P + ${m.cores.efficiency ?? 0}E)`
+              : String(m.cpus ?? 0),
+          ),
           h('td', { class: 'number' }, gib(m.memory_bytes)),
           h('td', {}, gpus),
           h('td', {}, h('span', { class: `status status-${m.status}` }, m.status ?? 'unknown')),

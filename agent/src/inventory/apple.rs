@@ -3,7 +3,7 @@
 //! catalog's decision (`Catalog::class_for_apple_memory`), not the agent's.
 
 use einsora_core::accelerator::AcceleratorKind;
-use einsora_core::machine::Device;
+use einsora_core::machine::{CpuCores, Device};
 
 use super::error::InventoryError;
 
@@ -15,6 +15,10 @@ pub(crate) const KEYS: [&str; 4] = [
     "hw.ncpu",
     "kern.hostname",
 ];
+/// Apple Silicon's two kinds of cores: `perflevel0` the performance cores, `perflevel1` the
+/// efficiency ones.
+pub(crate) const CORE_KEYS: [&str; 2] = ["hw.perflevel0.physicalcpu", "hw.perflevel1.physicalcpu"];
+
 /// The Apple GPU's device ID: a Mac has exactly one.
 pub const APPLE_GPU_ID: &str = "apple-gpu-0";
 
@@ -81,6 +85,52 @@ pub fn parse_sysctl(output: &str) -> Result<MacHardware, InventoryError> {
     })
 }
 
+/// Parses the answer to `sysctl hw.perflevel0.physicalcpu hw.perflevel1.physicalcpu`: its
+/// performance and efficiency cores, or `None` if it names only one kind. More cores than its
+/// `cpus` is an error naming the line.
+pub fn parse_cores(output: &str, cpus: u32) -> Result<Option<CpuCores>, InventoryError> {
+    let (mut performance, mut efficiency) = (None, None);
+    for (index, line) in output.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |problem: &str| InventoryError::bad_line("sysctl", index, line, problem);
+        let Some((key, value)) = line.split_once(':') else {
+            return Err(bad("expected `key: value`"));
+        };
+        let count = || {
+            value
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n > 0 && n <= cpus)
+                .ok_or_else(|| bad("the core count is not a number of its CPUs"))
+        };
+        match key.trim() {
+            "hw.perflevel0.physicalcpu" => performance = Some(count()?),
+            "hw.perflevel1.physicalcpu" => efficiency = Some(count()?),
+            _ => {}
+        }
+    }
+    Ok(match (performance, efficiency) {
+        (Some(performance), Some(efficiency)) if performance + efficiency <= cpus => {
+            Some(CpuCores {
+                performance,
+                efficiency,
+            })
+        }
+        (Some(_), Some(_)) => {
+            return Err(InventoryError::bad_line(
+                "sysctl",
+                0,
+                output.lines().next().unwrap_or_default(),
+                "more performance and efficiency cores than CPUs",
+            ));
+        }
+        _ => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,6 +171,20 @@ mod tests {
                 .to_string();
             assert!(err.starts_with(&format!("sysctl, {problem}")), "{err}");
         }
+    }
+
+    #[test]
+    fn performance_and_efficiency_cores_are_read_when_both_are_there() {
+        let m2_max = "hw.perflevel0.physicalcpu: 8\nhw.perflevel1.physicalcpu: 4\n";
+        let cores = parse_cores(m2_max, 12).unwrap().unwrap();
+        assert_eq!((cores.performance, cores.efficiency), (8, 4));
+        assert_eq!(
+            parse_cores("hw.perflevel0.physicalcpu: 8\n", 12).unwrap(),
+            None
+        );
+        assert_eq!(parse_cores("", 12).unwrap(), None);
+        assert!(parse_cores(m2_max, 10).is_err(), "more cores than CPUs");
+        assert!(parse_cores("hw.perflevel0.physicalcpu: lots\n", 12).is_err());
     }
 
     #[test]

@@ -13,7 +13,7 @@ mod nvidia;
 use std::io::ErrorKind;
 use std::time::Duration;
 
-pub use apple::{APPLE_GPU_ID, MacHardware, parse_sysctl};
+pub use apple::{APPLE_GPU_ID, MacHardware, parse_cores, parse_sysctl};
 pub use einsora_core::machine::Inventory;
 pub use error::InventoryError;
 pub use gpu_usage::{QUERY as GPU_USAGE_QUERY, parse_gpu_usage, sample as sample_gpu_usage};
@@ -83,6 +83,7 @@ async fn collect_linux(probe: &Probe) -> Result<Inventory, InventoryError> {
         cpus: usable_cpus()?,
         memory_bytes: linux::memory_bytes().await?,
         devices: nvidia::nvidia_devices(&probe.nvidia_smi, probe.limit).await?,
+        cores: None,
     })
 }
 
@@ -94,6 +95,11 @@ async fn collect_mac(probe: &Probe) -> Result<Inventory, InventoryError> {
         });
     };
     let mac = parse_sysctl(&out.success()?)?;
+    // Asked apart: an Intel Mac has no such keys, and its sysctl fails on them.
+    let cores = match run_tool(&probe.sysctl, &apple::CORE_KEYS, probe.limit).await? {
+        Some(out) if out.status.success() => apple::parse_cores(&out.stdout, mac.cpus)?,
+        _ => None,
+    };
     Ok(Inventory {
         os: "macos".to_owned(),
         arch: std::env::consts::ARCH.to_owned(),
@@ -101,6 +107,7 @@ async fn collect_mac(probe: &Probe) -> Result<Inventory, InventoryError> {
         memory_bytes: mac.memory_bytes,
         devices: mac.apple_gpu().into_iter().collect(),
         hostname: mac.hostname,
+        cores,
     })
 }
 

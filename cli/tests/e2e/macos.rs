@@ -68,6 +68,12 @@ fn a_mac_notebook_lives_its_whole_life_under_the_stand_in_sandbox() {
     let mac = &machines["machines"][0];
     assert_eq!(mac["os"], "macos", "{mac}");
     assert!(mac.to_string().contains("Apple M2 Max"), "{mac}");
+    assert_eq!(mac["cpus"], 12, "{mac}");
+    assert_eq!(
+        mac["cores"],
+        json!({ "performance": 8, "efficiency": 4 }),
+        "{mac}"
+    );
     let (host, cookie) = open(&solo, &acme.session, &metal);
     assert_eq!(run_cell(&solo, &host, &cookie, "print(6 * 7)"), "42\n");
     // Its token, a place the profile lets it read but not write, is read-only under the

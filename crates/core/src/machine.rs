@@ -67,6 +67,15 @@ pub struct Inventory {
     pub cpus: u32,
     pub memory_bytes: u64,
     pub devices: Vec<Device>,
+    /// Its CPUs by kind, where they are of two kinds (a Mac's).
+    pub cores: Option<CpuCores>,
+}
+
+/// A CPU's cores by kind: Apple Silicon's performance and efficiency cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuCores {
+    pub performance: u32,
+    pub efficiency: u32,
 }
 
 word_enum! {
@@ -124,6 +133,8 @@ pub struct Machine {
     pub memory_bytes: u64,
     pub devices: Vec<Device>,
     pub sharing: SharingLevel,
+    /// Its CPUs by kind, as its agent last measured them (a Mac's).
+    pub cores: Option<CpuCores>,
 }
 
 /// What a machine's registration claims, before validation.
@@ -180,6 +191,7 @@ impl MachineDraft {
             memory_bytes: self.memory_bytes,
             devices: self.devices,
             sharing: self.sharing.unwrap_or(SharingLevel::Private),
+            cores: None,
         })
     }
 }

@@ -180,6 +180,7 @@ pub fn machine(owner: TenantId, name: &str) -> Machine {
         memory_bytes: 64 * GIB,
         devices: vec![l40s("GPU-0")],
         sharing: SharingLevel::Private,
+        cores: None,
     }
 }
 

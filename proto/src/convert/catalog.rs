@@ -108,6 +108,10 @@ impl From<&Machine> for machines_pb::Machine {
             memory_bytes: m.memory_bytes,
             devices: m.devices.iter().map(machines_pb::Device::from).collect(),
             sharing: m.sharing.to_field(),
+            cores: m.cores.map(|c| crate::common::v1::CpuCores {
+                performance: c.performance,
+                efficiency: c.efficiency,
+            }),
             ..machines_pb::Machine::default()
         }
     }

@@ -6,7 +6,9 @@
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::ids::WorkloadId;
-use einsora_core::machine::{Device, GpuNote, GpuSample, Inventory, ModelFile, is_model_path};
+use einsora_core::machine::{
+    CpuCores, Device, GpuNote, GpuSample, Inventory, ModelFile, is_model_path,
+};
 use einsora_core::output::{MAX_LINE_BYTES, OutputStream, PrintedLine, PrintedOutput};
 
 use super::{ConvertError, Problem, ProtoEnum, parse_id};
@@ -313,6 +315,23 @@ impl TryFrom<pb::Inventory> for InventoryReport {
                 ));
             }
         }
+        let cores = match i.cores {
+            None => None,
+            Some(c) => {
+                let total = u64::from(c.performance) + u64::from(c.efficiency);
+                if c.performance == 0 || total > u64::from(i.cpus) {
+                    return Err(ConvertError::invalid(
+                        "cores",
+                        "performance cores (at least one) and efficiency cores adding up to at \
+                         most its CPUs",
+                    ));
+                }
+                Some(CpuCores {
+                    performance: c.performance,
+                    efficiency: c.efficiency,
+                })
+            }
+        };
         Ok(InventoryReport {
             machine: Inventory {
                 hostname: text("hostname", i.hostname, true, MAX_TEXT)?,
@@ -321,6 +340,7 @@ impl TryFrom<pb::Inventory> for InventoryReport {
                 cpus: i.cpus,
                 memory_bytes: i.memory_bytes,
                 devices,
+                cores,
             },
             drivers: i.drivers,
             agent_version: text("agent_version", i.agent_version, true, MAX_TEXT)?,
@@ -371,6 +391,10 @@ impl From<InventoryReport> for pb::Inventory {
                 .gpu_note
                 .map(|n| n.as_str().to_owned())
                 .unwrap_or_default(),
+            cores: i.machine.cores.map(|c| common_pb::CpuCores {
+                performance: c.performance,
+                efficiency: c.efficiency,
+            }),
         }
     }
 }

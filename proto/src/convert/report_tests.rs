@@ -14,6 +14,10 @@ fn inventory() -> InventoryReport {
                 uuid: "GPU-0b1e".into(),
                 memory_bytes: 48 << 30,
             }],
+            cores: Some(CpuCores {
+                performance: 6,
+                efficiency: 2,
+            }),
         },
         drivers: vec!["docker".into()],
         agent_version: "0.1.0".into(),
@@ -49,6 +53,7 @@ fn reports_round_trip() {
     nameless.machine.devices.clear();
     nameless.models.clear();
     nameless.gpu_note = None;
+    nameless.machine.cores = None;
     let sent = pb::Inventory::from(nameless.clone());
     assert_eq!(InventoryReport::try_from(sent), Ok(nameless));
 
@@ -96,6 +101,24 @@ fn what_isnt_an_inventory_is_refused_naming_the_field() {
         ),
         ("drivers[0]", Box::new(|i| i.drivers[0] = "chroot".into())),
         ("gpu_note", Box::new(|i| i.gpu_note = "gpus_on_fire".into())),
+        (
+            "cores",
+            Box::new(|i| {
+                i.cores = Some(common_pb::CpuCores {
+                    performance: 8,
+                    efficiency: 4,
+                })
+            }),
+        ),
+        (
+            "cores",
+            Box::new(|i| {
+                i.cores = Some(common_pb::CpuCores {
+                    performance: 0,
+                    efficiency: 4,
+                })
+            }),
+        ),
         (
             "models[0].path",
             Box::new(|i| i.models[0].path = "/etc/passwd".into()),

@@ -170,6 +170,10 @@ mod tests {
                 memory_bytes: 64 << 30,
                 devices: vec![],
                 sharing: SharingLevel::Private,
+                cores: Some(einsora_core::machine::CpuCores {
+                    performance: 8,
+                    efficiency: 4,
+                }),
             },
             drivers: vec!["macos-native".into()],
             models: vec![],
@@ -195,6 +199,8 @@ mod tests {
         let late = now - ONLINE_WITHIN - Duration::seconds(1);
         assert_eq!(status(&record(Some(late))), offline);
         assert_eq!(status(&record(None)), offline);
+        let cores = machine(&record(None), &[], now).cores.unwrap();
+        assert_eq!((cores.performance, cores.efficiency), (8, 4));
         let revoked = MachineRecord {
             revoked_at: Some(now),
             ..record(Some(now))

@@ -235,6 +235,7 @@ fn run_on_machine(solo: &Solo, owner: TenantId, machine: MachineId, workload: Wo
                 memory_bytes: 4 << 30,
                 devices: vec![],
                 sharing: SharingLevel::Private,
+                cores: None,
             },
             drivers: vec!["docker".into()],
             models: vec![],

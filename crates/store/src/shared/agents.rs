@@ -86,7 +86,8 @@ impl crate::AgentStore for ThisStore {
         let done = sqlx::query(
             "UPDATE machines SET name = $1, os = $2, arch = $3, cpus = $4, memory_bytes = $5, \
              accelerators = $6, drivers = $7, last_seen_at = COALESCE($8, last_seen_at), \
-             models = $10, gpu_note = $11 WHERE id = $9 AND revoked_at IS NULL",
+             models = $10, gpu_note = $11, performance_cores = $12, efficiency_cores = $13 \
+             WHERE id = $9 AND revoked_at IS NULL",
         )
         .bind(&m.name)
         .bind(&m.os)
@@ -99,6 +100,8 @@ impl crate::AgentStore for ThisStore {
         .bind(m.id.as_uuid())
         .bind(crate::model_files::to_json(&reg.models))
         .bind(reg.gpu_note.map(GpuNote::as_str))
+        .bind(m.cores.map(|c| i64::from(c.performance)))
+        .bind(m.cores.map(|c| i64::from(c.efficiency)))
         .execute(&mut *self.writer().await?)
         .await?;
         // What a machine offers changed: placement may decide differently now.

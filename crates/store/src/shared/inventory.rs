@@ -52,13 +52,16 @@ impl crate::InventoryStore for ThisStore {
         // refused rather than moving it.
         let put = sqlx::query(
             "INSERT INTO machines (id, owner_id, name, region, os, arch, cpus, memory_bytes, \
-             accelerators, drivers, sharing, last_seen_at, created_at, models, gpu_note) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+             accelerators, drivers, sharing, last_seen_at, created_at, models, gpu_note, \
+             performance_cores, efficiency_cores) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+             $17) \
              ON CONFLICT (id) DO UPDATE SET name = excluded.name, os = excluded.os, \
              arch = excluded.arch, cpus = excluded.cpus, memory_bytes = excluded.memory_bytes, \
              accelerators = excluded.accelerators, drivers = excluded.drivers, \
              models = excluded.models, gpu_note = excluded.gpu_note, \
-             sharing = excluded.sharing, \
+             performance_cores = excluded.performance_cores, \
+             efficiency_cores = excluded.efficiency_cores, sharing = excluded.sharing, \
              last_seen_at = COALESCE(excluded.last_seen_at, machines.last_seen_at) \
              WHERE machines.owner_id = excluded.owner_id AND machines.region = excluded.region",
         )
@@ -77,6 +80,8 @@ impl crate::InventoryStore for ThisStore {
         .bind(now_ms())
         .bind(crate::model_files::to_json(&reg.models))
         .bind(reg.gpu_note.map(GpuNote::as_str))
+        .bind(m.cores.map(|c| i64::from(c.performance)))
+        .bind(m.cores.map(|c| i64::from(c.efficiency)))
         .execute(&mut *self.writer().await?)
         .await?;
         if put.rows_affected() == 0 {

@@ -1,13 +1,14 @@
 // Decoding inventory rows, shared by both engines (included).
 
 use einsora_core::ids::UsageRecordId;
-use einsora_core::machine::Machine;
+use einsora_core::machine::{CpuCores, Machine};
 
 use crate::{MachineRecord, UsageRecord};
 
 const MACHINE_COLUMNS: &str = "id, owner_id, name, region, os, arch, cpus, memory_bytes, \
      accelerators, drivers, sharing, last_seen_at, revoked_at, created_at, flagged_for, \
-     flagged_at, flagged_last_at, models, gpu_note, gpu_usage, gpu_usage_at";
+     flagged_at, flagged_last_at, models, gpu_note, gpu_usage, gpu_usage_at, performance_cores, \
+     efficiency_cores";
 
 const USAGE_COLUMNS: &str =
     "id, tenant_id, workload_id, region, machine_id, placed_class, units, hour_start, seconds";
@@ -21,6 +22,19 @@ static SELECT_MACHINES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|
         *crate::state_sql::HOLDS_CAPACITY
     )
 });
+
+/// Its CPUs by kind, when both counts are there.
+fn cores_from_row(row: &<Db as sqlx::Database>::Row) -> Result<Option<CpuCores>, StoreError> {
+    let performance: Option<i64> = row.try_get("performance_cores")?;
+    let efficiency: Option<i64> = row.try_get("efficiency_cores")?;
+    Ok(match (performance, efficiency) {
+        (Some(p), Some(e)) => Some(CpuCores {
+            performance: to_u32("performance cores", p)?,
+            efficiency: to_u32("efficiency cores", e)?,
+        }),
+        _ => None,
+    })
+}
 
 fn machine_from_row(row: &<Db as sqlx::Database>::Row) -> Result<MachineRecord, StoreError> {
     let region: String = row.try_get("region")?;
@@ -40,6 +54,7 @@ fn machine_from_row(row: &<Db as sqlx::Database>::Row) -> Result<MachineRecord, 
                 .map_err(|_| StoreError::corrupt("memory size", memory))?,
             devices: crate::devices::from_json(&row.try_get::<String, _>("accelerators")?)?,
             sharing: parse_word("sharing level", &row.try_get::<String, _>("sharing")?)?,
+            cores: cores_from_row(row)?,
         },
         drivers: serde_json::from_str(&drivers)
             .map_err(|_| StoreError::corrupt("driver list", &drivers))?,

@@ -102,6 +102,22 @@ pub async fn machines_are_read_by_their_owner_only(db: TestDb) {
     assert!(store.record_inventory(&reported).await.unwrap());
     let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
     assert_eq!(read.gpu_note, None);
+
+    // A Mac's agent reports its cores by kind; a machine that doesn't has none.
+    assert_eq!(read.machine.cores, None);
+    reported.machine.cores = Some(einsora_core::machine::CpuCores {
+        performance: 12,
+        efficiency: 4,
+    });
+    assert!(store.record_inventory(&reported).await.unwrap());
+    let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
+    assert_eq!(read.machine.cores, reported.machine.cores);
+    let mut put = reported.clone();
+    put.machine.cores = None;
+    store.put_machine(&put).await.unwrap();
+    let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
+    assert_eq!(read.machine.cores, None);
+    reported.machine.cores = None;
     assert_eq!((mine[1].last_seen_at, mine[1].revoked_at), (None, None));
     assert_eq!(store.machine_of(other, a.machine.id).await.unwrap(), None);
     assert_eq!(store.machine_of(t, MachineId::new()).await.unwrap(), None);

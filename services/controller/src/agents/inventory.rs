@@ -23,6 +23,7 @@ pub fn registration(
     machine.cpus = measured.cpus;
     machine.memory_bytes = measured.memory_bytes;
     machine.devices = measured.devices;
+    machine.cores = measured.cores;
     MachineRegistration {
         machine,
         drivers: report.drivers,
@@ -36,7 +37,7 @@ pub fn registration(
 mod tests {
     use einsora_core::ids::{MachineId, TenantId};
     use einsora_core::machine::Machine;
-    use einsora_core::machine::{Inventory, ModelFile};
+    use einsora_core::machine::{CpuCores, Inventory, ModelFile};
     use einsora_core::region::Region;
     use einsora_core::sharing::SharingLevel;
 
@@ -55,6 +56,7 @@ mod tests {
                 memory_bytes: 8 << 30,
                 devices: vec![],
                 sharing: SharingLevel::Private,
+                cores: None,
             },
             drivers: vec![],
             models: vec![],
@@ -81,6 +83,10 @@ mod tests {
                 cpus: 16,
                 memory_bytes: 64 << 30,
                 devices: vec![],
+                cores: Some(CpuCores {
+                    performance: 12,
+                    efficiency: 4,
+                }),
             },
             drivers: vec!["docker".into()],
             agent_version: "0.1.0".into(),
@@ -100,6 +106,7 @@ mod tests {
             (reg.machine.cpus, reg.machine.arch.as_str()),
             (16, "aarch64")
         );
+        assert_eq!(reg.machine.cores, report.machine.cores);
         assert_eq!(reg.models, report.models);
         assert_eq!(reg.last_seen_at, Some(now));
         let mut nameless = report;
