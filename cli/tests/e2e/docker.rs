@@ -87,19 +87,7 @@ fn an_endpoint_serves_chat_completions_to_api_tokens_only() {
     // What its server printed starting is in its logs.
     let listening = "serve.py: listening on";
     Cli::with_token(&solo, token(&acme)).logs_until(&id, listening);
-    let grant = call(
-        &solo,
-        &acme.token,
-        "POST",
-        &format!("/v1/workloads/{id}/access"),
-        Some(json!({})),
-    );
-    let base = grant.json()["endpoint"]["base_url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let host = format!("localhost:{}", port(&solo));
-    let prefix = base.split_once(&host).unwrap().1.to_owned();
+    let (host, prefix) = endpoint_base(&solo, &acme.token, &id);
 
     let chat = |bearer: Option<&str>, stream: bool| {
         let body = json!({ "messages": [{ "role": "user", "content": "hello" }],

@@ -204,19 +204,7 @@ fn a_mac_endpoint_answers_chats_through_the_proxy() {
         steps.iter().any(|s| s.ends_with("with macos-native")),
         "{steps:?}"
     );
-    let grant = call(
-        &solo,
-        &acme.token,
-        "POST",
-        &format!("/v1/workloads/{id}/access"),
-        Some(json!({})),
-    );
-    let base = grant.json()["endpoint"]["base_url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let host = format!("localhost:{}", port(&solo));
-    let prefix = base.split_once(&host).unwrap().1.to_owned();
+    let (host, prefix) = endpoint_base(&solo, &acme.token, &id);
     let chat = |body: serde_json::Value| {
         let body = body.to_string();
         let auth = format!("Bearer {}", token(&acme));

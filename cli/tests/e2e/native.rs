@@ -290,19 +290,7 @@ fn a_native_endpoint_serves_chat_completions() {
     assert_eq!(made.status, 202, "{}", made.body);
     let id = made.json()["id"].as_str().unwrap().to_owned();
     wait_for_within(&solo, &acme.session, &id, "running", FIRST_START);
-    let grant = call(
-        &solo,
-        &acme.token,
-        "POST",
-        &format!("/v1/workloads/{id}/access"),
-        Some(json!({})),
-    );
-    let base = grant.json()["endpoint"]["base_url"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let host = format!("localhost:{}", port(&solo));
-    let prefix = base.split_once(&host).unwrap().1.to_owned();
+    let (host, prefix) = endpoint_base(&solo, &acme.token, &id);
     let chat = |bearer: &str| {
         let body = json!({ "messages": [{ "role": "user", "content": "hello" }],
                            "max_tokens": 8 })

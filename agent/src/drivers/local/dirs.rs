@@ -81,6 +81,21 @@ pub fn secret_file(path: &Path, secret: &str, user: (u32, u32)) -> std::io::Resu
     std::fs::rename(&tmp, path)
 }
 
+/// Writes `bytes` to `path`, the agent's own and readable by it only, replacing what was there
+/// at once (written beside it, synced, then renamed over it).
+pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
 /// `dir` and the files in it, to `user`.
 pub fn give_tree(dir: &Path, user: (u32, u32)) -> std::io::Result<()> {
     give(dir, user)?;

@@ -6,8 +6,6 @@
 //! agent's own (mode 0600, in its state directory), never a workload's.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -77,16 +75,7 @@ impl Records {
     }
 
     fn save(&self) -> std::io::Result<()> {
-        let tmp = self.path.with_extension("tmp");
-        let _ = std::fs::remove_file(&tmp);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(&serde_json::to_vec(&self.records)?)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &self.path)
+        super::dirs::replace_file(&self.path, &serde_json::to_vec(&self.records)?)
     }
 }
 

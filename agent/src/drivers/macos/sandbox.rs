@@ -158,21 +158,11 @@ impl MacSandbox {
 
     /// Writes its profile where `sandbox-exec` reads it (replacing the one before).
     pub fn write_profile(&self) -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
+        use crate::drivers::local::dirs;
         if let Some(dir) = self.profile_file.parent() {
-            crate::drivers::local::dirs::agent_dir(dir)?;
+            dirs::agent_dir(dir)?;
         }
-        let tmp = self.profile_file.with_extension("tmp");
-        let _ = std::fs::remove_file(&tmp);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(self.profile.render().as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &self.profile_file)
+        dirs::replace_file(&self.profile_file, self.profile.render().as_bytes())
     }
 }
 

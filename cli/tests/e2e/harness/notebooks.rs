@@ -294,6 +294,25 @@ pub fn port(solo: &Solo) -> &str {
     solo.access.rsplit_once(':').unwrap().1
 }
 
+/// An endpoint's base URL, as `who` is granted it: the proxy's `Host`, and the path prefix its
+/// routes (`/chat/completions`, …) go under.
+pub fn endpoint_base(solo: &Solo, who: &Credential, id: &str) -> (String, String) {
+    let grant = crate::harness::world::call(
+        solo,
+        who,
+        "POST",
+        &format!("/v1/workloads/{id}/access"),
+        Some(serde_json::json!({})),
+    );
+    let base = grant.json()["endpoint"]["base_url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a base URL: {}", grant.body))
+        .to_owned();
+    let host = format!("localhost:{}", port(solo));
+    let prefix = base.split_once(&host).unwrap().1.to_owned();
+    (host, prefix)
+}
+
 /// Opens the notebook as the dashboard's link does: its host, and the session cookie the
 /// ticket was traded for. Until its machine says where it listens (just after a restart), the
 /// proxy answers 503, and each try takes a new link.
