@@ -44,7 +44,7 @@ const STANDIN_MLX: Runtime = Runtime {
 
 const LLAMA_CPP: Runtime = Runtime {
     name: "llama.cpp",
-    lock: include_str!("../../../../images/llamacpp/requirements.macos.lock"),
+    lock: include_str!("../../../../images/llamacpp-macos/requirements.lock"),
     launcher: (
         "llamacpp-serve.py",
         include_str!("../../../../images/llamacpp/serve.py"),
