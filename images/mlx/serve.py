@@ -76,6 +76,11 @@ def remove_stale_socket(path):
     os.unlink(path)
 
 
+def not_a_number(word):
+    """JSON's NaN and Infinity, which Python would read as numbers: refused."""
+    raise ValueError(word)
+
+
 class Refused(Exception):
     """A request refused: its status, OpenAI error type and message."""
 
@@ -101,10 +106,12 @@ class Engine:
             if not isinstance(messages, list) or not messages:
                 raise Refused(400, "invalid_request_error", "messages must be a non-empty list")
             for m in messages:
-                if not isinstance(m, dict) or not isinstance(m.get("content"), str):
+                if (not isinstance(m, dict) or not isinstance(m.get("role"), str)
+                        or not isinstance(m.get("content"), str)):
                     raise Refused(400, "invalid_request_error",
                                   "each message needs a role and a text content")
-            return list(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True))
+            return list(self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=True, return_dict=False))
         prompt = body.get("prompt")
         if not isinstance(prompt, str):
             raise Refused(400, "invalid_request_error", "prompt must be a string")
@@ -143,6 +150,9 @@ class Engine:
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "einsora-mlx"
+    # A client that stops sending, or stops reading a stream, is dropped: it never holds a slot
+    # or the generation for longer.
+    timeout = 60
 
     def address_string(self):
         return "local"
@@ -159,6 +169,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def refuse(self, e):
+        # What is left of its request unread must not be read as the next one.
+        self.close_connection = True
         self.send_json(e.status, {"error": {"message": e.message, "type": e.kind, "code": e.code}})
 
     def authorized(self):
@@ -180,6 +192,8 @@ class Handler(BaseHTTPRequestHandler):
                 "owned_by": "einsora", "meta": {"n_ctx": self.server.engine.ctx}}]})
         return self.refuse(Refused(404, "invalid_request_error", f"no route {self.path}"))
 
+    streaming = False
+
     def do_POST(self):
         if not self.authorized():
             return None
@@ -187,10 +201,14 @@ class Handler(BaseHTTPRequestHandler):
         if not chat and self.path != "/v1/completions":
             return self.refuse(Refused(404, "invalid_request_error", f"no route {self.path}"))
         engine = self.server.engine
+        try:
+            body = self.read_body()  # before a slot: a slow sender holds none
+        except Refused as e:
+            return self.refuse(e)
         if not engine.admitted.acquire(blocking=False):
             return self.refuse(Refused(503, "server_error", "busy: try again"))
+        pieces = None
         try:
-            body = self.read_body()
             named = body.get("model", self.server.alias)
             if named != self.server.alias:
                 raise Refused(404, "invalid_request_error",
@@ -201,7 +219,22 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(body, chat, prompt, pieces)
         except Refused as e:
             self.refuse(e)
+        except OSError:
+            self.close_connection = True  # the client went away, or stopped reading
+        except Exception as e:  # the engine's own failure: said, never a hang or a cut
+            sys.stderr.write(f"serve.py: generation failed: {type(e).__name__}: {e}\n")
+            failed = {"message": "the model failed to answer", "type": "server_error", "code": None}
+            if not self.streaming:
+                self.refuse(Refused(500, "server_error", failed["message"]))
+            else:
+                try:  # headers are sent: an error event ends the stream
+                    self.wfile.write(b"data: " + json.dumps({"error": failed}).encode() + b"\n\n")
+                    self.wfile.flush()
+                except OSError:
+                    pass
         finally:
+            if pieces is not None:
+                pieces.close()  # the generation lock, released now rather than at collection
             engine.admitted.release()
         return None
 
@@ -210,10 +243,10 @@ class Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length", ""))
         except ValueError:
             raise Refused(411, "invalid_request_error", "a Content-Length is required") from None
-        if length > MAX_BODY:
+        if length < 0 or length > MAX_BODY:
             raise Refused(413, "invalid_request_error", f"the body is over {MAX_BODY} bytes")
         try:
-            body = json.loads(self.rfile.read(length))
+            body = json.loads(self.rfile.read(length), parse_constant=not_a_number)
         except ValueError:
             raise Refused(400, "invalid_request_error", "the body is not JSON") from None
         if not isinstance(body, dict):
@@ -227,7 +260,8 @@ class Handler(BaseHTTPRequestHandler):
         made = 0
         usage = lambda: {"prompt_tokens": len(prompt), "completion_tokens": made,
                          "total_tokens": len(prompt) + made}
-        if not body.get("stream"):
+        self.streaming = bool(body.get("stream"))
+        if not self.streaming:
             text, finish = "", "length"
             for piece, why, made in pieces:
                 text += piece
@@ -254,8 +288,8 @@ class Handler(BaseHTTPRequestHandler):
             event({**head, "object": chunk_kind, "choices": [], "usage": usage()})
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client went away: generation stopped with the loop
+        except OSError:
+            self.close_connection = True  # the client went away: generation stops with it
 
 
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

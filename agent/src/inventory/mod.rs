@@ -96,8 +96,13 @@ async fn collect_mac(probe: &Probe) -> Result<Inventory, InventoryError> {
     };
     let mac = parse_sysctl(&out.success()?)?;
     // Asked apart: an Intel Mac has no such keys, and its sysctl fails on them.
-    let cores = match run_tool(&probe.sysctl, &apple::CORE_KEYS, probe.limit).await? {
-        Some(out) if out.status.success() => apple::parse_cores(&out.stdout, mac.cpus)?,
+    // Shown, never placed on: an answer that doesn't read leaves them out, said at WARN.
+    let cores = match run_tool(&probe.sysctl, &apple::CORE_KEYS, probe.limit).await {
+        Ok(Some(out)) if out.status.success() => apple::parse_cores(&out.stdout, mac.cpus)
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "this Mac's cores by kind are left out");
+                None
+            }),
         _ => None,
     };
     Ok(Inventory {

@@ -66,15 +66,27 @@ impl std::error::Error for SocketRefused {}
 /// workload), if it is the run directory owner's own socket. Nothing else is ever connected
 /// to: a refusal for tampering dials nothing.
 pub async fn connect(path: &Path) -> Result<UnixStream, SocketRefused> {
+    #[cfg(target_os = "linux")]
     let pinned = imp::pin(path)?;
+    #[cfg(not(target_os = "linux"))]
+    let pinned = pin_linked(path).await?;
     dial(&pinned.proc_path(), pinned.owner).await
 }
 
 /// [`connect`] by a hard link of the dialler's own, as on macOS: run on Linux by the tests.
 #[cfg(test)]
 async fn connect_linked(path: &Path) -> Result<UnixStream, SocketRefused> {
-    let pinned = linked::pin(path)?;
+    let pinned = pin_linked(path).await?;
     dial(&pinned.proc_path(), pinned.owner).await
+}
+
+/// [`linked::pin`], on a blocking thread: it waits its turn.
+#[cfg_attr(all(target_os = "linux", not(test)), allow(dead_code))]
+async fn pin_linked(path: &Path) -> Result<linked::Pinned, SocketRefused> {
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || linked::pin(&path))
+        .await
+        .map_err(|e| SocketRefused::Io(std::io::Error::other(e)))?
 }
 
 /// Connects to the pinned socket at `at`, if its listener is `owner`.
@@ -184,9 +196,6 @@ mod imp {
 }
 
 /// Elsewhere (macOS), the socket's inode is pinned by a hard link of the dialler's own.
-#[cfg(not(target_os = "linux"))]
-use linked as imp;
-
 #[cfg_attr(target_os = "linux", allow(dead_code))]
 mod linked;
 
