@@ -177,7 +177,8 @@ fn a_mac_notebook_lives_its_whole_life_under_the_stand_in_sandbox() {
     }
 }
 
-/// An endpoint of an Apple class on the Mac: its runtime is MLX, and the real MLX server
+/// An endpoint of an Apple class on the Mac, launched, stopped, started and deleted: its runtime
+/// is MLX, and the real MLX server
 /// (`images/mlx/serve.py`, mlx-lm on MLX's CPU backend here) serves a tiny MLX model directory
 /// copied into the endpoint's own storage, validated and checksummed; a chat answers through the
 /// proxy, whole and streamed, with token usage; a request naming another model (which
@@ -269,6 +270,15 @@ fn a_mac_endpoint_answers_chats_through_the_proxy() {
         "its private copy and its manifest: {listed:?}"
     );
 
+    // Stopped and started, it serves again.
+    let cli = Cli::with_token(&solo, token(&acme));
+    cli.ok(&["stop", &id]);
+    wait_for(&solo, &acme.session, &id, "stopped");
+    cli.ok(&["start", &id]);
+    wait_for(&solo, &acme.session, &id, "running");
+    let again = chat(hello(false));
+    assert_eq!(again.status, 200, "{}", again.body);
+
     call(
         &solo,
         &acme.token,
@@ -277,4 +287,5 @@ fn a_mac_endpoint_answers_chats_through_the_proxy() {
         None,
     );
     wait_for(&solo, &acme.session, &id, "deleted");
+    assert!(!manifest.exists(), "its private copy is gone");
 }
