@@ -32,6 +32,9 @@ pub async fn lead(
     let Some(held) = lease::acquire(&*store, &name, &holder, cfg.timers, shutdown).await else {
         return Ok(());
     };
+    if let Some(hub) = &agents {
+        hub.leading_from_now();
+    }
     let lost = Shutdown::new();
     let stop_renewing = Shutdown::new();
     let renewer = lease::keep(

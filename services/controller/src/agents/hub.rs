@@ -34,9 +34,11 @@ pub struct Reported {
 #[derive(Debug)]
 pub struct Hub {
     machines: Mutex<HashMap<MachineId, Live>>,
-    /// When this controller started knowing: a machine unheard of since counts from here, so
-    /// no offline clock runs on the controller's or the store's own downtime.
-    started: Instant,
+    /// When this controller started leading (or, before it leads, started): no machine's
+    /// silence counts from earlier, so no offline clock runs on the controller's or the store's
+    /// own downtime, nor on the time it stood by while another led (its agents were the
+    /// leader's).
+    started: Mutex<Instant>,
     /// Notified when a machine reports changed statuses, so a pass sees them at once.
     reported: Notify,
     /// Silent this long, a machine is offline: connected or not (a partitioned machine's
@@ -59,10 +61,20 @@ impl Hub {
     pub fn new(offline_after: Duration) -> Hub {
         Hub {
             machines: Mutex::new(HashMap::new()),
-            started: Instant::now(),
+            started: Mutex::new(Instant::now()),
             reported: Notify::new(),
             offline_after,
         }
+    }
+
+    /// This controller leads from now: machines' silence, and the reconnect window after which
+    /// admission stops waiting for them, count from here.
+    pub fn leading_from_now(&self) {
+        *self.started.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    fn started(&self) -> Instant {
+        *self.started.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn machines(&self) -> MutexGuard<'_, HashMap<MachineId, Live>> {
@@ -159,9 +171,10 @@ impl Hub {
 
     /// How long the machine has been silent, if it is offline.
     pub fn offline_for(&self, machine: MachineId) -> Option<Duration> {
+        let started = self.started();
         let silent = match self.machines().get(&machine) {
-            Some(live) => live.heard.elapsed(),
-            None => self.started.elapsed(),
+            Some(live) => live.heard.max(started).elapsed(),
+            None => started.elapsed(),
         };
         (silent >= self.offline_after).then_some(silent)
     }
@@ -170,7 +183,7 @@ impl Hub {
     /// admission waits, so nothing is placed on a partial view.
     pub fn settling(&self, mut machines: impl Iterator<Item = MachineId>) -> bool {
         let connected = |m| self.machines().get(&m).is_some_and(|l| l.streams > 0);
-        self.started.elapsed() < self.offline_after && machines.any(|m| !connected(m))
+        self.started().elapsed() < self.offline_after && machines.any(|m| !connected(m))
     }
 
     /// The workload's reported status (`None`: none reported); `Err` with how long its machine
@@ -221,5 +234,31 @@ mod tests {
         assert!(silent >= Duration::from_millis(50), "{silent:?}");
         hub.heard(machine);
         assert!(hub.online(machine));
+    }
+
+    /// A standby that waited longer than the offline thresholds takes over: machines it heard
+    /// from long ago (theirs were the leader's streams since) and machines it never heard from
+    /// are silent only from when it leads, and admission waits for them from then.
+    #[test]
+    fn silence_counts_only_from_when_this_controller_leads() {
+        let hub = Hub::new(Duration::from_millis(50));
+        let (once, never) = (MachineId::new(), MachineId::new());
+        hub.connected(once);
+        hub.disconnected(once);
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(hub.offline_for(once).is_some() && hub.offline_for(never).is_some());
+        assert!(
+            !hub.settling([never].into_iter()),
+            "the window after its start is over"
+        );
+        hub.leading_from_now();
+        assert_eq!(hub.offline_for(once), None);
+        assert_eq!(hub.offline_for(never), None);
+        assert!(
+            hub.settling([never].into_iter()),
+            "waiting for them to reconnect"
+        );
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(hub.offline_for(once).is_some() && hub.offline_for(never).is_some());
     }
 }
