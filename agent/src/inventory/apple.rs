@@ -46,20 +46,51 @@ impl MacHardware {
     }
 }
 
+/// One `key: value` line of sysctl's answer, and how to say what is wrong with it.
+struct Entry<'a> {
+    key: &'a str,
+    value: &'a str,
+    index: usize,
+    line: &'a str,
+}
+
+impl Entry<'_> {
+    fn bad(&self, problem: &str) -> InventoryError {
+        InventoryError::bad_line("sysctl", self.index, self.line, problem)
+    }
+}
+
+/// The `key: value` lines of sysctl's answer, blank ones skipped; a line of another shape is an
+/// error naming it.
+fn entries(output: &str) -> impl Iterator<Item = Result<Entry<'_>, InventoryError>> {
+    output
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(index, line)| match line.split_once(':') {
+            Some((key, value)) => Ok(Entry {
+                key: key.trim(),
+                value: value.trim(),
+                index,
+                line,
+            }),
+            None => Err(InventoryError::bad_line(
+                "sysctl",
+                index,
+                line,
+                "expected `key: value`",
+            )),
+        })
+}
+
 /// Parses the answer to `sysctl hw.memsize machdep.cpu.brand_string hw.ncpu kern.hostname`:
 /// one `key: value` line each. Other keys are ignored; a missing one is an error naming it.
 pub fn parse_sysctl(output: &str) -> Result<MacHardware, InventoryError> {
     let (mut memory_bytes, mut chip, mut cpus, mut hostname) = (None, None, None, None);
-    for (index, line) in output.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad = |problem: &str| InventoryError::bad_line("sysctl", index, line, problem);
-        let Some((key, value)) = line.split_once(':') else {
-            return Err(bad("expected `key: value`"));
-        };
-        let value = value.trim();
-        match key.trim() {
+    for entry in entries(output) {
+        let entry = entry?;
+        let (value, bad) = (entry.value, |problem: &str| entry.bad(problem));
+        match entry.key {
             "hw.memsize" => {
                 let bytes = value.parse::<u64>().ok().filter(|&b| b > 0);
                 memory_bytes = Some(bytes.ok_or_else(|| bad("the memory is not a number"))?);
@@ -90,23 +121,15 @@ pub fn parse_sysctl(output: &str) -> Result<MacHardware, InventoryError> {
 /// `cpus` is an error naming the line.
 pub fn parse_cores(output: &str, cpus: u32) -> Result<Option<CpuCores>, InventoryError> {
     let (mut performance, mut efficiency) = (None, None);
-    for (index, line) in output.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let bad = |problem: &str| InventoryError::bad_line("sysctl", index, line, problem);
-        let Some((key, value)) = line.split_once(':') else {
-            return Err(bad("expected `key: value`"));
-        };
+    for entry in entries(output) {
+        let entry = entry?;
         let count = || {
-            value
-                .trim()
-                .parse::<u32>()
-                .ok()
+            let count = entry.value.parse::<u32>().ok();
+            count
                 .filter(|&n| n > 0 && n <= cpus)
-                .ok_or_else(|| bad("the core count is not a number of its CPUs"))
+                .ok_or_else(|| entry.bad("the core count is not a number of its CPUs"))
         };
-        match key.trim() {
+        match entry.key {
             "hw.perflevel0.physicalcpu" => performance = Some(count()?),
             "hw.perflevel1.physicalcpu" => efficiency = Some(count()?),
             _ => {}
