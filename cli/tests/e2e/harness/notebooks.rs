@@ -375,7 +375,9 @@ pub fn notebook(
     serde_json::from_str(&answer.body).unwrap_or(Value::Null)
 }
 
-/// Runs `code` on a new kernel over its WebSocket, through the proxy; what it printed.
+/// Runs `code` on a new kernel over its WebSocket, through the proxy; what it printed on
+/// stdout (the first stream message naming it). What the cell writes to fd 2 arrives as a
+/// stderr stream message in no fixed order with the stdout one, so it is never the answer.
 pub fn run_cell(solo: &Solo, host: &str, cookie: &str, code: &str) -> String {
     let mut ws = kernel_channels(solo, host, cookie);
     let execute = json!({
@@ -390,7 +392,9 @@ pub fn run_cell(solo: &Solo, host: &str, cookie: &str, code: &str) -> String {
         let message: Value = serde_json::from_str(&ws.receive()).unwrap();
         let ours = message["parent_header"]["msg_id"] == "cell-1";
         match message["header"]["msg_type"].as_str() {
-            Some("stream") if ours => return message["content"]["text"].as_str().unwrap().into(),
+            Some("stream") if ours && message["content"]["name"] == "stdout" => {
+                return message["content"]["text"].as_str().unwrap().into();
+            }
             Some("error") if ours => panic!("the cell failed: {message}"),
             _ => {}
         }
