@@ -1,6 +1,7 @@
 //! The node agent: runs workloads on one machine through drivers, reports inventory and
 //! status, and keeps the controller's Sync stream open over mutual TLS.
 
+pub mod controllers;
 pub mod drivers;
 mod identity;
 pub mod inventory;
@@ -14,7 +15,8 @@ use std::path::PathBuf;
 use einsora_runtime::settings::{ConfigError, Settings};
 use einsora_runtime::shutdown::Shutdown;
 
-/// The controller's agent port this agent dials.
+/// The controllers' agent port this agent dials: one `host:port`, or the region's several,
+/// separated by commas (`controllers.rs`).
 pub const CONTROLLER: &str = "EINSORA_AGENT_CONTROLLER";
 /// Where the agent keeps its machine ID, certificate and workload state.
 pub const STATE_DIR: &str = einsora_core::run_dirs::STATE_DIR;
@@ -32,7 +34,7 @@ pub const SIM: &str = "EINSORA_AGENT_SIM";
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Set only to override the controller the machine joined through.
-    pub controller: Option<String>,
+    pub controllers: Option<controllers::Controllers>,
     pub state_dir: PathBuf,
     pub sim: bool,
     pub heartbeat: std::time::Duration,
@@ -55,22 +57,9 @@ impl Config {
             native: drivers::native::NativeConfig::from_settings(settings, &state_dir)?,
             macos: drivers::macos::config::from_settings(settings, &state_dir)?,
             probe: inventory::Probe::from_settings(settings)?,
-            controller: settings
+            controllers: settings
                 .is_set(CONTROLLER)
-                .then(|| {
-                    settings.parse_with(CONTROLLER, "", |v| {
-                        v.parse::<std::net::SocketAddr>()
-                            .map(|_| v.to_owned())
-                            .or_else(|_| match v.rsplit_once(':') {
-                                Some((host, port))
-                                    if !host.is_empty() && port.parse::<u16>().is_ok() =>
-                                {
-                                    Ok(v.to_owned())
-                                }
-                                _ => Err("is not host:port".to_owned()),
-                            })
-                    })
-                })
+                .then(|| settings.parse_with(CONTROLLER, "", controllers::Controllers::parse))
                 .transpose()?,
             state_dir,
             sim: settings.choice(SIM, &[("true", true), ("false", false)], "false")?,
@@ -89,8 +78,8 @@ impl Config {
     }
 }
 
-/// Syncs with its controller until shutdown: the controller it joined through, unless
-/// EINSORA_AGENT_CONTROLLER says otherwise. Stops with an error once the machine is revoked.
+/// Syncs with its region's leading controller until shutdown: the controller it joined
+/// through, unless EINSORA_AGENT_CONTROLLER names the region's controllers. Stops with an error once the machine is revoked.
 pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     // A panic outside a supervised driver task ends the agent, so its supervisor restarts it
     // (and adopts every running workload): never a machine online with a dead task.
@@ -98,21 +87,21 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let identity = identity::Identity::load(&cfg.state_dir)?;
     // One agent per machine, whatever the timing: held until this process ends.
     let _lock = lock_state_dir(&cfg.state_dir)?;
-    let controller = cfg
-        .controller
-        .unwrap_or_else(|| identity.controller.clone());
-    tracing::info!(machine = %identity.machine_id, %controller, "agent starting");
+    let controllers = cfg
+        .controllers
+        .unwrap_or_else(|| controllers::Controllers::joined(identity.controller.clone()));
+    tracing::info!(machine = %identity.machine_id, %controllers, "agent starting");
     let docker = cfg.docker.map(|docker| drivers::docker::DockerConfig {
         machine: identity.machine_id.clone(),
-        controller: controller.clone(),
+        controllers: controllers.clone(),
         ..docker
     });
     let native = cfg.native.map(|native| drivers::native::NativeConfig {
-        controller: controller.clone(),
+        controllers: controllers.clone(),
         ..native
     });
     let macos = cfg.macos.map(|macos| drivers::native::NativeConfig {
-        controller: controller.clone(),
+        controllers: controllers.clone(),
         ..macos
     });
     let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, native, macos, cfg.sim).await;
@@ -122,7 +111,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         gpu_sample_every: cfg.gpu_sample_every,
     };
     let link = sync::Link {
-        controller: &controller,
+        controllers: &controllers,
         timing,
         probe: &cfg.probe,
     };

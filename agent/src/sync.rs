@@ -2,8 +2,9 @@
 //! certificate. It sends its inventory first (and again when it changes, read every minute), then its workloads' statuses whenever they change
 //! (checked every `STATUS_CHECK`) or a desired state was applied, and at least every
 //! heartbeat (EINSORA_AGENT_HEARTBEAT): silence is what makes the controller call a machine
-//! offline. It reconnects with jittered backoff, except once its controller says the
-//! machine was revoked.
+//! offline. Only the controller leading the region serves it: each lost or refused stream moves
+//! on to the region's next controller (`controllers.rs`), at once within a round and with
+//! jittered backoff after one, until a controller says the machine was revoked.
 
 use std::path::Path;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::agent::v1::sync_service_client::SyncServiceClient;
 use einsora_proto::convert::{InventoryReport, WorkloadStatuses};
+use einsora_proto::metadata;
 use einsora_runtime::pki::Role;
 use einsora_runtime::shutdown::Shutdown;
 use einsora_runtime::tls::ClientTls;
@@ -18,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
+use crate::controllers::Controllers;
 use crate::drivers::Drivers;
 use crate::identity::Identity;
 use crate::renew::Renewal;
@@ -40,6 +43,9 @@ pub enum SyncError {
     /// standby taking over), which is no fault.
     #[error("the controller ended the stream")]
     Ended,
+    /// The controller stands by (or just stopped leading): another leads the region.
+    #[error("the controller stands by")]
+    Standby,
     #[error("{0}")]
     Lost(String),
 }
@@ -64,28 +70,43 @@ pub async fn run(
     drivers: &mut Drivers,
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
-    let controller = link.controller;
+    let mut at = 0;
     let mut backoff = FIRST_BACKOFF;
     // Since the agent started, or the controller last ended the stream itself: failing to
     // reach it for a while after is the two starting in some order, or the controller
     // restarting, not a fault.
     let mut ended_at = tokio::time::Instant::now();
     while !shutdown.is_triggered() {
+        let controller = link.controllers.all().get(at).ok_or_else(|| {
+            SyncError::Lost("no controller to dial: EINSORA_AGENT_CONTROLLER is empty".into())
+        })?;
         let started = tokio::time::Instant::now();
         let identity = Identity::load(state_dir).map_err(|e| SyncError::Lost(e.to_string()))?;
         let tls = ClientTls::new(&identity.ca_pem, Some(&identity.cert), Role::Controller)
             .map_err(|e| SyncError::Lost(e.to_string()))?;
         let mut renewal = Renewal::new(state_dir, &identity.cert.cert_pem);
-        match session(link, &tls, drivers, &mut renewal, shutdown).await {
+        match session(controller, link, &tls, drivers, &mut renewal, shutdown).await {
             Ok(()) => return Ok(()),
             Err(SyncError::Revoked) => return Err(SyncError::Revoked),
             Err(lost) => {
                 if started.elapsed() >= STEADY {
                     backoff = FIRST_BACKOFF;
                 }
-                let wait = jitter(backoff);
+                // The region's next controller: the one leading may be another. Backoff
+                // grows only once every one of them was tried.
+                at = link.controllers.next_after(at);
+                let round_over = at == 0;
+                let wait = jitter(if round_over { backoff } else { FIRST_BACKOFF });
                 let restarting = ended_at.elapsed() < RESTART_GRACE;
                 match lost {
+                    SyncError::Standby => {
+                        ended_at = tokio::time::Instant::now();
+                        tracing::info!(
+                            controller,
+                            ?wait,
+                            "the controller stands by; trying the region's next"
+                        );
+                    }
                     SyncError::Ended => {
                         ended_at = tokio::time::Instant::now();
                         tracing::info!(
@@ -105,7 +126,9 @@ pub async fn run(
                     () = shutdown.cancelled() => return Ok(()),
                     () = tokio::time::sleep(wait) => {}
                 }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                if round_over {
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
             }
         }
     }
@@ -114,12 +137,13 @@ pub async fn run(
 
 /// Where and how often a session talks, and how it reads the machine.
 pub struct Link<'a> {
-    pub controller: &'a str,
+    pub controllers: &'a Controllers,
     pub timing: Timing,
     pub probe: &'a crate::inventory::Probe,
 }
 
 async fn session(
+    controller: &str,
     link: &Link<'_>,
     tls: &ClientTls,
     drivers: &mut Drivers,
@@ -127,7 +151,7 @@ async fn session(
     shutdown: &Shutdown,
 ) -> Result<(), SyncError> {
     let lost = |e: &dyn std::fmt::Display| SyncError::Lost(e.to_string());
-    let (controller, timing) = (link.controller, link.timing);
+    let timing = link.timing;
     let channel = tls.connect(controller).await.map_err(|e| lost(&e))?;
     let (tx, rx) = mpsc::channel(8);
     let mut sent_inventory = inventory(link.probe, drivers).await;
@@ -219,8 +243,10 @@ async fn session(
 }
 
 fn refused(status: tonic::Status) -> SyncError {
+    let marked = status.metadata().get(metadata::ERROR).map(|v| v.as_bytes());
     match status.code() {
         Code::PermissionDenied => SyncError::Revoked,
+        Code::Unavailable if marked == Some(metadata::STANDBY.as_bytes()) => SyncError::Standby,
         _ => SyncError::Lost(status.message().to_owned()),
     }
 }

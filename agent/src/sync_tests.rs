@@ -5,7 +5,7 @@
 //! two cores.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use einsora_proto::agent::v1::sync_service_server::{SyncService, SyncServiceServer};
@@ -22,6 +22,8 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// How the fake answers one connection.
 enum Answer {
     Refuse(Code),
+    /// As a controller standing by: UNAVAILABLE, marked so.
+    Standby,
     Serve,
 }
 
@@ -31,11 +33,14 @@ enum Seen {
     /// and dropping it ends the stream.
     Connected {
         at: Instant,
+        /// Which of the region's controllers (its place in the list).
+        by: usize,
         cert: Vec<u8>,
         desired: mpsc::Sender<Result<pb::DesiredState, Status>>,
     },
     Refused {
         at: Instant,
+        by: usize,
     },
     Report {
         at: Instant,
@@ -44,6 +49,7 @@ enum Seen {
 }
 
 struct Fake {
+    index: usize,
     script: Mutex<VecDeque<Answer>>,
     seen: mpsc::UnboundedSender<Seen>,
 }
@@ -62,14 +68,24 @@ impl SyncService for Fake {
             .peer_certs()
             .and_then(|c| c.first().map(|c| c.to_vec()))
             .unwrap_or_default();
+        let by = self.index;
         match answer.unwrap_or(Answer::Refuse(Code::Unavailable)) {
             Answer::Refuse(code) => {
-                let _ = self.seen.send(Seen::Refused { at });
+                let _ = self.seen.send(Seen::Refused { at, by });
                 Err(Status::new(code, "scripted"))
+            }
+            Answer::Standby => {
+                let _ = self.seen.send(Seen::Refused { at, by });
+                Err(standby())
             }
             Answer::Serve => {
                 let (desired, rx) = mpsc::channel(4);
-                let _ = self.seen.send(Seen::Connected { at, cert, desired });
+                let _ = self.seen.send(Seen::Connected {
+                    at,
+                    by,
+                    cert,
+                    desired,
+                });
                 let mut reports = request.into_inner();
                 let seen = self.seen.clone();
                 tokio::spawn(async move {
@@ -86,12 +102,24 @@ impl SyncService for Fake {
     }
 }
 
-/// A fake controller and a joined agent's state directory, the agent not started yet.
+/// What a controller standing by answers.
+fn standby() -> Status {
+    let mut status = Status::unavailable("scripted standby");
+    status.metadata_mut().insert(
+        metadata::ERROR,
+        tonic::metadata::MetadataValue::from_static(metadata::STANDBY),
+    );
+    status
+}
+
+/// A region's fake controllers and a joined agent's state directory, the agent not started
+/// yet.
 struct Bench {
     seen: mpsc::UnboundedReceiver<Seen>,
     agents_ca: Ca,
     state: tempfile::TempDir,
-    addr: String,
+    /// The region's controllers, in the order the agent is given them.
+    controllers: Controllers,
     shutdown: Shutdown,
     _pki: tempfile::TempDir,
 }
@@ -106,27 +134,37 @@ impl Bench {
     /// Answers connections by `script` (then refuses them), for an agent whose certificate is
     /// `validity`.
     async fn start(script: Vec<Answer>, validity: Validity) -> Bench {
+        Bench::region(vec![script], validity).await
+    }
+
+    /// A controller per script, each answering by its own.
+    async fn region(scripts: Vec<Vec<Answer>>, validity: Validity) -> Bench {
         let pki = tempfile::tempdir().unwrap();
         let settings = einsora_testkit::settings_in(pki.path(), &[]);
         let tls = InternalTls::from_settings(&settings).unwrap();
         tls.init().unwrap();
         let (config, ca_pem) = tls.agents_server(Role::Controller).unwrap();
         let agents_ca = tls.agents_ca().unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
         let (seen_tx, seen) = mpsc::unbounded_channel();
-        let fake = Fake {
-            script: Mutex::new(script.into()),
-            seen: seen_tx,
-        };
         let shutdown = Shutdown::new();
-        let incoming = einsora_runtime::tls::incoming(listener, config);
-        let stop = shutdown.clone();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(SyncServiceServer::new(fake))
-                .serve_with_incoming_shutdown(incoming, async move { stop.cancelled().await }),
-        );
+        let mut addrs = Vec::new();
+        for (index, script) in scripts.into_iter().enumerate() {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addrs.push(listener.local_addr().unwrap().to_string());
+            let fake = Fake {
+                index,
+                script: Mutex::new(script.into()),
+                seen: seen_tx.clone(),
+            };
+            let incoming = einsora_runtime::tls::incoming(listener, Arc::clone(&config));
+            let stop = shutdown.clone();
+            tokio::spawn(
+                tonic::transport::Server::builder()
+                    .add_service(SyncServiceServer::new(fake))
+                    .serve_with_incoming_shutdown(incoming, async move { stop.cancelled().await }),
+            );
+        }
+        let controllers = Controllers::parse(&addrs.join(",")).unwrap();
         let state = tempfile::tempdir().unwrap();
         let machine = *einsora_core::ids::MachineId::new().as_uuid();
         let (csr, key) = einsora_runtime::pki::csr().unwrap();
@@ -137,7 +175,7 @@ impl Bench {
             ("agent.pem", cert.cert_pem),
             ("agent.key", key),
             ("ca.pem", ca_pem),
-            ("controller", addr.clone()),
+            ("controller", addrs[0].clone()),
         ] {
             std::fs::write(state.path().join(name), text).unwrap();
         }
@@ -145,7 +183,7 @@ impl Bench {
             seen,
             agents_ca,
             state,
-            addr,
+            controllers,
             shutdown,
             _pki: pki,
         }
@@ -153,9 +191,9 @@ impl Bench {
 
     /// Runs the agent (with the sim driver) until it returns or the bench is dropped.
     fn agent(&self, heartbeat: Duration) -> tokio::task::JoinHandle<Result<(), SyncError>> {
-        let (dir, addr, shutdown) = (
+        let (dir, controllers, shutdown) = (
             self.state.path().to_owned(),
-            self.addr.clone(),
+            self.controllers.clone(),
             self.shutdown.clone(),
         );
         let timing = Timing {
@@ -167,7 +205,7 @@ impl Bench {
             let mut drivers = Drivers::start(&dir, None, None, None, true).await;
             let probe = crate::inventory::Probe::default();
             let link = Link {
-                controller: &addr,
+                controllers: &controllers,
                 timing,
                 probe: &probe,
             };
@@ -206,7 +244,7 @@ async fn it_backs_off_doubling_with_jitter_then_syncs() {
     let mut attempts = Vec::new();
     while attempts.len() < 4 {
         match bench.next().await {
-            Seen::Refused { at } | Seen::Connected { at, .. } => attempts.push(at),
+            Seen::Refused { at, .. } | Seen::Connected { at, .. } => attempts.push(at),
             Seen::Report { .. } => {}
         }
     }
@@ -329,4 +367,45 @@ async fn it_renews_past_half_its_lifetime_and_reconnects_with_the_new_certificat
     );
     let kept = std::fs::read_to_string(bench.state.path().join("agent.pem")).unwrap();
     assert_eq!(kept.trim(), renewed.cert_pem.trim());
+}
+
+/// Only the controller leading the region serves machines: refused by a standby, the agent
+/// tries the next controller at once (backoff grows only after a whole round), and when the
+/// one leading ends its stream standing by, it finds the new leader among the others.
+#[tokio::test]
+async fn it_moves_through_the_regions_controllers_to_the_one_leading() {
+    let standby_then_leader = vec![Answer::Standby, Answer::Serve];
+    let leader_then_standby = vec![Answer::Serve, Answer::Standby];
+    let mut bench = Bench::region(vec![standby_then_leader, leader_then_standby], fresh()).await;
+    let _agent = bench.agent(Duration::from_secs(60));
+    let Seen::Refused { at: refused, by: 0 } = bench.next().await else {
+        panic!("the first controller was dialled first");
+    };
+    let (at, by, desired) = loop {
+        if let Seen::Connected {
+            at, by, desired, ..
+        } = bench.next().await
+        {
+            break (at, by, desired);
+        }
+    };
+    assert_eq!(by, 1, "the next controller, the one leading");
+    assert!(
+        at - refused <= FIRST_BACKOFF + Duration::from_millis(700),
+        "tried at once within the round: {:?}",
+        at - refused
+    );
+
+    // The leader stands down: the stream ends so, and the agent looks for the new one.
+    desired.send(Err(standby())).await.unwrap();
+    loop {
+        match bench.next().await {
+            Seen::Connected { by, .. } => {
+                assert_eq!(by, 0, "the controller leading now");
+                break;
+            }
+            Seen::Refused { by, .. } => panic!("controller {by} refused it"),
+            Seen::Report { .. } => {}
+        }
+    }
 }

@@ -14,6 +14,7 @@ mod crash;
 mod disk;
 mod docker;
 mod enrolment;
+mod failover;
 mod fencing;
 mod gpus;
 mod harness;

@@ -1,6 +1,7 @@
 //! The agents' port (EINSORA_AGENT_ADDR): where machines enrol (server-authenticated TLS that
 //! presents the installation CA for them to pin) and keep their Sync stream (their machine
-//! certificate from the agents CA). Served by every controller of the region, leader or not.
+//! certificate from the agents CA). Bound by every controller of the region; Sync serves
+//! machines only while this controller leads (`agents::sync`).
 //! Every machine may be an attacker, and anyone may reach the port: connections are capped in
 //! all and per address, handshakes time out (`tls::incoming_limited`), HTTP/2 is held to what
 //! an agent needs (a few streams, small headers, keepalive pings), Enroll is limited per

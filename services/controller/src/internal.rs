@@ -127,6 +127,12 @@ impl ControllerInternalService for Internal {
         &self,
         request: Request<pb::ResolveAccessTargetRequest>,
     ) -> Result<Response<pb::ResolveAccessTargetResponse>, Status> {
+        // A standby hears from no machine: the one leading knows where workloads listen.
+        if !self.hub.leading() {
+            return Err(crate::agents::standby(
+                "this controller stands by: ask the one leading its region".to_owned(),
+            ));
+        }
         let req = request.into_inner();
         let id: WorkloadId = req.workload_id.parse().map_err(|_| not_found())?;
         let tenant: TenantId = req.tenant_id.parse().map_err(|_| not_found())?;

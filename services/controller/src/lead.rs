@@ -22,9 +22,11 @@ pub async fn lead(
     cfg: &Config,
     store: Arc<dyn Store>,
     backend: impl FnOnce() -> Arc<dyn Backend>,
-    agents: Option<Arc<crate::agents::Hub>>,
+    hub: Arc<crate::agents::Hub>,
     shutdown: &Shutdown,
 ) -> anyhow::Result<()> {
+    // The machines' view the reconciler acts on, with the agent backend.
+    let agents = (cfg.backend == crate::config::BackendKind::Agent).then(|| Arc::clone(&hub));
     // A standby says so too: the region's gauges are read from the one leading.
     crate::metrics::leading(&cfg.region, false);
     let name = lease::name(&cfg.region);
@@ -32,9 +34,7 @@ pub async fn lead(
     let Some(held) = lease::acquire(&*store, &name, &holder, cfg.timers, shutdown).await else {
         return Ok(());
     };
-    if let Some(hub) = &agents {
-        hub.leading_from_now();
-    }
+    hub.leading_from_now();
     let lost = Shutdown::new();
     let stop_renewing = Shutdown::new();
     let renewer = lease::keep(
@@ -108,6 +108,8 @@ pub async fn lead(
         }
     }
     crate::metrics::leading(&cfg.region, false);
+    // Before the lease is let go: no agent's stream outlives this controller's leading.
+    hub.stand_by();
     stop_renewing.trigger();
     stop_sweeping.trigger();
     let _ = renewer.await;

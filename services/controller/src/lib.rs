@@ -62,7 +62,6 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let agents_port = tokio::spawn(agent_port.serve(server_stop.clone()));
     // The runtime is read once this controller leads, so a standby never acts on a stale view.
     let fake = cfg.fake.clone();
-    let agents = (cfg.backend == BackendKind::Agent).then(|| Arc::clone(&hub));
     let (kind, agent_hub, offline_fail) = (cfg.backend, Arc::clone(&hub), cfg.timers.offline_fail);
     let backend = move || -> Arc<dyn Backend> {
         match kind {
@@ -70,7 +69,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             BackendKind::Fake | BackendKind::Kubernetes => fake::FakeBackend::start(fake),
         }
     };
-    let led = lead::lead(&cfg, store, backend, agents, &shutdown).await;
+    let led = lead::lead(&cfg, store, backend, hub, &shutdown).await;
     server_stop.trigger();
     server.await.context("controller server")??;
     agents_port.await.context("agents' port")??;

@@ -58,8 +58,8 @@ impl DockerConfig {
             images,
             disks: DiskConfig::from_settings(settings)?,
             egress: EgressSetting::from_settings(settings)?,
-            // Known once the agent knows its controller: set before starting, like `machine`.
-            controller: String::new(),
+            // Known once the agent knows its controllers: set before starting, like `machine`.
+            controllers: Default::default(),
         }))
     }
 }

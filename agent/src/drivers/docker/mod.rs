@@ -51,8 +51,8 @@ pub struct DockerConfig {
     pub disks: DiskConfig,
     /// Whether the owner's notebooks may have outbound network here (egress.rs).
     pub egress: EgressSetting,
-    /// The controller the agent syncs with (`host:port`), which egress can't reach.
-    pub controller: String,
+    /// The region's controllers the agent syncs with, which egress can't reach.
+    pub controllers: crate::controllers::Controllers,
 }
 
 /// The worker, started afresh (its records read again from disk) whenever it panics. Nothing

@@ -77,7 +77,7 @@ impl Worker {
     ) -> Worker {
         let user = crate::drivers::local::workload_user();
         Worker {
-            fence: Fence::new(config.egress, config.controller.clone()),
+            fence: Fence::new(config.egress, config.controllers.clone()),
             records: Records::open(&config.state_dir, super::NAME),
             disks: Disks::new(config.disks.clone(), &config.state_dir),
             engine,

@@ -22,6 +22,8 @@ use einsora_runtime::settings::{ConfigError, Settings};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
+use crate::controllers::Controllers;
+
 /// `auto` (egress where the fence can be put up) or `off` (never).
 pub const EGRESS: &str = "EINSORA_AGENT_EGRESS";
 /// How often the rules are put back while a workload with egress runs.
@@ -59,8 +61,8 @@ pub enum NftError {
 #[derive(Debug)]
 pub struct Fence {
     setting: EgressSetting,
-    /// The controller the agent syncs with (`host:port`): unreachable from inside.
-    controller: String,
+    /// The region's controllers the agent syncs with: unreachable from inside.
+    controllers: Controllers,
     /// When the rules were last put up, if they are.
     up_since: Option<Instant>,
     /// The last failure said at WARN, so it is said once until it changes.
@@ -68,17 +70,17 @@ pub struct Fence {
 }
 
 impl Fence {
-    pub fn new(setting: EgressSetting, controller: String) -> Fence {
+    pub fn new(setting: EgressSetting, controllers: Controllers) -> Fence {
         Fence {
             setting,
-            controller,
+            controllers,
             up_since: None,
             warned: None,
         }
     }
 
     /// Whether a workload that `wants` egress gets it: only where it is allowed and the fence
-    /// is up, put up now by `put_up` (given the controller's addresses) if it isn't or hasn't
+    /// is up, put up now by `put_up` (given the controllers' addresses) if it isn't or hasn't
     /// been for [`REFRESH`]. `bridge` names it in the log.
     pub async fn up<F, Fut, E>(&mut self, wants: bool, bridge: &str, put_up: F) -> bool
     where
@@ -93,12 +95,14 @@ impl Fence {
             return true;
         }
         // A name that doesn't resolve now is one the agent can't reach either.
-        let lookup = tokio::net::lookup_host(self.controller.as_str());
-        let controller = match tokio::time::timeout(NFT_LIMIT, lookup).await {
-            Ok(Ok(addrs)) => addrs.map(|a| a.ip()).collect(),
-            _ => Vec::new(),
-        };
-        match put_up(controller).await {
+        let mut controllers = Vec::new();
+        for controller in self.controllers.all() {
+            let lookup = tokio::net::lookup_host(controller.as_str());
+            if let Ok(Ok(addrs)) = tokio::time::timeout(NFT_LIMIT, lookup).await {
+                controllers.extend(addrs.map(|a| a.ip()));
+            }
+        }
+        match put_up(controllers).await {
             Ok(()) => {
                 if self.warned.take().is_some() || self.up_since.is_none() {
                     tracing::info!(bridge, "egress fence up");
@@ -264,10 +268,16 @@ mod tests {
 
     #[tokio::test]
     async fn the_fence_is_put_up_only_for_who_wants_it_where_allowed_and_then_kept() {
-        let mut off = Fence::new(EgressSetting::Off, "127.0.0.1:1".into());
+        let mut off = Fence::new(
+            EgressSetting::Off,
+            Controllers::joined("127.0.0.1:1".into()),
+        );
         let never = |_| async { Err::<(), _>("must not be called") };
         assert!(!off.up(true, "b", never).await);
-        let mut fence = Fence::new(EgressSetting::Auto, "127.0.0.1:1".into());
+        let mut fence = Fence::new(
+            EgressSetting::Auto,
+            Controllers::joined("127.0.0.1:1".into()),
+        );
         assert!(!fence.up(false, "b", never).await);
         let given = std::sync::Mutex::new(Vec::new());
         let put_up = |c: Vec<IpAddr>| {
@@ -281,7 +291,10 @@ mod tests {
         );
         // Up, and not put up again within REFRESH.
         assert!(fence.up(true, "b", never).await);
-        let mut broken = Fence::new(EgressSetting::Auto, "127.0.0.1:1".into());
+        let mut broken = Fence::new(
+            EgressSetting::Auto,
+            Controllers::joined("127.0.0.1:1".into()),
+        );
         assert!(!broken.up(true, "b", |_| async { Err("no nft") }).await);
     }
 }

@@ -75,7 +75,7 @@ pub fn from_settings(
         egress: EgressSetting::from_settings(settings)?,
         // Unused: a Mac has no network namespaces.
         egress_subnet: settings.parse_with(EGRESS_SUBNET, DEFAULT_SUBNET, Subnet::parse)?,
-        controller: String::new(),
+        controllers: Default::default(),
         platform: Platform::Macos(tools),
     }))
 }

@@ -56,8 +56,8 @@ impl NativeConfig {
             bwrap: settings.path(BWRAP, Path::new("/usr/bin/bwrap"))?,
             egress: EgressSetting::from_settings(settings)?,
             egress_subnet: settings.parse_with(SUBNET, DEFAULT_SUBNET, Subnet::parse)?,
-            // Known once the agent knows its controller: set before starting.
-            controller: String::new(),
+            // Known once the agent knows its controllers: set before starting.
+            controllers: Default::default(),
             platform: super::Platform::Linux,
         }))
     }

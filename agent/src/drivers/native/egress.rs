@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use crate::controllers::Controllers;
 use crate::drivers::local::fence::{self, EgressSetting, Fence, NftError};
 use crate::inventory::command::run_tool;
 
@@ -127,9 +128,9 @@ pub struct Egress {
 }
 
 impl Egress {
-    pub fn new(setting: EgressSetting, controller: String, subnet: Subnet) -> Egress {
+    pub fn new(setting: EgressSetting, controllers: Controllers, subnet: Subnet) -> Egress {
         Egress {
-            fence: Fence::new(setting, controller),
+            fence: Fence::new(setting, controllers),
             subnet,
         }
     }

@@ -60,8 +60,8 @@ pub struct NativeConfig {
     /// Which OS's sandbox its workloads run in: linux-native's bubblewrap, or macos-native's
     /// `sandbox-exec`.
     pub platform: Platform,
-    /// The controller the agent syncs with (`host:port`), which egress can't reach.
-    pub controller: String,
+    /// The region's controllers the agent syncs with, which egress can't reach.
+    pub controllers: crate::controllers::Controllers,
 }
 
 #[derive(Debug)]

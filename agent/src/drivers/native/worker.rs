@@ -143,7 +143,7 @@ impl Worker {
             user: parts.config.platform.user(),
             egress: Egress::new(
                 parts.config.egress,
-                parts.config.controller.clone(),
+                parts.config.controllers.clone(),
                 parts.config.egress_subnet,
             ),
             supervisor,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::ids::{MachineId, WorkloadId};
 pub use einsora_proto::convert::AccessTarget;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 /// Agents' Sync streams open on this controller.
 static STREAMS: std::sync::LazyLock<einsora_runtime::metrics::Gauge> =
@@ -34,6 +34,9 @@ pub struct Reported {
 #[derive(Debug)]
 pub struct Hub {
     machines: Mutex<HashMap<MachineId, Live>>,
+    /// Whether this controller leads its region: only then does it serve agents' streams and
+    /// the access proxy (a standby's view of machines would be empty).
+    leading: watch::Sender<bool>,
     /// When this controller started leading (or, before it leads, started): no machine's
     /// silence counts from earlier, so no offline clock runs on the controller's or the store's
     /// own downtime, nor on the time it stood by while another led (its agents were the
@@ -61,16 +64,35 @@ impl Hub {
     pub fn new(offline_after: Duration) -> Hub {
         Hub {
             machines: Mutex::new(HashMap::new()),
+            leading: watch::Sender::new(false),
             started: Mutex::new(Instant::now()),
             reported: Notify::new(),
             offline_after,
         }
     }
 
-    /// This controller leads from now: machines' silence, and the reconnect window after which
-    /// admission stops waiting for them, count from here.
+    /// This controller leads from now: it serves agents' streams, and machines' silence, and
+    /// the reconnect window after which admission stops waiting for them, count from here.
     pub fn leading_from_now(&self) {
         *self.started.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        self.leading.send_replace(true);
+    }
+
+    /// This controller no longer leads: every agent's stream on it ends, so each agent
+    /// reconnects until it reaches the one that leads now.
+    pub fn stand_by(&self) {
+        self.leading.send_replace(false);
+    }
+
+    pub fn leading(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// Completes once this controller doesn't lead (at once if it doesn't now).
+    pub async fn standing_by(&self) {
+        let mut leading = self.leading.subscribe();
+        // The sender lives as long as the hub, which `&self` outlives this wait.
+        let _ = leading.wait_for(|leads| !leads).await;
     }
 
     fn started(&self) -> Instant {

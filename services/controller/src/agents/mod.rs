@@ -16,6 +16,7 @@ mod sync;
 
 pub use backend::AgentBackend;
 pub use hub::Hub;
+pub use refusal::standby;
 pub use renew::Renewals;
 pub use sync::{StreamTimers, SyncApi};
 

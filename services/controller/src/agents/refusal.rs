@@ -1,7 +1,10 @@
 //! Why the agents' Sync refuses or ends a stream, mapped to statuses once. `PERMISSION_DENIED`
 //! is what an agent takes for "revoked: stop for good", so only a refusal of the machine's
-//! identity is one; a replaced stream is `ABORTED`, after which an agent reconnects.
+//! identity is one; a replaced stream is `ABORTED`, after which an agent reconnects; a standby's
+//! refusal is `UNAVAILABLE` marked [`STANDBY`], after which an agent tries the region's next
+//! controller.
 
+use einsora_proto::metadata::{ERROR, STANDBY};
 use einsora_store::StoreError;
 use tonic::Status;
 
@@ -17,6 +20,8 @@ pub enum Refusal {
     Replaced,
     #[error("this machine opens streams faster than allowed; try again shortly")]
     TooManyStreams,
+    #[error("this controller stands by: another leads its region, and serves its machines")]
+    Standby,
     #[error("the store failed a Sync request")]
     Store(#[from] StoreError),
 }
@@ -29,7 +34,17 @@ impl From<Refusal> for Status {
             Refusal::NotAMachine | Refusal::Revoked => Status::permission_denied(message),
             Refusal::Replaced => Status::aborted(message),
             Refusal::TooManyStreams => Status::resource_exhausted(message),
+            Refusal::Standby => standby(message),
             Refusal::Store(e) => crate::status::store(&e, &message),
         }
     }
+}
+
+/// UNAVAILABLE, marked as a standby's: the caller tries another of the region's controllers.
+pub fn standby(message: String) -> Status {
+    let mut status = Status::unavailable(message);
+    status
+        .metadata_mut()
+        .insert(ERROR, tonic::metadata::MetadataValue::from_static(STANDBY));
+    status
 }

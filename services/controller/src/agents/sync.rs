@@ -5,7 +5,9 @@
 //! workloads (which wakes only this machine's stream, through the hub), and at least every
 //! heartbeat; its inventory reports update its registration when they fit it. A machine has
 //! one live stream (`streams`): a newer one replaces it. A stream presenting a renewed
-//! certificate retires the machine's older ones.
+//! certificate retires the machine's older ones. Only the controller leading the region serves
+//! streams: a standby refuses them, and a leader that stops leading ends them, so agents
+//! reconnect until they reach the one leading.
 
 use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
@@ -128,6 +130,10 @@ impl SyncService for SyncApi {
         request: Request<Streaming<pb::AgentReport>>,
     ) -> Result<Response<DesiredStream>, Status> {
         let (id, fingerprint) = identity(&request)?;
+        // Before anything is counted or read: the machine is the leader's to serve.
+        if !self.hub.leading() {
+            return Err(Refusal::Standby.into());
+        }
         if let Err(flood) = self.budgets.open_stream(id) {
             if flood.note {
                 tracing::warn!(machine = %id, "the machine opens streams faster than allowed; refusing them and flagging it");
@@ -219,9 +225,17 @@ impl Session {
         tracing::info!(machine = %id, "machine connected");
         let wake = self.hub.connected(id);
         let mut recheck = tokio::time::interval(self.timers.recheck);
+        let hub = Arc::clone(&self.hub);
+        let standing_by = hub.standing_by();
+        tokio::pin!(standing_by);
         loop {
             let step = tokio::select! {
                 () = shutdown.cancelled() => break,
+                // Leadership moved on: the agent is told so, and looks for the new leader.
+                () = &mut standing_by => {
+                    let _ = tokio::time::timeout(self.timers.send_timeout, self.tx.send(Err(Refusal::Standby.into()))).await;
+                    break;
+                }
                 () = claim.replaced() => {
                     let _ = tokio::time::timeout(self.timers.send_timeout, self.tx.send(Err(Refusal::Replaced.into()))).await;
                     break;

@@ -64,6 +64,8 @@ impl Port {
         let tenancy = Tenancy::new().await;
         let shutdown = Shutdown::new();
         let hub = Arc::new(Hub::new(Duration::from_secs(60)));
+        // It leads its region: a standby serves no machine (`tests/leading.rs`).
+        hub.leading_from_now();
         let store = Arc::clone(&tenancy.store);
         let port = AgentPort::bind(&cfg, store, Arc::clone(&hub), &shutdown)
             .await

@@ -109,3 +109,37 @@ async fn a_renewed_certificate_once_used_retires_the_previous_one() {
             .is_some()
     );
 }
+
+/// Only the controller leading its region serves machines: a standby refuses a stream (marked
+/// so the agent tries the region's next controller), a leader that stops leading ends every
+/// stream so, and leading again it serves them again.
+#[tokio::test]
+async fn only_the_leader_serves_streams_and_one_that_stops_leading_ends_them() {
+    let port = Port::start(&[]).await;
+    port.tenancy.token(TOKEN).await;
+    let (_, cert) = port.enrol(TOKEN).await.unwrap();
+    let mut open = port.sync(&cert).await.unwrap();
+
+    port.hub.stand_by();
+    let ended = closed(&mut open).await;
+    let standby = |status: &tonic::Status| {
+        status.code() == Code::Unavailable
+            && status
+                .metadata()
+                .get(einsora_proto::metadata::ERROR)
+                .map(|v| v.as_bytes())
+                == Some(einsora_proto::metadata::STANDBY.as_bytes())
+    };
+    assert!(standby(&ended), "{ended:?}");
+    let refused = port.sync(&cert).await.err().expect("a standby refuses");
+    assert!(standby(&refused), "{refused:?}");
+    assert!(
+        refused.message().contains("stands by"),
+        "{}",
+        refused.message()
+    );
+
+    port.hub.leading_from_now();
+    let mut back = port.sync(&cert).await.expect("leading again, it serves");
+    assert!(back.stays_open(QUIET).await);
+}
