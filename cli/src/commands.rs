@@ -4,7 +4,9 @@ use clap::{Parser, Subcommand};
 use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 
-use crate::{client, images, join, machine_check, migrate, role, setup, shell_docs, system, up};
+use crate::{
+    backup, client, images, join, machine_check, migrate, role, setup, shell_docs, system, up,
+};
 
 /// Einsora turns the machines you own into a small GPU cloud. Every setting is an EINSORA_*
 /// environment variable with a Solo default (docs/operations.md).
@@ -21,6 +23,20 @@ pub struct Cli {
 pub enum Command {
     /// Apply the embedded database migrations (safe to run again).
     Migrate,
+    /// Write everything this installation needs (its database, its certificates and CA, its
+    /// catalog) into a new owner-only archive, while it runs. The archive holds the CA's keys.
+    Backup {
+        /// The archive to write (a new file).
+        #[arg(long)]
+        to: std::path::PathBuf,
+    },
+    /// Restore an archive of `einsora backup` into this installation's database (SQLite or
+    /// Postgres, whichever the backup came from) and certificate directory, both empty.
+    Restore {
+        /// The archive to read.
+        #[arg(long)]
+        from: std::path::PathBuf,
+    },
     /// Manage the installation's certificate authority.
     Pki {
         #[command(subcommand)]
@@ -146,6 +162,11 @@ impl Cli {
                 system::rerun_as_service_user().map(drop)
             }
             Command::Migrate => migrate::run(&settings),
+            Command::Backup { .. } | Command::Restore { .. } if system::applies(&settings) => {
+                system::rerun_as_service_user().map(drop)
+            }
+            Command::Backup { to } => backup::backup(&settings, &to),
+            Command::Restore { from } => backup::restore(&settings, &from),
             Command::Up => up::run(up::Profile::Solo),
             Command::Dev => up::run(up::Profile::Dev),
             Command::Setup { .. } if system::applies(&settings) => system::setup(),

@@ -1,5 +1,6 @@
 //! `einsora`: one binary whose subcommand picks the role.
 
+mod backup;
 mod client;
 mod commands;
 mod images;

@@ -25,7 +25,7 @@ pub fn run(settings: &Settings) -> anyhow::Result<()> {
 }
 
 /// Solo keeps its data in one owner-only directory.
-fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+pub(crate) fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)

@@ -7,6 +7,7 @@ mod access_sessions;
 mod adoption;
 mod agent_backend;
 mod attacks;
+mod backup;
 mod bad_input;
 mod browser;
 mod cli_flow;

@@ -99,6 +99,11 @@ impl InternalTls {
         Ok(ClientTls::new(&id.ca_pem, Some(&id.cert), server)?)
     }
 
+    /// The directory itself (`einsora backup` keeps what is in it).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// Creates the installation's CA if there is none, and a certificate for every service
     /// role (`einsora pki init`; `einsora up` does it too). Only this holds the CA's key.
     pub fn init(&self) -> Result<&std::path::Path, ServeError> {

@@ -6,6 +6,7 @@
 mod accounts;
 mod activity;
 mod agents;
+pub mod backup;
 mod changes;
 mod controller;
 mod database_url;

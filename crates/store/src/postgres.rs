@@ -49,29 +49,10 @@ pub struct PostgresStore {
 
 impl PostgresStore {
     pub(crate) async fn open(url: &DatabaseUrl) -> Result<Self, StoreError> {
-        let DatabaseUrl::Postgres { url: raw, .. } = url else {
-            return Err(StoreError::Config {
-                setting: crate::DATABASE_URL_SETTING,
-                problem: format!("{url} is not a Postgres URL"),
-            });
-        };
-        let unreachable = |problem: String| StoreError::Config {
-            setting: crate::DATABASE_URL_SETTING,
-            problem: format!("can't reach Postgres at {url}: {problem}"),
-        };
-        // sqlx's parse errors may quote the URL, password and all: say only that it is invalid.
-        let options = PgConnectOptions::from_str(raw).map_err(|_| StoreError::Config {
-            setting: crate::DATABASE_URL_SETTING,
-            problem: format!("{url} is not a valid Postgres URL"),
-        })?;
+        let options = connect_options(url)?;
         // One connection first, so the error is the real one (refused, unknown host, bad
         // password) rather than the pool's time-out.
-        tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
-            .await
-            .map_err(|_| unreachable(format!("no answer within {CONNECT_TIMEOUT:?}")))?
-            .map_err(|e| unreachable(e.to_string()))?
-            .close()
-            .await?;
+        connect_one(url).await?.close().await?;
         // No ping per acquire (a round trip per transaction): a broken connection fails its
         // query, which surfaces as `Unavailable`, and the pool replaces it.
         let pool = PgPoolOptions::new()
@@ -80,7 +61,7 @@ impl PostgresStore {
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(|e| unreachable(url, e))?;
         let changes = Arc::new(ChangeSender::new());
         let mut listen = PgListener::connect_with(&pool).await?;
         listen.listen(CHANNEL).await?;
@@ -151,4 +132,35 @@ async fn forward_notifications(mut listen: PgListener, changes: Arc<ChangeSender
 mod shared {
     use super::{Db, MIGRATOR, ThisStore, begin_write};
     include!("shared/prelude.rs");
+}
+
+/// The connection options `url` names; sqlx's parse errors may quote the URL, password and
+/// all, so the error says only that it is invalid.
+fn connect_options(url: &DatabaseUrl) -> Result<PgConnectOptions, StoreError> {
+    let DatabaseUrl::Postgres { url: raw, .. } = url else {
+        return Err(StoreError::Config {
+            setting: crate::DATABASE_URL_SETTING,
+            problem: format!("{url} is not a Postgres URL"),
+        });
+    };
+    PgConnectOptions::from_str(raw).map_err(|_| StoreError::Config {
+        setting: crate::DATABASE_URL_SETTING,
+        problem: format!("{url} is not a valid Postgres URL"),
+    })
+}
+
+/// One connection to `url`, its error the real one (refused, unknown host, bad password).
+pub(crate) async fn connect_one(url: &DatabaseUrl) -> Result<PgConnection, StoreError> {
+    let options = connect_options(url)?;
+    tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
+        .await
+        .map_err(|_| unreachable(url, format!("no answer within {CONNECT_TIMEOUT:?}")))?
+        .map_err(|e| unreachable(url, e))
+}
+
+fn unreachable(url: &DatabaseUrl, problem: impl std::fmt::Display) -> StoreError {
+    StoreError::Config {
+        setting: crate::DATABASE_URL_SETTING,
+        problem: format!("can't reach Postgres at {url}: {problem}"),
+    }
 }

@@ -77,13 +77,7 @@ impl SqliteStore {
                 ),
             });
         }
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(purpose == Purpose::Migrate)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true);
+        let options = connect_options(path, purpose);
         let writer = SqliteConnection::connect_with(&options)
             .await
             .map_err(|e| open_error(url, e))?;
@@ -151,7 +145,18 @@ impl Drop for SqliteStore {
     }
 }
 
-fn open_error(url: &DatabaseUrl, err: sqlx::Error) -> StoreError {
+/// How every connection to the file is made.
+pub(crate) fn connect_options(path: &std::path::Path, purpose: Purpose) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(purpose == Purpose::Migrate)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true)
+}
+
+pub(crate) fn open_error(url: &DatabaseUrl, err: sqlx::Error) -> StoreError {
     StoreError::Config {
         setting: crate::DATABASE_URL_SETTING,
         problem: format!("can't open {url}: {err}"),

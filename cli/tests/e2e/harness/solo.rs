@@ -73,6 +73,12 @@ impl Solo {
         if !dev {
             make_owner(&e, &database);
         }
+        Solo::resume(e, database, env)
+    }
+
+    /// `einsora up` on the data directory of `e` and `database`, as they are: an installation
+    /// that has its owner already (a restored one).
+    pub fn resume(e: Einsora, database: String, env: &[(&str, &str)]) -> Solo {
         let (http, access) = (Port::loopback(), Port::loopback());
         let (http_addr, access_addr) = (http.to_string(), access.to_string());
         let interval = einsora_testkit::setting(CONTROLLER_INTERVAL);

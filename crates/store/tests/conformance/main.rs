@@ -8,6 +8,7 @@ mod harness;
 
 mod accounts;
 mod activity;
+mod backup;
 mod capacity;
 mod changes;
 mod enrolment;
@@ -23,6 +24,7 @@ mod workloads;
 
 // Each case once per engine: `sqlite::<case>` and `postgres::<case>`.
 einsora_testkit::on_both_engines! {
+    backup::every_table_is_dumped_or_left_out_by_name,
     workloads::the_census_counts_a_regions_workloads_by_state,
     leases::leases_are_listed_with_their_holders,
     activity::activity_is_read_newest_first_filtered_and_paged,

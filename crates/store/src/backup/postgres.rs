@@ -1,0 +1,261 @@
+//! A dump read from, and a load written into, Postgres. Values are read by their columns'
+//! types; the target's `information_schema` decides how each is written (an ID's 16 bytes
+//! into a `uuid`, 0 or 1 into a `boolean`).
+
+use futures::TryStreamExt as _;
+use sqlx::postgres::{PgArguments, PgRow};
+use sqlx::{Column, Connection, PgConnection, Postgres, Row, TypeInfo};
+use uuid::Uuid;
+
+use super::{AFTER_WORKLOADS, BackupError, Counts, Expect, Item, Kind, TABLES, Value};
+use crate::postgres::connect_one;
+use crate::{DatabaseUrl, StoreError};
+
+type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
+
+/// The one column whose values Postgres generates (`GENERATED ALWAYS AS IDENTITY`): written
+/// as dumped, then its sequence moved past them.
+const IDENTITY: (&str, &str) = ("workload_events", "seq");
+
+async fn applied(conn: &mut PgConnection) -> Result<i64, StoreError> {
+    let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
+        .fetch_one(&mut *conn)
+        .await?;
+    if exists.is_none() {
+        return Ok(0);
+    }
+    let version: Option<i64> =
+        sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(&mut *conn)
+            .await?;
+    Ok(version.unwrap_or(0))
+}
+
+/// The table's columns, in order, with their kinds.
+async fn columns(
+    conn: &mut PgConnection,
+    table: &str,
+) -> Result<Vec<(String, Option<Kind>)>, StoreError> {
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT column_name::text, data_type::text FROM information_schema.columns \
+         WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
+    )
+    .bind(table)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(name, data_type)| {
+            let kind = match data_type.as_str() {
+                "bigint" => Some(Kind::Int8),
+                "integer" => Some(Kind::Int4),
+                "smallint" => Some(Kind::Int2),
+                "boolean" => Some(Kind::Bool),
+                "text" | "character varying" => Some(Kind::Text),
+                "bytea" => Some(Kind::Bytes),
+                "uuid" => Some(Kind::Uuid),
+                _ => None,
+            };
+            (name, kind)
+        })
+        .collect())
+}
+
+pub(super) async fn dump(
+    url: &DatabaseUrl,
+    each: &mut (dyn FnMut(Item) -> Result<(), BackupError> + Send),
+) -> Result<Counts, BackupError> {
+    let mut conn = connect_one(url).await?;
+    // One snapshot for every table, while the installation writes on.
+    let mut tx = conn
+        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .await
+        .map_err(StoreError::from)?;
+    let (found, known) = (applied(&mut tx).await?, super::schema_version(url));
+    if found != known {
+        return Err(BackupError::Mismatch { found, known });
+    }
+    let mut counts = Counts::new();
+    for table in TABLES {
+        let columns: Vec<String> = columns(&mut tx, table)
+            .await?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        each(Item::Table {
+            name: (*table).to_owned(),
+            columns: columns.clone(),
+        })?;
+        let names: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
+        let sql = format!("SELECT {} FROM \"{table}\"", names.join(", "));
+        let mut rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch(&mut *tx);
+        let mut n = 0;
+        while let Some(row) = rows.try_next().await.map_err(StoreError::from)? {
+            let values = (0..columns.len())
+                .map(|i| value(&row, i, table))
+                .collect::<Result<Vec<_>, _>>()?;
+            each(Item::Row(values))?;
+            n += 1;
+        }
+        counts.insert((*table).to_owned(), n);
+    }
+    Ok(counts)
+}
+
+fn value(row: &PgRow, i: usize, table: &str) -> Result<Value, BackupError> {
+    let column = &row.columns()[i];
+    let read = |e: sqlx::Error| BackupError::from(StoreError::from(e));
+    let value = match column.type_info().name() {
+        "UUID" => row
+            .try_get::<Option<Uuid>, _>(i)
+            .map_err(read)?
+            .map(|u| Value::Bytes(u.as_bytes().to_vec())),
+        "INT8" => row
+            .try_get::<Option<i64>, _>(i)
+            .map_err(read)?
+            .map(Value::Int),
+        "INT4" => row
+            .try_get::<Option<i32>, _>(i)
+            .map_err(read)?
+            .map(|v| Value::Int(v.into())),
+        "INT2" => row
+            .try_get::<Option<i16>, _>(i)
+            .map_err(read)?
+            .map(|v| Value::Int(v.into())),
+        "BOOL" => row
+            .try_get::<Option<bool>, _>(i)
+            .map_err(read)?
+            .map(|v| Value::Int(v.into())),
+        "TEXT" | "VARCHAR" => row
+            .try_get::<Option<String>, _>(i)
+            .map_err(read)?
+            .map(Value::Text),
+        "BYTEA" => row
+            .try_get::<Option<Vec<u8>>, _>(i)
+            .map_err(read)?
+            .map(Value::Bytes),
+        other => {
+            return Err(BackupError::shape(
+                table,
+                format!(
+                    "{} is of type {other}, which no column of the store is",
+                    column.name()
+                ),
+            ));
+        }
+    };
+    Ok(value.unwrap_or(Value::Null))
+}
+
+pub(super) async fn load(
+    url: &DatabaseUrl,
+    schema: i64,
+    items: &mut (dyn Iterator<Item = Result<Item, BackupError>> + Send),
+) -> Result<Counts, BackupError> {
+    let mut conn = connect_one(url).await?;
+    let migrator = &crate::migrations::POSTGRES;
+    let found = applied(&mut conn).await?;
+    if found > schema {
+        return Err(BackupError::NewerTarget { found, schema });
+    }
+    migrator
+        .run_to(schema, &mut conn)
+        .await
+        .map_err(|e| crate::migrations::map_error(migrator, e))?;
+    for table in TABLES {
+        let sql = format!("SELECT COUNT(*) FROM \"{table}\"");
+        let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&mut conn)
+            .await
+            .map_err(StoreError::from)?;
+        if rows > 0 {
+            return Err(BackupError::NotEmpty {
+                table: (*table).to_owned(),
+                rows,
+            });
+        }
+    }
+    let counts = {
+        let mut tx = conn.begin().await.map_err(StoreError::from)?;
+        let mut expect = Expect::new();
+        let mut insert: Option<(String, Vec<Kind>, Vec<String>)> = None;
+        for item in items {
+            match item? {
+                Item::Table { name, columns } => {
+                    let target = self::columns(&mut tx, &name).await?;
+                    let names: Vec<String> = target.iter().map(|(n, _)| n.clone()).collect();
+                    expect.table(&name, &columns, &names)?;
+                    let kinds = super::kinds(&name, &columns, &target)?;
+                    if name == "workload_events" {
+                        sqlx::query(AFTER_WORKLOADS)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(StoreError::from)?;
+                    }
+                    let identity = name == IDENTITY.0;
+                    insert = Some((super::insert_sql(&name, &columns, identity), kinds, columns));
+                }
+                Item::Row(values) => {
+                    let table = expect.row(values.len())?.to_owned();
+                    let (sql, kinds, columns) = insert.as_ref().expect("a row follows its table");
+                    let mut query: Query<'_> = sqlx::query(sqlx::AssertSqlSafe(sql.clone()));
+                    for ((value, kind), column) in values.into_iter().zip(kinds).zip(columns) {
+                        query = bind(query, *kind, value).map_err(|why| {
+                            BackupError::shape(&table, format!("{column}: {why}"))
+                        })?;
+                    }
+                    query
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| BackupError::shape(&table, e.to_string()))?;
+                }
+            }
+        }
+        let counts = expect.finish()?;
+        let (table, column) = IDENTITY;
+        let sql = format!(
+            "SELECT setval(pg_get_serial_sequence('{table}', '{column}'), \
+             COALESCE((SELECT MAX(\"{column}\") FROM \"{table}\"), 0) + 1, false)"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *tx)
+            .await
+            .map_err(StoreError::from)?;
+        tx.commit().await.map_err(StoreError::from)?;
+        counts
+    };
+    migrator
+        .run(&mut conn)
+        .await
+        .map_err(|e| crate::migrations::map_error(migrator, e))?;
+    Ok(counts)
+}
+
+fn bind(query: Query<'_>, kind: Kind, value: Value) -> Result<Query<'_>, String> {
+    let misfit = |value: &Value| super::misfit(kind, value);
+    Ok(match (kind, value) {
+        // Postgres types its parameters: a null is bound as its column's type.
+        (Kind::Int8, Value::Null) => query.bind(None::<i64>),
+        (Kind::Int4, Value::Null) => query.bind(None::<i32>),
+        (Kind::Int2, Value::Null) => query.bind(None::<i16>),
+        (Kind::Bool, Value::Null) => query.bind(None::<bool>),
+        (Kind::Text, Value::Null) => query.bind(None::<String>),
+        (Kind::Bytes, Value::Null) => query.bind(None::<Vec<u8>>),
+        (Kind::Uuid, Value::Null) => query.bind(None::<Uuid>),
+        (Kind::Int8, Value::Int(i)) => query.bind(i),
+        (Kind::Int4, Value::Int(i)) => {
+            query.bind(i32::try_from(i).map_err(|_| format!("{i} is out of range for integer"))?)
+        }
+        (Kind::Int2, Value::Int(i)) => {
+            query.bind(i16::try_from(i).map_err(|_| format!("{i} is out of range for smallint"))?)
+        }
+        (Kind::Bool, Value::Int(i @ (0 | 1))) => query.bind(i == 1),
+        (Kind::Text, Value::Text(s)) => query.bind(s),
+        (Kind::Bytes, Value::Bytes(b)) => query.bind(b),
+        (Kind::Uuid, Value::Bytes(b)) => match Uuid::from_slice(&b) {
+            Ok(id) => query.bind(id),
+            Err(_) => return Err(format!("{} bytes aren't an ID's 16", b.len())),
+        },
+        (_, value) => return Err(misfit(&value)),
+    })
+}
