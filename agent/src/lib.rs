@@ -1,12 +1,14 @@
 //! The node agent: runs workloads on one machine through drivers, reports inventory and
 //! status, and keeps the controller's Sync stream open over mutual TLS.
 
+mod abort_on_drop;
 pub mod controllers;
 pub mod drivers;
 mod identity;
 pub mod inventory;
 pub mod join;
 pub mod models;
+mod relay;
 mod renew;
 mod sync;
 

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Code;
 
+use crate::abort_on_drop::AbortOnDrop;
 use crate::controllers::Controllers;
 use crate::drivers::Drivers;
 use crate::identity::Identity;
@@ -153,6 +154,8 @@ async fn session(
     let lost = |e: &dyn std::fmt::Display| SyncError::Lost(e.to_string());
     let timing = link.timing;
     let channel = tls.connect(controller).await.map_err(|e| lost(&e))?;
+    // The relay's streams share the connection Sync dialled.
+    let relay_channel = channel.clone();
     let (tx, rx) = mpsc::channel(8);
     let mut sent_inventory = inventory(link.probe, drivers).await;
     tx.send(sent_inventory.clone())
@@ -163,6 +166,8 @@ async fn session(
         .await
         .map_err(refused)?;
     tracing::info!(controller, "syncing");
+    let (relay_requests, mut opens) = mpsc::channel(16);
+    let _listening = AbortOnDrop(crate::relay::listen(relay_channel.clone(), relay_requests));
     let mut desired = response.into_inner();
     let mut heartbeat = tokio::time::interval(timing.heartbeat);
     let mut check = tokio::time::interval(STATUS_CHECK);
@@ -206,6 +211,11 @@ async fn session(
                 false
             }
             () = changed.notified() => false,
+            Some(open) = opens.recv() => {
+                let socket = crate::relay::socket_of(&drivers.statuses(), &open);
+                crate::relay::answer(relay_channel.clone(), open.id, socket);
+                false
+            }
             Some(batch) = inbox.recv() => {
                 // Another stream's batch is read again from this stream's heads.
                 if batch.stream != drivers.stream() {

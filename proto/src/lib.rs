@@ -10,6 +10,10 @@ pub mod convert;
 pub mod metadata;
 pub mod schema;
 
+/// The relay's frames (`agent.v1.RelayService`, `internal.v1.ControllerInternalService.Relay`):
+/// the most bytes one carries. Readers of a connection's end read at most this much at a time.
+pub const RELAY_MAX_FRAME: usize = 64 << 10;
+
 /// The encoded `google.protobuf.FileDescriptorSet` of every .proto file here and its imports,
 /// with source comments and extension options (`google.api.http`, `einsora.options.v1.*`).
 pub const FILE_DESCRIPTOR_SET: &[u8] =

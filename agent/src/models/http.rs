@@ -117,7 +117,8 @@ where
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|e| failed(url, e))?;
-    let _conn = AbortOnDrop(tokio::spawn(async move {
+    // The connection's task ends when the exchange is over, however it ends.
+    let _conn = crate::abort_on_drop::AbortOnDrop(tokio::spawn(async move {
         let _ = conn.await;
     }));
     let request = Request::get(url.path_and_query.as_str())
@@ -199,13 +200,4 @@ fn host_header(url: &Url) -> String {
 /// A download problem, naming the server but never the path or query.
 fn failed(url: &Url, what: impl std::fmt::Display) -> ModelProblem {
     ModelProblem::Download(format!("{}: {what}", url.authority()))
-}
-
-/// Ends the connection's task when the exchange is over, however it ends.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

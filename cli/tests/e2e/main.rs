@@ -30,6 +30,7 @@ mod models;
 mod native;
 mod outage;
 mod partition;
+mod relay;
 mod roles;
 mod sandbox;
 mod schemathesis;

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod origin;
 pub mod panics;
 pub mod pki;
+pub mod relay_io;
 pub mod run_dirs;
 /// Settings live in their own crate so the store can read its one without the runtime.
 pub use einsora_settings as settings;

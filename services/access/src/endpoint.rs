@@ -74,7 +74,8 @@ pub(crate) async fn handle(
     let request = Request::from_parts(parts, Body::from(body));
     let answered = forward::send(
         crate::metrics::Site::Endpoint,
-        &target.socket_path,
+        &target,
+        &proxy.upstream,
         request,
         &proxy.shutdown,
     );

@@ -1,9 +1,9 @@
-//! Forwarding to a workload's Unix socket: HTTP/1.1, a new connection per request (connections
-//! to workloads aren't reused), bodies streamed both ways, and WebSocket upgrades joined. The
-//! socket is dialled only if it is the workload's own (`einsora_runtime::workload_socket`):
-//! the workload can write the directory it is in.
+//! Forwarding to a workload: HTTP/1.1, a new connection per request (connections to workloads
+//! aren't reused), bodies streamed both ways, and WebSocket upgrades joined. A workload on this
+//! host is reached at its Unix socket, dialled only if it is the workload's own
+//! (`einsora_runtime::workload_socket`: the workload can write the directory it is in); one on
+//! another machine through the relay (`Upstream::relay`), whose agent makes the same checks.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -17,6 +17,7 @@ use hyper_util::rt::TokioIo;
 
 use crate::errors::Failure;
 use crate::metrics::{self, Counted, CountedReads, Direction, Site};
+use crate::upstream::{Route, Target, Upstream};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Each direction's buffer of a joined WebSocket.
@@ -79,26 +80,57 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap, websocket: bool) {
     }
 }
 
-/// Sends `request` (already rewritten for the workload) over a new connection to `socket`.
+/// Sends `request` (already rewritten for the workload) over a new connection to `target`.
 /// A WebSocket handshake the workload accepts is joined to the client's connection until
 /// either side closes or `shutdown` fires.
 pub(crate) async fn send(
     site: Site,
-    socket: &Path,
+    target: &Target,
+    upstream: &Upstream,
     request: Request<Body>,
     shutdown: &Shutdown,
 ) -> Result<Response<Counted<Incoming>>, Failure> {
     let started = Instant::now();
-    let sent = dial(site, socket, request, shutdown).await;
+    let sent = dial(site, target, upstream, request, shutdown).await;
     let status = sent.as_ref().map_or(0, |r| r.status().as_u16());
     metrics::upstream(site, status, started.elapsed());
     let counter = metrics::bytes(site, Direction::FromWorkload);
     Ok(sent?.map(|body| Counted::new(body, counter)))
 }
 
+/// A connection to the workload, on this host or relayed.
+trait Connection: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Connection for T {}
+
+async fn connect(target: &Target, upstream: &Upstream) -> Result<Box<dyn Connection>, Failure> {
+    let route = &target.route;
+    match route {
+        Route::Socket(socket) => {
+            let connect = tokio::time::timeout(CONNECT_TIMEOUT, workload_socket::connect(socket));
+            match connect.await {
+                Ok(Ok(stream)) => Ok(Box::new(stream)),
+                Ok(Err(e)) if e.is_tampering() => {
+                    tracing::warn!(socket = %socket.display(), error = %e, "not the workload's own socket; nothing dialled");
+                    Err(Failure::tampered())
+                }
+                Ok(Err(e)) => Err(unreachable(route, &e)),
+                Err(_) => Err(unreachable(route, &"no connection in time")),
+            }
+        }
+        Route::Relayed {
+            workload,
+            tenant_id,
+        } => match upstream.relay(*workload, tenant_id, target.attempt).await {
+            Ok(stream) => Ok(Box::new(stream)),
+            Err(status) => Err(unreachable(route, &status.message())),
+        },
+    }
+}
+
 async fn dial(
     site: Site,
-    socket: &Path,
+    target: &Target,
+    upstream: &Upstream,
     request: Request<Body>,
     shutdown: &Shutdown,
 ) -> Result<Response<Incoming>, Failure> {
@@ -106,19 +138,11 @@ async fn dial(
     let mut request = request.map(|body| Body::new(Counted::new(body, counter)));
     let websocket = is_websocket(request.headers());
     let client_upgrade = websocket.then(|| hyper::upgrade::on(&mut request));
-    let connect = tokio::time::timeout(CONNECT_TIMEOUT, workload_socket::connect(socket));
-    let stream = match connect.await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) if e.is_tampering() => {
-            tracing::warn!(socket = %socket.display(), error = %e, "not the workload's own socket; nothing dialled");
-            return Err(Failure::tampered());
-        }
-        Ok(Err(e)) => return Err(unreachable(socket, &e)),
-        Err(_) => return Err(unreachable(socket, &"no connection in time")),
-    };
+    let stream = connect(target, upstream).await?;
+    let route = &target.route;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(|e| unreachable(socket, &e))?;
+        .map_err(|e| unreachable(route, &e))?;
     tokio::spawn(async move {
         if let Err(e) = connection.with_upgrades().await {
             tracing::debug!(error = %e, "workload connection ended with an error");
@@ -127,14 +151,14 @@ async fn dial(
     let mut response = sender
         .send_request(request)
         .await
-        .map_err(|e| unreachable(socket, &e))?;
+        .map_err(|e| unreachable(route, &e))?;
     let switched = response.status() == StatusCode::SWITCHING_PROTOCOLS;
     match client_upgrade {
         Some(client) if switched => {
             let upstream = hyper::upgrade::on(&mut response);
             tokio::spawn(join(site, client, upstream, shutdown.clone()));
         }
-        None if switched => return Err(unreachable(socket, &"switched protocols unasked")),
+        None if switched => return Err(unreachable(route, &"switched protocols unasked")),
         _ => {}
     }
     remove_hop_by_hop(response.headers_mut(), switched);
@@ -167,7 +191,14 @@ async fn join(site: Site, client: OnUpgrade, upstream: OnUpgrade, shutdown: Shut
     }
 }
 
-fn unreachable(socket: &Path, error: &dyn std::fmt::Display) -> Failure {
-    tracing::warn!(socket = %socket.display(), error = %error, "the workload did not answer");
+fn unreachable(route: &Route, error: &dyn std::fmt::Display) -> Failure {
+    match route {
+        Route::Socket(socket) => {
+            tracing::warn!(socket = %socket.display(), error = %error, "the workload did not answer");
+        }
+        Route::Relayed { workload, .. } => {
+            tracing::warn!(%workload, error = %error, "the workload did not answer through the relay");
+        }
+    }
     Failure::unavailable("the workload isn't answering right now; try again shortly")
 }

@@ -75,7 +75,8 @@ pub(crate) async fn handle(
     let ended = &found.session.ended;
     let sent = forward::send(
         crate::metrics::Site::Notebook,
-        &target.socket_path,
+        &target,
+        &proxy.upstream,
         request,
         ended,
     )

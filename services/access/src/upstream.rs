@@ -1,5 +1,6 @@
 //! The two lookups the proxy makes, over mutual TLS: the api says who a ticket or API token
-//! belongs to, the controller says where a tenant's ready workload listens now.
+//! belongs to, the controller says where a tenant's ready workload listens now; and a relayed
+//! connection, through the controller, to a workload on another machine.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -27,12 +28,21 @@ pub(crate) struct Caller {
     pub(crate) subject: String,
 }
 
+/// How the proxy reaches a workload.
+#[derive(Debug, Clone)]
+pub(crate) enum Route {
+    /// Its socket, on this host.
+    Socket(PathBuf),
+    /// Through the controller and its machine's agent.
+    Relayed { workload: Uuid, tenant_id: String },
+}
+
 /// Where a ready workload listens, and with which token.
 #[derive(Clone)]
 pub(crate) struct Target {
     pub(crate) kind: WorkloadKind,
     pub(crate) attempt: u32,
-    pub(crate) socket_path: PathBuf,
+    pub(crate) route: Route,
     /// SECRET: the workload's own token.
     pub(crate) token: String,
     pub(crate) region: String,
@@ -45,7 +55,7 @@ impl fmt::Debug for Target {
         f.debug_struct("Target")
             .field("kind", &self.kind)
             .field("attempt", &self.attempt)
-            .field("socket_path", &self.socket_path)
+            .field("route", &self.route)
             .field("region", &self.region)
             .field("placed_class", &self.placed_class)
             .finish_non_exhaustive()
@@ -170,18 +180,59 @@ impl Upstream {
         };
         let mut controller = self.controller.clone();
         let answer = call(controller.resolve_access_target(request_with(request, id))).await?;
-        if answer.socket_path.is_empty() {
-            return Err(LookupError::Refused);
-        }
+        let route = match (answer.relayed, answer.socket_path.is_empty()) {
+            (true, _) => Route::Relayed {
+                workload,
+                tenant_id: tenant_id.to_owned(),
+            },
+            (false, false) => Route::Socket(PathBuf::from(&answer.socket_path)),
+            (false, true) => return Err(LookupError::Refused),
+        };
         Ok(Target {
             kind: answer.kind(),
             attempt: answer.attempt,
-            socket_path: PathBuf::from(answer.socket_path),
+            route,
             token: answer.token,
             region: answer.region,
             placed_class: answer.placed_class,
             gpu_class: answer.gpu_class,
         })
+    }
+}
+
+impl Upstream {
+    /// A connection to `workload`'s `attempt` on another machine, through the controller
+    /// (`ControllerInternalService.Relay`): the proxy's end of it, as a local stream, once the
+    /// machine's agent opened the workload's socket.
+    pub(crate) async fn relay(
+        &self,
+        workload: Uuid,
+        tenant_id: &str,
+        attempt: u32,
+    ) -> Result<tokio::io::DuplexStream, Status> {
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        let to = pb::RelayTo {
+            workload_id: workload.to_string(),
+            tenant_id: tenant_id.to_owned(),
+            attempt,
+        };
+        let first = pb::RelayFrame {
+            frame: Some(pb::relay_frame::Frame::To(to)),
+        };
+        tx.send(first)
+            .await
+            .map_err(|_| Status::internal("the relay's frames went nowhere"))?;
+        let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+        einsora_runtime::telemetry::traces::inject_metadata(request.metadata_mut());
+        let mut controller = self.controller.clone();
+        let opening = controller.relay(request);
+        let down = tokio::time::timeout(CALL_TIMEOUT, opening)
+            .await
+            .map_err(|_| Status::deadline_exceeded("no relayed connection in time"))??
+            .into_inner();
+        let (ours, theirs) = tokio::io::duplex(einsora_proto::RELAY_MAX_FRAME);
+        tokio::spawn(einsora_runtime::relay_io::carry(theirs, tx, down));
+        Ok(ours)
     }
 }
 

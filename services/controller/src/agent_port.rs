@@ -20,7 +20,8 @@ use einsora_store::Store;
 use tonic::service::Routes;
 use tonic::transport::Server;
 
-use crate::agents::{Hub, Renewals, SyncApi};
+use crate::agents::relay::{RelayApi, TUNNELS_PER_MACHINE};
+use crate::agents::{Hub, Relays, Renewals, SyncApi};
 use crate::config::{AGENT_ADDR, Config};
 use crate::enrol::{EnrolLimit, EnrolmentApi};
 
@@ -29,9 +30,9 @@ const ENROL_WINDOW: Duration = Duration::from_secs(60);
 /// Connections from one address (an IPv6 /64) at once: an agent holds one; a few agents may
 /// share a NAT.
 const CONNECTIONS_PER_ADDRESS: usize = 32;
-/// HTTP/2 streams a connection may have open at once: an agent's Sync, an Enroll, a health
-/// check.
-const STREAMS_PER_CONNECTION: u32 = 8;
+/// HTTP/2 streams a connection may have open at once: an agent's Sync, its relay's listening
+/// stream and tunnels, an Enroll, a health check.
+const STREAMS_PER_CONNECTION: u32 = 8 + TUNNELS_PER_MACHINE as u32;
 /// The most header bytes a request may send (an agent's are a few hundred).
 const MAX_HEADER_LIST: u32 = 16 << 10;
 /// Keepalive pings end a connection whose peer vanished without closing it (a partition).
@@ -50,6 +51,7 @@ impl AgentPort {
         cfg: &Config,
         store: Arc<dyn Store>,
         hub: Arc<Hub>,
+        relays: Arc<Relays>,
         shutdown: &Shutdown,
     ) -> anyhow::Result<AgentPort> {
         let agents_ca = Arc::new(cfg.tls.agents_ca()?);
@@ -58,7 +60,7 @@ impl AgentPort {
         let sync = SyncApi::new(
             Arc::clone(&store),
             Arc::clone(&cfg.catalog),
-            hub,
+            Arc::clone(&hub),
             Renewals {
                 agents_ca: Arc::clone(&agents_ca),
                 lifetime: cfg.timers.cert_lifetime,
@@ -67,6 +69,13 @@ impl AgentPort {
             shutdown.clone(),
         )
         .with_output_caps(cfg.output_caps);
+        let relay = RelayApi {
+            store: Arc::clone(&store),
+            hub,
+            relays,
+            timers: cfg.timers.stream,
+            shutdown: shutdown.clone(),
+        };
         let enrolment = EnrolmentApi {
             store,
             agents_ca: Arc::clone(&agents_ca),
@@ -78,7 +87,9 @@ impl AgentPort {
         Ok(AgentPort {
             listener,
             tls,
-            routes: Routes::new(enrolment.into_server()).add_service(sync.into_server()),
+            routes: Routes::new(enrolment.into_server())
+                .add_service(sync.into_server())
+                .add_service(relay.into_server()),
             connections: ConnectionLimits::new(cfg.limits.max_connections, CONNECTIONS_PER_ADDRESS),
         })
     }

@@ -1,11 +1,13 @@
 //! `ControllerInternalService`, for the other services over mutual TLS: where a ready workload
-//! listens (the access proxy). (The api needn't wake a controller: the store's change signal
-//! does.)
+//! listens, and a relayed connection to one on another machine (the access proxy). (The api
+//! needn't wake a controller: the store's change signal does.)
 //!
 //! A machine reports where its workloads listen, and a machine may be an attacker: the proxy is
 //! only ever handed a socket of the machine it can reach (this host's own agent), and only at
 //! the one path that agent lays out for that workload (`einsora_core::run_dirs`). Anything else
-//! a machine reports is refused and logged, and nothing is dialled.
+//! a machine reports is refused and logged, and nothing is dialled. A workload on any other
+//! machine is reached through that machine's agent (`agents::relay`), which opens only its
+//! own socket.
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
@@ -19,14 +21,17 @@ use einsora_proto::common::v1 as common_pb;
 use einsora_proto::internal::v1 as pb;
 use einsora_proto::internal::v1::controller_internal_service_server::ControllerInternalService;
 use einsora_store::Store;
-use tonic::{Request, Response, Status};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::agents::Hub;
+use crate::agents::relay::{self, Relays};
 
 #[derive(Debug)]
 pub struct Internal {
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
+    relays: Arc<Relays>,
     region: Region,
     reachable: Reachable,
 }
@@ -36,12 +41,14 @@ impl Internal {
     pub fn new(
         store: Arc<dyn Store>,
         hub: Arc<Hub>,
+        relays: Arc<Relays>,
         region: Region,
         reachable_agent: RunDirs,
     ) -> Self {
         Internal {
             store,
             hub,
+            relays,
             region,
             reachable: Reachable {
                 dirs: reachable_agent,
@@ -99,8 +106,7 @@ impl Reachable {
 
 fn elsewhere() -> Status {
     Status::failed_precondition(
-        "it runs on another machine, which the access proxy can't reach yet: opening workloads \
-         on other machines comes with the relay",
+        "it runs on another machine, which isn't connected to this controller for relaying",
     )
 }
 
@@ -128,22 +134,13 @@ impl ControllerInternalService for Internal {
         request: Request<pb::ResolveAccessTargetRequest>,
     ) -> Result<Response<pb::ResolveAccessTargetResponse>, Status> {
         // A standby hears from no machine: the one leading knows where workloads listen.
-        if !self.hub.leading() {
-            return Err(crate::agents::standby(
-                "this controller stands by: ask the one leading its region".to_owned(),
-            ));
-        }
+        self.leading()?;
         let req = request.into_inner();
         let id: WorkloadId = req.workload_id.parse().map_err(|_| not_found())?;
         let tenant: TenantId = req.tenant_id.parse().map_err(|_| not_found())?;
-        let w = match self.store.workload(id).await {
-            Ok(Some(w)) => w,
-            Ok(None) => return Err(not_found()),
-            Err(e) => return Err(crate::status::store(&e, "resolving a workload's access")),
-        };
-        let here = w.tenant_id == tenant && w.region == self.region && w.state == State::Running;
-        let machine = w.machine_id.filter(|_| here).ok_or_else(not_found)?;
-        if self.reachable.machine() != Some(machine) {
+        let (w, machine) = self.running(id, tenant).await?;
+        let relayed = self.reachable.machine() != Some(machine);
+        if relayed && !self.relays.listening(machine) {
             return Err(elsewhere());
         }
         // Running, but its machine hasn't said where it listens (yet, or again after a
@@ -152,13 +149,15 @@ impl ControllerInternalService for Internal {
             .hub
             .target(machine, w.id, w.attempt.get())
             .ok_or_else(not_ready)?;
-        self.reachable.admit(
-            machine,
-            w.id,
-            w.kind,
-            w.driver.as_deref().unwrap_or_default(),
-            &target.socket_path,
-        )?;
+        if !relayed {
+            self.reachable.admit(
+                machine,
+                w.id,
+                w.kind,
+                w.driver.as_deref().unwrap_or_default(),
+                &target.socket_path,
+            )?;
+        }
         let placed_class = w
             .placed_class
             .clone()
@@ -167,12 +166,79 @@ impl ControllerInternalService for Internal {
             workload_id: w.id.to_string(),
             kind: common_pb::WorkloadKind::from(w.kind).into(),
             attempt: w.attempt.get(),
-            socket_path: target.socket_path,
+            // A relayed workload's path is its machine's: the proxy never dials it.
+            socket_path: if relayed {
+                String::new()
+            } else {
+                target.socket_path
+            },
             token: target.token,
             region: w.region.to_string(),
             placed_class,
             gpu_class: w.gpu_class,
+            relayed,
         }))
+    }
+
+    type RelayStream = Relayed;
+
+    async fn relay(
+        &self,
+        request: Request<Streaming<pb::RelayFrame>>,
+    ) -> Result<Response<Relayed>, Status> {
+        self.leading()?;
+        let mut proxy = request.into_inner();
+        let Some(pb::RelayFrame {
+            frame: Some(pb::relay_frame::Frame::To(to)),
+        }) = proxy.message().await?
+        else {
+            return Err(Status::invalid_argument(
+                "a relay's first frame names its workload",
+            ));
+        };
+        let id: WorkloadId = to.workload_id.parse().map_err(|_| not_found())?;
+        let tenant: TenantId = to.tenant_id.parse().map_err(|_| not_found())?;
+        let (w, machine) = self.running(id, tenant).await?;
+        // The attempt the proxy's session is bound to, and no other: a restarted workload is
+        // opened anew.
+        if w.attempt.get() != to.attempt || self.reachable.machine() == Some(machine) {
+            return Err(not_found());
+        }
+        let tunnel = self.relays.open(machine, w.id, to.attempt).await?;
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        tokio::spawn(relay::join(proxy, tx, tunnel));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+type Relayed =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::RelayFrame, Status>> + Send>>;
+
+impl Internal {
+    fn leading(&self) -> Result<(), Status> {
+        if self.hub.leading() {
+            return Ok(());
+        }
+        Err(crate::agents::standby(
+            "this controller stands by: ask the one leading its region".to_owned(),
+        ))
+    }
+
+    /// The tenant's workload, running in this region, and its machine; NOT_FOUND for anything
+    /// else, alike.
+    async fn running(
+        &self,
+        id: WorkloadId,
+        tenant: TenantId,
+    ) -> Result<(einsora_core::workload::Workload, MachineId), Status> {
+        let w = match self.store.workload(id).await {
+            Ok(Some(w)) => w,
+            Ok(None) => return Err(not_found()),
+            Err(e) => return Err(crate::status::store(&e, "resolving a workload's access")),
+        };
+        let here = w.tenant_id == tenant && w.region == self.region && w.state == State::Running;
+        let machine = w.machine_id.filter(|_| here).ok_or_else(not_found)?;
+        Ok((w, machine))
     }
 }
 

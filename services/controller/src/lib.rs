@@ -44,12 +44,20 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         "controller serving"
     );
     let hub = Arc::new(agents::Hub::new(cfg.timers.offline_after));
-    let agent_port =
-        agent_port::AgentPort::bind(&cfg, Arc::clone(&store), Arc::clone(&hub), &shutdown).await?;
+    let relays = Arc::new(agents::Relays::default());
+    let agent_port = agent_port::AgentPort::bind(
+        &cfg,
+        Arc::clone(&store),
+        Arc::clone(&hub),
+        Arc::clone(&relays),
+        &shutdown,
+    )
+    .await?;
     let server_stop = Shutdown::new();
     let internal = internal::Internal::new(
         Arc::clone(&store),
         Arc::clone(&hub),
+        relays,
         cfg.region.clone(),
         cfg.reachable_agent.clone(),
     );

@@ -131,6 +131,16 @@ pub fn run_agent(solo: &Solo, machine: &Machine) -> Agent {
 
 /// [`run_agent`] with `extra` settings.
 pub fn run_agent_with(solo: &Solo, machine: &Machine, extra: &[(&str, &str)]) -> Agent {
+    start_agent(solo, machine, extra, false)
+}
+
+/// [`run_agent_with`], the machine's run directories (its workloads' sockets) a tmpfs of its
+/// own that the control host can't see ([`Host::wrap_apart`]).
+pub fn run_agent_apart(solo: &Solo, machine: &Machine, extra: &[(&str, &str)]) -> Agent {
+    start_agent(solo, machine, extra, true)
+}
+
+fn start_agent(solo: &Solo, machine: &Machine, extra: &[(&str, &str)], apart: bool) -> Agent {
     let heartbeat = setting(HEARTBEAT);
     let mut env = vec![
         ("EINSORA_AGENT_STATE_DIR", machine.state.to_str().unwrap()),
@@ -140,7 +150,12 @@ pub fn run_agent_with(solo: &Solo, machine: &Machine, extra: &[(&str, &str)]) ->
         ("EINSORA_AGENT_HEARTBEAT", heartbeat.as_str()),
     ];
     env.extend_from_slice(extra);
-    let mut cmd = machine.host.wrap(&solo.e.command(&["agent"], &env));
+    let agent = solo.e.command(&["agent"], &env);
+    let mut cmd = if apart {
+        machine.host.wrap_apart(&agent, &machine.state.join("run"))
+    } else {
+        machine.host.wrap(&agent)
+    };
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let spawned = Spawned::start(cmd, Stop::TermWithin(AGENT_STOPS_WITHIN)).unwrap();
     solo.gate("agent", spawned.lines());

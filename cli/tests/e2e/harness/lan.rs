@@ -4,6 +4,7 @@
 //! namespace; healing deletes that table. Needs root (CAP_NET_ADMIN), as CI has. Everything is
 //! removed when dropped: stop the machines' processes first (declare the `Lan` before them).
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -15,6 +16,12 @@ const PARTITION: &str = "table inet einsora_partition {
     chain in { type filter hook input priority -300; policy drop; }
     chain out { type filter hook output priority -300; policy drop; }
 }";
+
+/// `sh -c` for [`Host::wrap_apart`]: `$1` the private directory, `$2` where the cgroups wait,
+/// `$3` the namespace, then the command.
+const APART: &str = r#"p=$1; s=$2; n=$3; shift 3
+mount -t tmpfs -o mode=0755 einsora-apart "$p" && mount --rbind /sys/fs/cgroup "$s" &&
+exec ip netns exec "$n" sh -c 'mount --rbind "$0" /sys/fs/cgroup && exec "$@"' "$s" "$@""#;
 
 pub struct Lan {
     /// Short: interface names are at most 15 bytes.
@@ -115,6 +122,38 @@ impl Host {
         let mut command = Command::new("ip");
         command
             .args(["netns", "exec", &self.netns])
+            .arg(inner.get_program())
+            .args(inner.get_args())
+            .env_clear()
+            .envs(inner.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// [`Host::wrap`], with `private` (a directory) a tmpfs of this machine's own: nothing it
+    /// puts there can be seen, let alone dialled, from the control host or another machine.
+    /// `ip netns exec` mounts a `/sys` of the namespace's own, so the host's cgroups (v1 or v2)
+    /// are bound aside first (`<private>.cgroup`, in this mount namespace only) and back
+    /// into it.
+    pub fn wrap_apart(&self, inner: &Command, private: &Path) -> Command {
+        let stash = private.with_extension("cgroup");
+        for dir in [private, &stash] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let mut command = Command::new("unshare");
+        command
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                APART,
+                "sh",
+            ])
+            .arg(private)
+            .arg(&stash)
+            .arg(&self.netns)
             .arg(inner.get_program())
             .args(inner.get_args())
             .env_clear()

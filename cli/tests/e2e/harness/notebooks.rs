@@ -134,7 +134,7 @@ pub fn solo_native(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
 }
 
 /// The wheels of `names` (the images', EINSORA_TEST_WHEELS), in one directory.
-fn wheelhouse(names: &[&str]) -> tempfile::TempDir {
+pub fn wheelhouse(names: &[&str]) -> tempfile::TempDir {
     let built = std::env::var("EINSORA_TEST_WHEELS")
         .expect("EINSORA_TEST_WHEELS names the images' wheel directories (./scripts/test sets it)");
     let wheels = tempfile::tempdir().unwrap();

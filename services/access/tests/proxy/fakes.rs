@@ -14,8 +14,9 @@ use einsora_proto::internal::v1::authenticate_request::Credential;
 use einsora_proto::internal::v1::controller_internal_service_server::{
     ControllerInternalService, ControllerInternalServiceServer,
 };
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::service::Routes;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Who {
@@ -127,12 +128,16 @@ impl ApiInternalService for FakeApi {
     }
 }
 
-/// Each running, ready workload: its tenant and target.
+/// Each running, ready workload: its tenant and target; and where the relayed ones' sockets
+/// are (standing in for their machines' agents).
 #[derive(Debug, Default)]
 pub struct Controller {
     targets: Mutex<HashMap<String, (String, pb::ResolveAccessTargetResponse)>>,
+    relayed: Mutex<HashMap<String, String>>,
     /// ResolveAccessTarget calls answered so far.
     pub resolutions: AtomicUsize,
+    /// Relayed connections made so far.
+    pub relays: AtomicUsize,
 }
 
 impl Controller {
@@ -146,6 +151,7 @@ impl Controller {
             region: "local".into(),
             placed_class: "cpu-small".into(),
             gpu_class: "cpu-small".into(),
+            relayed: false,
         };
         let entry = (who.tenant.to_owned(), target);
         self.targets.lock().unwrap().insert(workload.into(), entry);
@@ -158,6 +164,16 @@ impl Controller {
     ) {
         let mut targets = self.targets.lock().unwrap();
         change(&mut targets.get_mut(workload).unwrap().1);
+    }
+
+    /// The workload runs on another machine from now on: the proxy is told to relay, and the
+    /// relay reaches its socket.
+    pub fn relay(&self, workload: &str) {
+        let mut targets = self.targets.lock().unwrap();
+        let target = &mut targets.get_mut(workload).unwrap().1;
+        let socket = std::mem::take(&mut target.socket_path);
+        target.relayed = true;
+        self.relayed.lock().unwrap().insert(workload.into(), socket);
     }
 
     pub fn stop(&self, workload: &str) {
@@ -182,7 +198,55 @@ impl ControllerInternalService for FakeController {
             _ => Err(Status::not_found("no such workload")),
         }
     }
+
+    type RelayStream = Frames;
+
+    async fn relay(
+        &self,
+        request: Request<Streaming<pb::RelayFrame>>,
+    ) -> Result<Response<Frames>, Status> {
+        let mut frames = request.into_inner();
+        let Some(pb::RelayFrame {
+            frame: Some(pb::relay_frame::Frame::To(to)),
+        }) = frames.message().await?
+        else {
+            return Err(Status::invalid_argument("a relay names its workload first"));
+        };
+        let socket = {
+            let targets = self.0.targets.lock().unwrap();
+            let ours = targets
+                .get(&to.workload_id)
+                .is_some_and(|(tenant, target)| {
+                    *tenant == to.tenant_id && target.relayed && target.attempt == to.attempt
+                });
+            let relayed = self.0.relayed.lock().unwrap();
+            match relayed.get(&to.workload_id) {
+                Some(socket) if ours => socket.clone(),
+                _ => return Err(Status::not_found("no such workload")),
+            }
+        };
+        let stream = tokio::net::UnixStream::connect(&socket)
+            .await
+            .map_err(|e| Status::unavailable(format!("its machine refused: {e}")))?;
+        self.0.relays.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        let (up, down) = tokio::sync::mpsc::channel(2);
+        tokio::spawn(einsora_runtime::relay_io::carry(stream, up, frames));
+        // The proxy's frames carry on as `Ok` items.
+        tokio::spawn(async move {
+            let mut down = down;
+            while let Some(frame) = down.recv().await {
+                if tx.send(Ok(frame)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
 }
+
+type Frames =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::RelayFrame, Status>> + Send>>;
 
 pub fn api_routes(api: &Arc<Api>) -> Routes {
     Routes::new(ApiInternalServiceServer::new(FakeApi(Arc::clone(api))))

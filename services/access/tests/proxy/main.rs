@@ -10,6 +10,7 @@ mod fakes;
 mod http;
 mod lifecycle;
 mod opening;
+mod relayed;
 mod sessions;
 mod workload;
 

@@ -10,5 +10,6 @@ mod harness;
 mod inventory;
 mod limits;
 mod output;
+mod relay;
 mod sessions;
 mod streams;

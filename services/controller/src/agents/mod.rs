@@ -9,6 +9,7 @@ mod identity;
 mod inventory;
 pub(crate) mod limits;
 mod refusal;
+pub(crate) mod relay;
 mod renew;
 mod statuses;
 mod streams;
@@ -17,6 +18,7 @@ mod sync;
 pub use backend::AgentBackend;
 pub use hub::Hub;
 pub use refusal::standby;
+pub use relay::Relays;
 pub use renew::Renewals;
 pub use sync::{StreamTimers, SyncApi};
 

@@ -16,7 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Status, Streaming};
 
 use crate::agent_port::AgentPort;
-use crate::agents::{Hub, StreamTimers};
+use crate::agents::{Hub, Relays, StreamTimers};
 use crate::config::Config;
 use crate::testing::Tenancy;
 
@@ -27,6 +27,7 @@ pub struct Port {
     pub addr: String,
     pub tenancy: Tenancy,
     pub hub: Arc<Hub>,
+    pub relays: Arc<Relays>,
     ca_pem: String,
     shutdown: Shutdown,
     _pki: tempfile::TempDir,
@@ -67,15 +68,23 @@ impl Port {
         // It leads its region: a standby serves no machine (`tests/leading.rs`).
         hub.leading_from_now();
         let store = Arc::clone(&tenancy.store);
-        let port = AgentPort::bind(&cfg, store, Arc::clone(&hub), &shutdown)
-            .await
-            .unwrap();
+        let relays = Arc::new(Relays::default());
+        let port = AgentPort::bind(
+            &cfg,
+            store,
+            Arc::clone(&hub),
+            Arc::clone(&relays),
+            &shutdown,
+        )
+        .await
+        .unwrap();
         let addr = port.local_addr().unwrap().to_string();
         tokio::spawn(port.serve(shutdown.clone()));
         Port {
             addr,
             tenancy,
             hub,
+            relays,
             ca_pem,
             shutdown,
             _pki: pki,
@@ -101,6 +110,12 @@ impl Port {
             key_pem: key.serialize_pem(),
         };
         Ok((machine, cert))
+    }
+
+    /// A channel to the port with `cert`, as an agent's connection.
+    pub async fn channel(&self, cert: &IssuedCert) -> tonic::transport::Channel {
+        let tls = ClientTls::new(&self.ca_pem, Some(cert), Role::Controller).unwrap();
+        tls.connect(&self.addr).await.unwrap()
     }
 
     /// Opens a Sync stream with `cert` and waits for the first desired state.
