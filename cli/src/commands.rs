@@ -5,7 +5,8 @@ use einsora_runtime::grpc::InternalTls;
 use einsora_runtime::settings::Settings;
 
 use crate::{
-    backup, client, images, join, machine_check, migrate, role, setup, shell_docs, system, up,
+    backup, client, healthcheck, images, join, machine_check, migrate, role, setup, shell_docs,
+    system, up,
 };
 
 /// Einsora turns the machines you own into a small GPU cloud. Every setting is an EINSORA_*
@@ -36,6 +37,12 @@ pub enum Command {
         /// The archive to read.
         #[arg(long)]
         from: std::path::PathBuf,
+    },
+    /// Exit 0 if the role this environment's settings place answers now (gRPC health over
+    /// mutual TLS, or a connection): a container's health check in a Lab (compose/).
+    Healthcheck {
+        #[arg(value_enum)]
+        role: healthcheck::Checked,
     },
     /// Manage the installation's certificate authority.
     Pki {
@@ -103,7 +110,8 @@ pub enum ImagesCommand {
     /// Build the notebook (JupyterLab) and endpoint (llama.cpp) images from Debian packages
     /// and Python wheels (needs root and a Docker engine; started if none answers). Name
     /// `notebook-cuda` (PyTorch with CUDA) or `vllm` to build those instead: several GB each,
-    /// for machines with NVIDIA GPUs.
+    /// for machines with NVIDIA GPUs; or `server` for a Lab's control plane (this binary) and
+    /// its Postgres, which compose/ runs.
     Build {
         #[arg(value_enum)]
         images: Vec<images::Image>,
@@ -166,6 +174,7 @@ impl Cli {
                 system::rerun_as_service_user().map(drop)
             }
             Command::Backup { to } => backup::backup(&settings, &to),
+            Command::Healthcheck { role } => healthcheck::run(&settings, role),
             Command::Restore { from } => backup::restore(&settings, &from),
             Command::Up => up::run(up::Profile::Solo),
             Command::Dev => up::run(up::Profile::Dev),

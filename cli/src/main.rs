@@ -3,6 +3,7 @@
 mod backup;
 mod client;
 mod commands;
+mod healthcheck;
 mod images;
 mod join;
 mod machine_check;

@@ -2,12 +2,14 @@
 //! how the supervisor knows it is ready, and how it is stopped. Only a child that has not been
 //! reaped yet is ever signalled, so a PID the system has given to another process never is.
 
+use std::net::SocketAddr;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use einsora_runtime::grpc::{self, InternalTls};
 use einsora_runtime::metrics::METRICS_ADDR;
 use einsora_runtime::pki::Role;
+use einsora_runtime::tls::ClientTls;
 use rustix::process::{Pid, Signal, kill_process};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
@@ -94,30 +96,38 @@ impl ChildRole {
     /// serves nothing: enrolled and started, it is as ready as the supervisor can tell (its
     /// machine's status shows the rest).
     pub async fn ready(self, plan: &Plan, tls: &InternalTls) -> anyhow::Result<()> {
-        let (addr, client) = match self {
+        let addr = match self {
             ChildRole::Agent => return Ok(()),
-            ChildRole::Api => (plan.api_addr, Some(tls.client(Role::Gateway, Role::Api)?)),
-            ChildRole::Controller => (
-                plan.controller_addr,
-                Some(tls.client(Role::Api, Role::Controller)?),
-            ),
-            ChildRole::Metering => (
-                plan.metering_addr,
-                Some(tls.client(Role::Api, Role::Metering)?),
-            ),
-            ChildRole::Access => (plan.access_addr, None),
-            ChildRole::Gateway => (plan.http_addr, None),
+            ChildRole::Api => plan.api_addr,
+            ChildRole::Controller => plan.controller_addr,
+            ChildRole::Metering => plan.metering_addr,
+            ChildRole::Access => plan.access_addr,
+            ChildRole::Gateway => plan.http_addr,
         };
-        let addr = addr.to_string();
-        loop {
-            let answered = match &client {
-                Some(client) => grpc::is_serving(client, &addr).await,
-                None => TcpStream::connect(&addr).await.is_ok(),
-            };
-            if answered {
-                return Ok(());
-            }
+        let caller = self.caller(tls)?;
+        while !Self::answers(caller.as_ref(), addr).await {
             tokio::time::sleep(PROBE_EVERY).await;
+        }
+        Ok(())
+    }
+
+    /// How a probe calls the role: as the role that calls it (the only callers it admits) for
+    /// the gRPC roles; `None` for the HTTP ones, which a TCP connection tells.
+    pub fn caller(self, tls: &InternalTls) -> anyhow::Result<Option<ClientTls>> {
+        Ok(match self {
+            ChildRole::Api => Some(tls.client(Role::Gateway, Role::Api)?),
+            ChildRole::Controller => Some(tls.client(Role::Api, Role::Controller)?),
+            ChildRole::Metering => Some(tls.client(Role::Api, Role::Metering)?),
+            ChildRole::Access | ChildRole::Gateway | ChildRole::Agent => None,
+        })
+    }
+
+    /// Whether the role at `addr` answers now: gRPC health over mutual TLS, or a connection.
+    pub async fn answers(caller: Option<&ClientTls>, addr: SocketAddr) -> bool {
+        let addr = addr.to_string();
+        match caller {
+            Some(client) => grpc::is_serving(client, &addr).await,
+            None => TcpStream::connect(&addr).await.is_ok(),
         }
     }
 

@@ -7,7 +7,7 @@
 //! CA has issued a certificate per role. The supervisor runs on one thread, so the children's
 //! parent-death signal (Linux) is tied to a thread that lives as long as the process.
 
-mod children;
+pub(crate) mod children;
 mod local_agent;
 mod logs;
 mod metrics;

@@ -143,10 +143,43 @@ fn connect_options(url: &DatabaseUrl) -> Result<PgConnectOptions, StoreError> {
             problem: format!("{url} is not a Postgres URL"),
         });
     };
-    PgConnectOptions::from_str(raw).map_err(|_| StoreError::Config {
+    let (raw, password_file) = without_password_file(raw);
+    let options = PgConnectOptions::from_str(&raw).map_err(|_| StoreError::Config {
         setting: crate::DATABASE_URL_SETTING,
         problem: format!("{url} is not a valid Postgres URL"),
-    })
+    })?;
+    let Some(path) = password_file else {
+        return Ok(options);
+    };
+    let password = std::fs::read_to_string(&path).map_err(|e| StoreError::Config {
+        setting: crate::DATABASE_URL_SETTING,
+        problem: format!("can't read its password_file {path}: {e}"),
+    })?;
+    Ok(options.password(password.trim_end_matches(['\r', '\n'])))
+}
+
+/// The URL without its `password_file` parameter (Einsora's own, not libpq's: the file holds
+/// the password alone, as a compose or Kubernetes secret does), and that file's path.
+fn without_password_file(raw: &str) -> (String, Option<String>) {
+    let Some((base, query)) = raw.split_once('?') else {
+        return (raw.to_owned(), None);
+    };
+    let mut file = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|param| match param.strip_prefix("password_file=") {
+            Some(path) => {
+                file = Some(path.to_owned());
+                false
+            }
+            None => true,
+        })
+        .collect();
+    let raw = match kept.is_empty() {
+        true => base.to_owned(),
+        false => format!("{base}?{}", kept.join("&")),
+    };
+    (raw, file)
 }
 
 /// One connection to `url`, its error the real one (refused, unknown host, bad password).
@@ -162,5 +195,32 @@ fn unreachable(url: &DatabaseUrl, problem: impl std::fmt::Display) -> StoreError
     StoreError::Config {
         setting: crate::DATABASE_URL_SETTING,
         problem: format!("can't reach Postgres at {url}: {problem}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_file_is_read_and_never_reaches_libpq_parameters() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("db-password");
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        let raw = format!(
+            "postgres://einsora@db:5432/einsora?sslmode=disable&password_file={}",
+            secret.display()
+        );
+        let url = DatabaseUrl::parse(&raw).unwrap();
+        assert!(!url.to_string().contains("db-password"), "{url}");
+        let options = connect_options(&url).unwrap();
+        assert_eq!(options.get_host(), "db");
+        let (rest, file) = without_password_file(&raw);
+        assert_eq!(rest, "postgres://einsora@db:5432/einsora?sslmode=disable");
+        assert_eq!(file.as_deref(), secret.to_str());
+        let missing =
+            DatabaseUrl::parse("postgres://einsora@db/einsora?password_file=/nope").unwrap();
+        let why = connect_options(&missing).unwrap_err().to_string();
+        assert!(why.contains("can't read its password_file /nope"), "{why}");
     }
 }

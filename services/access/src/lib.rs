@@ -36,6 +36,8 @@ use tokio::net::TcpListener;
 
 pub const ADDR: &str = "EINSORA_ACCESS_ADDR";
 pub use einsora_runtime::access_url::SETTING as URL;
+/// How long the proxy waits for a connection to one of the region's controllers.
+const CONTROLLER_CONNECT: std::time::Duration = std::time::Duration::from_secs(2);
 /// A workload's target is reused this long (`targets.rs`).
 pub const TARGET_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 // The api's and the controller's own settings (`einsora_api::ADDR`, `einsora_controller::ADDR`),
@@ -49,7 +51,9 @@ pub struct Config {
     /// What links are built from: the scheme and port browsers see, the endpoints' host.
     pub public_url: AccessUrl,
     pub api_addr: SocketAddr,
-    pub controller_addr: SocketAddr,
+    /// The region's controllers (one, or a leader and its standbys): the proxy asks the one
+    /// that answered last, then the others.
+    pub controller_addrs: Vec<SocketAddr>,
     pub tls: InternalTls,
     /// What one request may ask of an endpoint.
     pub limits: limits::Limits,
@@ -65,7 +69,14 @@ impl Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8090")?,
             public_url: AccessUrl::from_settings(settings)?,
             api_addr: settings.socket_addr(API_ADDR, "127.0.0.1:8081")?,
-            controller_addr: settings.socket_addr(CONTROLLER_ADDR, "127.0.0.1:8082")?,
+            controller_addrs: settings.parse_with(CONTROLLER_ADDR, "127.0.0.1:8082", |v| {
+                v.split(',')
+                    .map(|a| a.trim().parse())
+                    .collect::<Result<Vec<SocketAddr>, _>>()
+                    .map_err(|_| {
+                        "is not a socket address (ip:port), or several separated by commas".into()
+                    })
+            })?,
             tls: InternalTls::from_settings(settings)?,
             limits: limits::Limits::from_settings(settings)?,
             target_ttl: TARGET_TTL,
@@ -93,16 +104,23 @@ fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<axum::Router> {
         .client(Role::Access, Role::Api)?
         .connect_lazy(&cfg.api_addr.to_string())
         .context(API_ADDR)?;
-    let controller = cfg
-        .tls
-        .client(Role::Access, Role::Controller)?
-        .connect_lazy(&cfg.controller_addr.to_string())
+    let controller_tls = cfg.tls.client(Role::Access, Role::Controller)?;
+    let controllers = cfg
+        .controller_addrs
+        .iter()
+        .map(|addr| {
+            // A controller that doesn't answer at all is likely gone (a killed leader): the
+            // next is asked soon.
+            let tune = |e: tonic::transport::Endpoint| e.connect_timeout(CONTROLLER_CONNECT);
+            controller_tls.connect_lazy_tuned(&addr.to_string(), tune)
+        })
+        .collect::<Result<Vec<_>, _>>()
         .context(CONTROLLER_ADDR)?;
     let proxy = std::sync::Arc::new(app::Proxy {
         public: cfg.public_url.clone(),
         limits: cfg.limits.clone(),
         in_flight: limits::InFlight::default(),
-        upstream: upstream::Upstream::new(api, controller),
+        upstream: upstream::Upstream::new(api, controllers),
         targets: targets::Targets::new(cfg.target_ttl),
         sessions: session::Sessions::default(),
         shutdown: shutdown.clone(),

@@ -5,6 +5,8 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use einsora_proto::common::v1::WorkloadKind;
@@ -98,15 +100,52 @@ impl LookupError {
 #[derive(Debug, Clone)]
 pub(crate) struct Upstream {
     api: ApiInternalServiceClient<Channel>,
-    controller: ControllerInternalServiceClient<Channel>,
+    /// The region's controllers; only the one leading answers (`ask`).
+    controllers: Arc<[ControllerInternalServiceClient<Channel>]>,
+    /// Which of them answered last.
+    leading: Arc<AtomicUsize>,
 }
 
 impl Upstream {
-    pub(crate) fn new(api: Channel, controller: Channel) -> Self {
+    pub(crate) fn new(api: Channel, controllers: Vec<Channel>) -> Self {
         Upstream {
             api: ApiInternalServiceClient::new(api),
-            controller: ControllerInternalServiceClient::new(controller),
+            controllers: controllers
+                .into_iter()
+                .map(ControllerInternalServiceClient::new)
+                .collect(),
+            leading: Arc::default(),
         }
+    }
+
+    /// `call` made of the region's controllers, from the one that answered last: a standby
+    /// (or one that can't be reached) hands it to the next. What the last one tried said if
+    /// none answered, the first real failure before a standby's refusal.
+    async fn ask<T, F, A>(&self, call: F) -> Result<tonic::Response<T>, Status>
+    where
+        F: Fn(ControllerInternalServiceClient<Channel>) -> A,
+        A: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let first = self.leading.load(Ordering::Relaxed);
+        let count = self.controllers.len();
+        let mut failed: Option<Status> = None;
+        for i in 0..count {
+            let at = (first + i) % count;
+            let answer = tokio::time::timeout(CALL_TIMEOUT, call(self.controllers[at].clone()))
+                .await
+                .unwrap_or_else(|_| Err(Status::deadline_exceeded("no answer in time")));
+            match answer {
+                Err(status) if is_standby(&status) => {
+                    failed.get_or_insert(status);
+                }
+                Err(status) if unreachable(&status) && count > 1 => failed = Some(status),
+                answer => {
+                    self.leading.store(at, Ordering::Relaxed);
+                    return answer;
+                }
+            }
+        }
+        Err(failed.unwrap_or_else(|| Status::unavailable("no controller is configured")))
     }
 
     pub(crate) async fn authenticate(
@@ -178,8 +217,12 @@ impl Upstream {
             workload_id: workload.to_string(),
             tenant_id: tenant_id.to_owned(),
         };
-        let mut controller = self.controller.clone();
-        let answer = call(controller.resolve_access_target(request_with(request, id))).await?;
+        // `ask` gives each controller its own time; none is added here.
+        let asked = self.ask(|mut controller| {
+            let request = request_with(request.clone(), id);
+            async move { controller.resolve_access_target(request).await }
+        });
+        let answer = answered(asked.await)?;
         let route = match (answer.relayed, answer.socket_path.is_empty()) {
             (true, _) => Route::Relayed {
                 workload,
@@ -210,25 +253,28 @@ impl Upstream {
         tenant_id: &str,
         attempt: u32,
     ) -> Result<tokio::io::DuplexStream, Status> {
-        let (tx, rx) = tokio::sync::mpsc::channel(2);
         let to = pb::RelayTo {
             workload_id: workload.to_string(),
             tenant_id: tenant_id.to_owned(),
             attempt,
         };
-        let first = pb::RelayFrame {
-            frame: Some(pb::relay_frame::Frame::To(to)),
-        };
-        tx.send(first)
-            .await
-            .map_err(|_| Status::internal("the relay's frames went nowhere"))?;
-        let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
-        einsora_runtime::telemetry::traces::inject_metadata(request.metadata_mut());
-        let mut controller = self.controller.clone();
-        let opening = controller.relay(request);
-        let down = tokio::time::timeout(CALL_TIMEOUT, opening)
-            .await
-            .map_err(|_| Status::deadline_exceeded("no relayed connection in time"))??
+        // A stream for each controller tried: the first frame names the workload.
+        let (tx, down) = self
+            .ask(|mut controller| {
+                let (tx, rx) = tokio::sync::mpsc::channel(2);
+                let first = pb::RelayFrame {
+                    frame: Some(pb::relay_frame::Frame::To(to.clone())),
+                };
+                let _ = tx.try_send(first);
+                let mut request =
+                    tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+                einsora_runtime::telemetry::traces::inject_metadata(request.metadata_mut());
+                async move {
+                    let opened = controller.relay(request).await?;
+                    Ok(opened.map(|down| (tx, down)))
+                }
+            })
+            .await?
             .into_inner();
         let (ours, theirs) = tokio::io::duplex(einsora_proto::RELAY_MAX_FRAME);
         tokio::spawn(einsora_runtime::relay_io::carry(theirs, tx, down));
@@ -246,30 +292,57 @@ fn request_with<T>(message: T, id: &RequestId) -> tonic::Request<T> {
     request
 }
 
+/// A controller's refusal as a standby: another leads.
+fn is_standby(status: &Status) -> bool {
+    marked(status, einsora_proto::metadata::STANDBY)
+}
+
+fn marked(status: &Status, mark: &str) -> bool {
+    status.code() == Code::Unavailable
+        && status
+            .metadata()
+            .get(einsora_proto::metadata::ERROR)
+            .is_some_and(|v| v == mark)
+}
+
+/// No answer at all from that controller (down, or not there; tonic's own transport errors
+/// are UNKNOWN): another may be up.
+fn unreachable(status: &Status) -> bool {
+    let code = status.code();
+    matches!(
+        code,
+        Code::Unavailable | Code::DeadlineExceeded | Code::Unknown
+    ) && status
+        .metadata()
+        .get(einsora_proto::metadata::ERROR)
+        .is_none()
+}
+
 async fn call<T>(
     answer: impl Future<Output = Result<tonic::Response<T>, Status>>,
 ) -> Result<T, LookupError> {
     match tokio::time::timeout(CALL_TIMEOUT, answer).await {
-        Ok(Ok(answer)) => Ok(answer.into_inner()),
-        Ok(Err(status)) if matches!(status.code(), Code::Unauthenticated | Code::NotFound) => {
-            Err(LookupError::Refused)
-        }
-        Ok(Err(status)) if status.code() == Code::FailedPrecondition => {
-            Err(LookupError::Unreachable(status.message().to_owned()))
-        }
-        Ok(Err(status))
-            if status.code() == Code::Unavailable
-                && status
-                    .metadata()
-                    .get(einsora_proto::metadata::ERROR)
-                    .is_some_and(|v| v == einsora_proto::metadata::NOT_READY) =>
-        {
-            Err(LookupError::NotReady)
-        }
-        Ok(Err(status)) => Err(LookupError::Unavailable(status)),
+        Ok(answer) => answered(answer),
         Err(_) => Err(LookupError::Unavailable(Status::deadline_exceeded(
             "no answer in time",
         ))),
+    }
+}
+
+/// A service's answer, or why there is none, in the proxy's terms.
+fn answered<T>(answer: Result<tonic::Response<T>, Status>) -> Result<T, LookupError> {
+    match answer {
+        Ok(answer) => Ok(answer.into_inner()),
+        Err(status) if matches!(status.code(), Code::Unauthenticated | Code::NotFound) => {
+            Err(LookupError::Refused)
+        }
+        Err(status) if status.code() == Code::FailedPrecondition => {
+            Err(LookupError::Unreachable(status.message().to_owned()))
+        }
+        Err(status) if marked(&status, einsora_proto::metadata::NOT_READY) => {
+            Err(LookupError::NotReady)
+        }
+        Err(status) => Err(LookupError::Unavailable(status)),
     }
 }
 

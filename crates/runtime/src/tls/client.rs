@@ -102,7 +102,17 @@ impl ClientTls {
 
     /// A channel that connects to `addr` (`host:port`) on first use and reconnects as needed.
     pub fn connect_lazy(&self, addr: &str) -> Result<Channel, TlsError> {
-        Ok(endpoint(addr)?.connect_with_connector_lazy(self.connector()))
+        self.connect_lazy_tuned(addr, |endpoint| endpoint)
+    }
+
+    /// As `connect_lazy`, the endpoint tuned first (the proxy gives up sooner on a controller
+    /// that doesn't answer, since another of the region's may).
+    pub fn connect_lazy_tuned(
+        &self,
+        addr: &str,
+        tune: impl FnOnce(Endpoint) -> Endpoint,
+    ) -> Result<Channel, TlsError> {
+        Ok(tune(endpoint(addr)?).connect_with_connector_lazy(self.connector()))
     }
 
     fn connector(

@@ -138,6 +138,25 @@ pub struct Controller {
     pub resolutions: AtomicUsize,
     /// Relayed connections made so far.
     pub relays: AtomicUsize,
+    /// Answers everything as a standby does: another controller leads.
+    pub standby: std::sync::atomic::AtomicBool,
+    /// Calls refused as a standby.
+    pub refused: AtomicUsize,
+}
+
+impl Controller {
+    fn refuse_as_standby(&self) -> Result<(), Status> {
+        if !self.standby.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.refused.fetch_add(1, Ordering::SeqCst);
+        let mut status = Status::unavailable("this controller stands by");
+        status.metadata_mut().insert(
+            einsora_proto::metadata::ERROR,
+            tonic::metadata::MetadataValue::from_static(einsora_proto::metadata::STANDBY),
+        );
+        Err(status)
+    }
 }
 
 impl Controller {
@@ -190,6 +209,7 @@ impl ControllerInternalService for FakeController {
         &self,
         request: Request<pb::ResolveAccessTargetRequest>,
     ) -> Result<Response<pb::ResolveAccessTargetResponse>, Status> {
+        self.0.refuse_as_standby()?;
         let req = request.into_inner();
         self.0.resolutions.fetch_add(1, Ordering::SeqCst);
         let targets = self.0.targets.lock().unwrap();
@@ -205,6 +225,7 @@ impl ControllerInternalService for FakeController {
         &self,
         request: Request<Streaming<pb::RelayFrame>>,
     ) -> Result<Response<Frames>, Status> {
+        self.0.refuse_as_standby()?;
         let mut frames = request.into_inner();
         let Some(pb::RelayFrame {
             frame: Some(pb::relay_frame::Frame::To(to)),

@@ -39,6 +39,8 @@ pub struct Harness {
     pub proxy: SocketAddr,
     pub api: Arc<Api>,
     pub controller: Arc<Controller>,
+    /// A second controller, asked first, standing by: the proxy must find the one leading.
+    pub standby: Arc<Controller>,
     pub workload: Workload,
     /// The proxy's own; the fakes and the workload stop with `others`.
     pub shutdown: Shutdown,
@@ -70,13 +72,19 @@ impl Harness {
         let api_addr = serve_grpc(&tls, Role::Api, fakes::api_routes(&api), &others).await;
         let controller_routes = fakes::controller_routes(&controller);
         let controller_addr = serve_grpc(&tls, Role::Controller, controller_routes, &others).await;
+        let standby = Arc::new(Controller::default());
+        standby
+            .standby
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let standby_routes = fakes::controller_routes(&standby);
+        let standby_addr = serve_grpc(&tls, Role::Controller, standby_routes, &others).await;
         let workload = Workload::start(&dir.path().join("jl.sock"), &others).await;
 
         let cfg = Config {
             addr: "127.0.0.1:0".parse().unwrap(),
             public_url: AccessUrl::parse(public_url).unwrap(),
             api_addr,
-            controller_addr,
+            controller_addrs: vec![standby_addr, controller_addr],
             tls,
             limits: Default::default(),
             target_ttl,
@@ -93,6 +101,7 @@ impl Harness {
             proxy,
             api,
             controller,
+            standby,
             workload,
             shutdown,
             others,

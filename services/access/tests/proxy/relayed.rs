@@ -82,3 +82,22 @@ async fn an_endpoint_on_another_machine_answers_through_the_relay_with_its_own_k
     );
     assert_eq!(h.controller.relays.load(Ordering::SeqCst), 1);
 }
+
+/// The region's controllers, a standby first: the proxy finds the one leading, and keeps
+/// asking it first.
+#[tokio::test]
+async fn the_proxy_asks_the_controller_leading_past_a_standby() {
+    let h = Harness::start().await;
+    let id = h.notebook(&ALICE);
+    h.controller.relay(&id.to_string());
+    let session = cookie(&h.open(id, &ALICE).await);
+    for _ in 0..3 {
+        let page = get(h.proxy, &host(id), "/lab", &[("Cookie", &session)]).await;
+        assert_eq!(page.status, 200, "{page:?}");
+    }
+    assert_eq!(
+        h.standby.refused.load(Ordering::SeqCst),
+        1,
+        "asked once, then the leader first"
+    );
+}
