@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use einsora_runtime::settings::Settings;
 
 /// The recipe's files, by their path under `images/`.
-const RECIPE: [(&str, &str); 16] = [
+const RECIPE: [(&str, &str); 20] = [
     ("build", include_str!("../../images/build")),
     ("dockerd", include_str!("../../images/dockerd")),
     (
@@ -66,6 +66,22 @@ const RECIPE: [(&str, &str); 16] = [
         include_str!("../../images/vllm/requirements.txt"),
     ),
     ("vllm/serve.py", include_str!("../../images/vllm/serve.py")),
+    (
+        "server/Dockerfile",
+        include_str!("../../images/server/Dockerfile"),
+    ),
+    (
+        "server/entrypoint.sh",
+        include_str!("../../images/server/entrypoint.sh"),
+    ),
+    (
+        "postgres/Dockerfile",
+        include_str!("../../images/postgres/Dockerfile"),
+    ),
+    (
+        "postgres/start.sh",
+        include_str!("../../images/postgres/start.sh"),
+    ),
 ];
 
 /// An image `einsora images build` makes.
@@ -79,6 +95,9 @@ pub enum Image {
     NotebookCuda,
     /// vLLM's OpenAI server (`einsora/vllm:local`).
     Vllm,
+    /// A Lab's control plane, this einsora binary (`einsora/server:local`), and its database,
+    /// Debian's PostgreSQL (`einsora/postgres:local`): what compose/ runs.
+    Server,
 }
 
 impl Image {
@@ -89,6 +108,7 @@ impl Image {
             Image::Llamacpp => "llamacpp",
             Image::NotebookCuda => "notebook-cuda",
             Image::Vllm => "vllm",
+            Image::Server => "server",
         }
     }
 }
@@ -119,7 +139,12 @@ pub fn build(settings: &Settings, images: &[Image]) -> anyhow::Result<()> {
         std::fs::create_dir_all(file.parent().expect("a parent"))?;
         std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
     }
-    for script in ["build", "dockerd"] {
+    for script in [
+        "build",
+        "dockerd",
+        "server/entrypoint.sh",
+        "postgres/start.sh",
+    ] {
         std::fs::set_permissions(root.join(script), std::fs::Permissions::from_mode(0o755))?;
     }
     let status = Command::new("bash")
@@ -128,6 +153,11 @@ pub fn build(settings: &Settings, images: &[Image]) -> anyhow::Result<()> {
         .env("EINSORA_IMAGES_CACHE", &cache)
         // A docker engine it had to start keeps running for the agent; its PID and log here.
         .env("EINSORA_DOCKERD_DIR", data_dir.join("dockerd"))
+        // The server image runs the binary that builds it.
+        .env(
+            "EINSORA_SERVER_BINARY",
+            std::env::current_exe().context("finding this program")?,
+        )
         .status()
         .context("running the image build")?;
     if !status.success() {

@@ -24,6 +24,10 @@ const INTERNAL: &[(&str, &str)] = &[
         "`einsora images build` hands images/dockerd its directory",
     ),
     (
+        "EINSORA_SERVER_BINARY",
+        "`einsora images build server` hands images/build the binary the image runs (itself)",
+    ),
+    (
         "EINSORA_VLLM_BIN",
         "the vLLM image's entrypoint's own test points it at a stand-in for vLLM",
     ),

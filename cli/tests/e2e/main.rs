@@ -11,6 +11,7 @@ mod backup;
 mod bad_input;
 mod browser;
 mod cli_flow;
+mod compose;
 mod crash;
 mod disk;
 mod docker;

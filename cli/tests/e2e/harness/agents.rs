@@ -166,14 +166,25 @@ fn start_agent(solo: &Solo, machine: &Machine, extra: &[(&str, &str)], apart: bo
 /// the machine as read. (Online means seen within minutes: a machine that synced once reads
 /// online through a test's short absences.)
 pub fn online(solo: &Solo, owner: &Owner, machine_id: &str, agent: &Agent) -> Value {
+    online_with(solo, owner, machine_id, agent, "sim")
+}
+
+/// [`online`], with `driver` its only driver.
+pub fn online_with(
+    solo: &Solo,
+    owner: &Owner,
+    machine_id: &str,
+    agent: &Agent,
+    driver: &str,
+) -> Value {
     let path = format!("/v1/machines/{machine_id}");
     let read = || call(solo, &owner.session, "GET", &path, None).json();
     eventually_or(
-        "the machine online with the sim driver",
+        format_args!("the machine online with the {driver} driver"),
         PATIENCE,
         || {
             let machine = read();
-            (machine["status"] == "online" && machine["drivers"] == json!(["sim"]))
+            (machine["status"] == "online" && machine["drivers"] == json!([driver]))
                 .then_some(machine)
         },
         || format!("{}\n{}", read(), agent.logs()),

@@ -126,6 +126,26 @@ impl Solo {
         self.follow(up);
     }
 
+    /// The roles of an installation this test didn't start (a Lab from compose/), reached at
+    /// its gateway `http` and its access proxy `access`; `lines` (its logs) held to the gate.
+    pub fn attached(e: Einsora, http: String, access: String, lines: &Lines) -> Solo {
+        let solo = Solo {
+            e,
+            http,
+            access,
+            database: String::new(),
+            up: None,
+            env: Vec::new(),
+            logs: Lines::default(),
+            stdout: Lines::default(),
+            ports: Vec::new(),
+            expected: Mutex::new(Vec::new()),
+            beside: Mutex::new(Vec::new()),
+        };
+        solo.gate("lab", lines);
+        solo
+    }
+
     /// Follows an `einsora up` (or `dev`) already spawned with piped output until it is ready.
     pub fn watch(e: Einsora, up: Child, http: String, access: String, database: String) -> Solo {
         let mut solo = Solo {
