@@ -3,8 +3,10 @@
 //! each agent (linux-native) with its run directories on a tmpfs of its own that the control
 //! host can't see, so no workload socket of theirs can be dialled from it and every byte goes
 //! over the relay. A notebook opened through it runs a kernel cell over its WebSocket; an
-//! endpoint answers chat, whole and streamed. Needs bubblewrap, EINSORA_TEST_WHEELS and
-//! EINSORA_TEST_MODEL, as `native.rs` does.
+//! endpoint answers chat, whole and streamed. Then the notebook's machine is cut off: its
+//! relayed WebSocket ends, and the notebook's host says to try again shortly, its session kept.
+//! Needs
+//! bubblewrap, EINSORA_TEST_WHEELS and EINSORA_TEST_MODEL, as `native.rs` does.
 
 use std::time::Duration;
 
@@ -13,7 +15,7 @@ use serde_json::json;
 use crate::harness::agents::{join, run_agent_apart};
 use crate::harness::lan::Lan;
 use crate::harness::notebooks::{
-    catalog_with_small_disks, endpoint_base, open, run_cell, token, wheelhouse,
+    catalog_with_small_disks, endpoint_base, kernel_channels, open, run_cell, token, wheelhouse,
 };
 use crate::harness::solo::Solo;
 use crate::harness::wire::events;
@@ -23,6 +25,9 @@ use einsora_testkit::http::{exchange, request};
 
 /// Each machine builds its environment on first use: pip installing from local wheels.
 const FIRST_START: Duration = Duration::from_secs(600);
+/// The agents' port's keepalive (20 s to give up on a silent connection) and a loaded machine's
+/// margin.
+const CUT_OFF: Duration = Duration::from_secs(60);
 
 #[test]
 fn workloads_on_other_machines_are_opened_through_the_relay() {
@@ -75,6 +80,7 @@ fn workloads_on_other_machines_are_opened_through_the_relay() {
         json!({ "kind": "endpoint", "name": "llm", "gpu_class": "cpu-1c-2g",
                                 "image": "openai-endpoint", "endpoint": { "model": "tiny.gguf" } }),
     );
+    let mut holders = Vec::new();
     for id in [&notebook, &endpoint] {
         wait_for_within(&solo, &acme.session, id, "running", FIRST_START);
         let placed = call(
@@ -94,10 +100,14 @@ fn workloads_on_other_machines_are_opened_through_the_relay() {
             !machine.state.join("run").join(id).exists(),
             "the control host sees {id}'s run directory"
         );
+        holders.push(machine);
     }
 
-    let (host, cookie) = open(&solo, &acme.session, &notebook);
-    assert_eq!(run_cell(&solo, &host, &cookie, "print(6 * 7)"), "42\n");
+    let (nb_host, nb_cookie) = open(&solo, &acme.session, &notebook);
+    assert_eq!(
+        run_cell(&solo, &nb_host, &nb_cookie, "print(6 * 7)"),
+        "42\n"
+    );
 
     let (host, prefix) = endpoint_base(&solo, &acme.token, &endpoint);
     let chat = |stream: bool| {
@@ -124,4 +134,24 @@ fn workloads_on_other_machines_are_opened_through_the_relay() {
     assert!(status.contains(" 200 "), "{status}");
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{data:?}");
     assert!(data.len() > 2, "streamed in pieces: {data:?}");
+
+    // The notebook's machine cut off: the relayed WebSocket ends once the agents' port's
+    // keepalive gives up on the connection (10 s to ping, 10 s to wait), and the notebook's
+    // host then says its machine isn't connected.
+    let mut ws = kernel_channels(&solo, &nb_host, &nb_cookie);
+    solo.expect_log("the workload did not answer through the relay");
+    holders[0].host.partition();
+    assert!(ws.closes_within(CUT_OFF), "the relayed WebSocket ends");
+    // Asked now, the proxy says to try again shortly (it isn't answering, or isn't ready: its
+    // machine isn't connected), and the session stays for when it is back.
+    let origin = format!("http://{nb_host}");
+    let headers = [("Cookie", nb_cookie.as_str()), ("Origin", origin.as_str())];
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        let path = "/api/status";
+        let said = exchange(&solo.access, &request("GET", path, &nb_host, &headers, ""));
+        assert_eq!(said.status, 503, "{}", said.body);
+        assert!(said.body.contains("try again shortly"), "{}", said.body);
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

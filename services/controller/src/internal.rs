@@ -105,9 +105,7 @@ impl Reachable {
 }
 
 fn elsewhere() -> Status {
-    Status::failed_precondition(
-        "it runs on another machine, which isn't connected to this controller for relaying",
-    )
+    Status::failed_precondition("it runs on a machine the access proxy doesn't reach")
 }
 
 /// One answer for an unknown workload, another tenant's, and one not ready here: the caller
@@ -116,10 +114,12 @@ fn not_found() -> Status {
     Status::not_found("no such workload is ready here")
 }
 
-/// A running workload whose machine hasn't said where it listens (yet, or again after a
-/// restart of either side): worth a retry, and marked so the proxy tells it from an outage.
+/// A running workload whose machine hasn't said where it listens, or isn't connected to relay
+/// it (yet, or again after a restart of either side): worth a retry, and marked so the proxy
+/// tells it from an outage.
 fn not_ready() -> Status {
-    let mut status = Status::unavailable("its machine hasn't reported it ready yet");
+    let mut status =
+        Status::unavailable("its machine hasn't reported it ready, or isn't connected");
     status.metadata_mut().insert(
         einsora_proto::metadata::ERROR,
         tonic::metadata::MetadataValue::from_static(einsora_proto::metadata::NOT_READY),
@@ -140,8 +140,10 @@ impl ControllerInternalService for Internal {
         let tenant: TenantId = req.tenant_id.parse().map_err(|_| not_found())?;
         let (w, machine) = self.running(id, tenant).await?;
         let relayed = self.reachable.machine() != Some(machine);
+        // Not connected now (a partition, an agent or controller restarting): worth a retry,
+        // as a workload not ready yet is; a machine gone for good fails its workloads.
         if relayed && !self.relays.listening(machine) {
-            return Err(elsewhere());
+            return Err(not_ready());
         }
         // Running, but its machine hasn't said where it listens (yet, or again after a
         // restart of either side): worth a retry, unlike a workload that isn't running.
@@ -331,8 +333,10 @@ mod tests {
         refused(on("docker", &mac));
     }
 
+    /// `admit` is asked only of the proxy's own machine's workloads (others are relayed); of
+    /// another's, it refuses all the same.
     #[test]
-    fn a_workload_on_another_machine_is_not_reachable_yet() {
+    fn a_socket_of_another_machine_is_never_admitted() {
         let machine = MachineId::new();
         let (dir, reachable) = reachable(machine);
         let w = WorkloadId::new();
@@ -344,7 +348,7 @@ mod tests {
             "docker",
             path.to_str().unwrap(),
         ));
-        assert!(why.contains("another machine"), "{why}");
+        assert!(why.contains("a machine the access proxy doesn't reach"), "{why}");
         let unjoined = Reachable {
             dirs: RunDirs {
                 state_dir: dir.path().join("nowhere"),
