@@ -27,6 +27,14 @@ pub trait AgentStore: Send + Sync {
         fingerprint: &[u8; 32],
     ) -> Result<Option<MachineRecord>, StoreError>;
 
+    /// Of these certificates' SHA-256s, those still good: issued, unexpired, and neither the
+    /// certificate nor its machine revoked. One query per 500, however many streams ask (the
+    /// controller's revocation sweep).
+    async fn trusted_certificates(
+        &self,
+        fingerprints: &[[u8; 32]],
+    ) -> Result<std::collections::HashSet<[u8; 32]>, StoreError>;
+
     /// The region's unrevoked machines, oldest first: what agent placement chooses from.
     async fn machines_in(
         &self,

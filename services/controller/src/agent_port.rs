@@ -21,7 +21,7 @@ use tonic::service::Routes;
 use tonic::transport::Server;
 
 use crate::agents::relay::{RelayApi, TUNNELS_PER_MACHINE};
-use crate::agents::{Hub, Relays, Renewals, SyncApi};
+use crate::agents::{Hub, Relays, Renewals, SyncApi, Trust};
 use crate::config::{AGENT_ADDR, Config};
 use crate::enrol::{EnrolLimit, EnrolmentApi};
 
@@ -57,6 +57,13 @@ impl AgentPort {
         let agents_ca = Arc::new(cfg.tls.agents_ca()?);
         let (tls, ca_pem) = cfg.tls.agents_server(Role::Controller)?;
         let listener = grpc::bind(AGENT_ADDR, cfg.agent_addr).await?;
+        // One revocation sweep for every stream of the port, every recheck.
+        let trust = Arc::new(Trust::default());
+        Arc::clone(&trust).spawn(
+            Arc::clone(&store),
+            cfg.timers.stream.recheck,
+            shutdown.clone(),
+        );
         let sync = SyncApi::new(
             Arc::clone(&store),
             Arc::clone(&cfg.catalog),
@@ -65,6 +72,7 @@ impl AgentPort {
                 agents_ca: Arc::clone(&agents_ca),
                 lifetime: cfg.timers.cert_lifetime,
             },
+            Arc::clone(&trust),
             cfg.timers.stream,
             shutdown.clone(),
         )
@@ -73,7 +81,7 @@ impl AgentPort {
             store: Arc::clone(&store),
             hub,
             relays,
-            timers: cfg.timers.stream,
+            trust,
             shutdown: shutdown.clone(),
         };
         let enrolment = EnrolmentApi {

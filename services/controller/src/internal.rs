@@ -348,7 +348,10 @@ mod tests {
             "docker",
             path.to_str().unwrap(),
         ));
-        assert!(why.contains("a machine the access proxy doesn't reach"), "{why}");
+        assert!(
+            why.contains("a machine the access proxy doesn't reach"),
+            "{why}"
+        );
         let unjoined = Reachable {
             dirs: RunDirs {
                 state_dir: dir.path().join("nowhere"),

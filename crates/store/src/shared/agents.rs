@@ -17,6 +17,35 @@ impl crate::AgentStore for ThisStore {
         row.as_ref().map(machine_from_row).transpose()
     }
 
+    #[tracing::instrument(level = "debug", name = "store.trusted_certificates", skip_all)]
+    async fn trusted_certificates(
+        &self,
+        fingerprints: &[[u8; 32]],
+    ) -> Result<std::collections::HashSet<[u8; 32]>, StoreError> {
+        let mut trusted = std::collections::HashSet::new();
+        for chunk in fingerprints.chunks(FINGERPRINTS_PER_QUERY) {
+            let mut q = sqlx::QueryBuilder::<Db>::new(
+                "SELECT c.fingerprint FROM machine_certificates c \
+                 JOIN machines m ON m.id = c.machine_id \
+                 WHERE m.revoked_at IS NULL AND c.revoked_at IS NULL AND c.not_after > ",
+            );
+            q.push_bind(now_ms());
+            q.push(" AND c.fingerprint IN (");
+            let mut list = q.separated(", ");
+            for fingerprint in chunk {
+                list.push_bind(fingerprint.to_vec());
+            }
+            q.push(")");
+            for row in q.build().fetch_all(self.reader()).await? {
+                let found: Vec<u8> = row.try_get(0)?;
+                if let Ok(fingerprint) = <[u8; 32]>::try_from(found.as_slice()) {
+                    trusted.insert(fingerprint);
+                }
+            }
+        }
+        Ok(trusted)
+    }
+
     #[tracing::instrument(level = "debug", name = "store.machines_in", skip_all)]
     async fn machines_in(&self, region: &Region) -> Result<Vec<crate::MachineRecord>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(MACHINES_IN.as_str()))
@@ -226,6 +255,9 @@ impl crate::AgentStore for ThisStore {
         Ok(())
     }
 }
+
+/// Fingerprints asked about in one statement.
+const FINGERPRINTS_PER_QUERY: usize = 500;
 
 static MACHINE_FOR_CERTIFICATE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(

@@ -322,6 +322,54 @@ pub async fn a_certificate_in_use_retires_the_machines_older_ones(db: TestDb) {
     assert!(accepted(machine, 12).await);
 }
 
+/// The revocation sweep's one question: of many certificates, which are still good. A retired
+/// certificate, a revoked machine's and one never issued are not; the others are, whatever
+/// their number (more than one statement's worth).
+pub async fn trusted_certificates_are_the_good_ones_of_those_asked(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let you = user(store, t, "you@x.test").await;
+    let mut machines = Vec::new();
+    for (seed, cert) in [(1, 11), (2, 21)] {
+        store
+            .create_enrolment_token(&token(t, you, &format!("box-{seed}"), seed))
+            .await
+            .unwrap();
+        let r = einsora_store::Redemption {
+            certificate: certificate(&format!("{cert:02x}"), cert),
+            ..redemption(seed, "host")
+        };
+        machines.push(store.redeem_enrolment_token(&r).await.unwrap().unwrap());
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let renewal = certificate("0c", 12);
+    assert!(
+        store
+            .add_machine_certificate(machines[0].machine_id, &renewal)
+            .await
+            .unwrap()
+    );
+    store
+        .retire_older_certificates(machines[0].machine_id, &[12; 32])
+        .await
+        .unwrap();
+    store
+        .revoke_machine(t, machines[1].machine_id)
+        .await
+        .unwrap();
+
+    let mut asked: Vec<[u8; 32]> = (100..=255).map(|b| [b; 32]).collect();
+    asked.extend((0..400u16).map(|i| {
+        let mut never = [7u8; 32];
+        never[..2].copy_from_slice(&i.to_be_bytes());
+        never
+    }));
+    asked.extend([[11; 32], [12; 32], [21; 32]]);
+    let trusted = store.trusted_certificates(&asked).await.unwrap();
+    assert_eq!(trusted, std::collections::HashSet::from([[12; 32]]));
+    assert!(store.trusted_certificates(&[]).await.unwrap().is_empty());
+}
+
 /// A machine's flag keeps when it was first raised and records the latest reason; another
 /// machine is not flagged.
 pub async fn a_flagged_machine_keeps_its_first_time_and_latest_reason(db: TestDb) {

@@ -68,6 +68,7 @@ einsora_testkit::on_both_engines! {
     enrolment::revoked_expired_and_unknown_tokens_enrol_nothing,
     enrolment::only_an_unused_unrevoked_unexpired_token_is_redeemable,
     enrolment::a_certificate_in_use_retires_the_machines_older_ones,
+    enrolment::trusted_certificates_are_the_good_ones_of_those_asked,
     enrolment::a_flagged_machine_keeps_its_first_time_and_latest_reason,
     inventory::workload_reads_are_scoped_by_tenant,
     inventory::machines_are_read_by_their_owner_only,

@@ -14,6 +14,7 @@ mod renew;
 mod statuses;
 mod streams;
 mod sync;
+pub(crate) mod trust;
 
 pub use backend::AgentBackend;
 pub use hub::Hub;
@@ -21,6 +22,7 @@ pub use refusal::standby;
 pub use relay::Relays;
 pub use renew::Renewals;
 pub use sync::{StreamTimers, SyncApi};
+pub use trust::Trust;
 
 #[cfg(test)]
 pub(crate) use limits::MAX_MESSAGE;

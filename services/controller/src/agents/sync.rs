@@ -1,6 +1,7 @@
 //! A machine's Sync stream. The machine is known by its certificate (role and fingerprint,
-//! checked against the store, again every `StreamTimers::recheck`, so a revoked machine's stream ends within
-//! seconds), never by what it reports. It is sent its complete desired state (computed from the
+//! checked against the store, then by the port's one revocation sweep every
+//! `StreamTimers::recheck` (`trust.rs`), so a revoked machine's stream ends within seconds), never
+//! by what it reports. It is sent its complete desired state (computed from the
 //! store each time) on connect, whenever the controller runs, parks or deletes one of its
 //! workloads (which wakes only this machine's stream, through the hub), and at least every
 //! heartbeat; its inventory reports update its registration when they fit it. A machine has
@@ -36,6 +37,7 @@ use super::limits::{self, Budgets, Excess};
 use super::refusal::Refusal;
 use super::renew::Renewals;
 use super::streams::{Claim, Streams};
+use super::trust::{Trust, Watch};
 use super::{desired, inventory, statuses};
 
 /// What the store records a machine flagged for once a driver of its crashed (and was
@@ -47,7 +49,8 @@ const DRIVER_CRASHED: &str = "driver_crashed";
 pub struct StreamTimers {
     /// The desired state is sent at least this often.
     pub heartbeat: Duration,
-    /// How often the machine's certificate is checked again (revocation closes within ~this).
+    /// How often the port's revocation sweep checks every stream's certificate (revocation
+    /// closes within ~this).
     pub recheck: Duration,
     /// An agent that doesn't take its desired state for this long is dropped (it reconnects),
     /// so a stalled peer never holds a session, or the controller's shutdown, forever.
@@ -77,6 +80,7 @@ pub struct SyncApi {
     renewals: Renewals,
     streams: Arc<Streams>,
     budgets: Arc<Budgets>,
+    trust: Arc<Trust>,
     timers: StreamTimers,
     output_caps: OutputCaps,
     shutdown: Shutdown,
@@ -88,6 +92,7 @@ impl SyncApi {
         catalog: Arc<Catalog>,
         hub: Arc<Hub>,
         renewals: Renewals,
+        trust: Arc<Trust>,
         timers: StreamTimers,
         shutdown: Shutdown,
     ) -> Self {
@@ -98,6 +103,7 @@ impl SyncApi {
             renewals,
             streams: Arc::default(),
             budgets: Arc::default(),
+            trust,
             timers,
             output_caps: crate::config::OUTPUT_CAPS,
             shutdown,
@@ -153,6 +159,7 @@ impl SyncService for SyncApi {
             .ok_or(Refusal::Revoked)?;
         retire_older_certificates(&*self.store, id, &fingerprint).await;
         let claim = self.streams.claim(id, request.remote_addr());
+        let watch = self.trust.watch(fingerprint);
         let (tx, rx) = mpsc::channel(4);
         let session = Session {
             store: Arc::clone(&self.store),
@@ -166,7 +173,7 @@ impl SyncService for SyncApi {
             flagged: HashSet::new(),
             driver_restarts: 0,
             machine,
-            fingerprint,
+            renewed_fingerprint: None,
             tx,
             sent: None,
             next_send: Instant::now(),
@@ -175,7 +182,7 @@ impl SyncService for SyncApi {
             pending_removals: HashSet::new(),
             placed: HashMap::new(),
         };
-        tokio::spawn(session.run(request.into_inner(), claim, self.shutdown.clone()));
+        tokio::spawn(session.run(request.into_inner(), claim, watch, self.shutdown.clone()));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }
@@ -195,7 +202,8 @@ struct Session {
     /// The driver restarts the machine last reported on this stream.
     driver_restarts: u32,
     machine: MachineRecord,
-    fingerprint: [u8; 32],
+    /// A renewed certificate's SHA-256, once issued: the revocation sweep watches it from then.
+    renewed_fingerprint: Option<[u8; 32]>,
     tx: mpsc::Sender<Result<pb::DesiredState, Status>>,
     /// What was sent last, so an unchanged state isn't sent again before the heartbeat.
     sent: Option<Vec<pb::DesiredWorkload>>,
@@ -219,12 +227,12 @@ impl Session {
         mut self,
         mut reports: Streaming<pb::AgentReport>,
         claim: Claim,
+        watch: Watch,
         shutdown: Shutdown,
     ) {
         let id = self.machine.machine.id;
         tracing::info!(machine = %id, "machine connected");
         let wake = self.hub.connected(id);
-        let mut recheck = tokio::time::interval(self.timers.recheck);
         let hub = Arc::clone(&self.hub);
         let standing_by = hub.standing_by();
         tokio::pin!(standing_by);
@@ -253,10 +261,13 @@ impl Session {
                 },
                 () = wake.notified() => self.send(false).await,
                 () = tokio::time::sleep_until(self.next_send) => self.send(true).await,
-                _ = recheck.tick() => self.still_trusted().await,
+                () = watch.revoked() => self.revoked().await,
             };
             if step.is_err() {
                 break;
+            }
+            if let Some(renewed) = self.renewed_fingerprint.take() {
+                watch.renewed(renewed);
             }
         }
         self.hub.disconnected(id);
@@ -406,7 +417,7 @@ impl Session {
                     .await;
                 if let Some((certificate, fingerprint)) = renewed {
                     // The stream is the machine's: from now on it answers for the new one.
-                    self.fingerprint = fingerprint;
+                    self.renewed_fingerprint = Some(fingerprint);
                     self.renewed = Some(certificate);
                     self.next_send = Instant::now();
                 }
@@ -517,23 +528,12 @@ impl Session {
         }
     }
 
-    /// Ends the stream once the machine or its certificate is revoked.
-    async fn still_trusted(&mut self) -> Result<(), Ended> {
-        match self
-            .store
-            .machine_for_certificate(self.machine.machine.id, &self.fingerprint)
-            .await
-        {
-            Ok(Some(_)) | Err(_) => Ok(()),
-            Ok(None) => {
-                tracing::info!(machine = %self.machine.machine.id, "machine revoked; closing its stream");
-                let _ = tokio::time::timeout(
-                    self.timers.send_timeout,
-                    self.tx.send(Err(Refusal::Revoked.into())),
-                )
-                .await;
-                Err(Ended)
-            }
-        }
+    /// The revocation sweep found the machine or its certificate revoked: the stream ends, and
+    /// the agent is told so.
+    async fn revoked(&mut self) -> Result<(), Ended> {
+        tracing::info!(machine = %self.machine.machine.id, "machine revoked; closing its stream");
+        let refusal = self.tx.send(Err(Refusal::Revoked.into()));
+        let _ = tokio::time::timeout(self.timers.send_timeout, refusal).await;
+        Err(Ended)
     }
 }

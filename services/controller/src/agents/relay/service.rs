@@ -1,5 +1,6 @@
 //! The relay's side of the agents' port: an agent's listening stream (served while this
-//! controller leads, and while the machine's certificate is good, rechecked as Sync's is), and
+//! controller leads, and while the machine's certificate is good: the revocation sweep, as
+//! for Sync), and
 //! its tunnels, each answering one request of its own machine.
 
 use std::pin::Pin;
@@ -18,7 +19,7 @@ use super::{ANSWER_WITHIN, MAX_FRAME, Relays};
 use crate::agents::hub::Hub;
 use crate::agents::identity::identity;
 use crate::agents::refusal::Refusal;
-use crate::agents::sync::StreamTimers;
+use crate::agents::trust::Trust;
 
 /// The longest reason for a refusal kept from an agent (it is logged).
 const MAX_REFUSAL: usize = 200;
@@ -28,7 +29,7 @@ pub struct RelayApi {
     pub store: Arc<dyn Store>,
     pub hub: Arc<Hub>,
     pub relays: Arc<Relays>,
-    pub timers: StreamTimers,
+    pub trust: Arc<Trust>,
     pub shutdown: Shutdown,
 }
 
@@ -63,21 +64,14 @@ impl RelayService for RelayApi {
             .ok_or(Refusal::Revoked)?;
         let (tx, rx) = mpsc::channel(8);
         let id = self.relays.listen(machine, tx.clone());
+        let watch = self.trust.watch(fingerprint);
         let api = self.clone();
         tokio::spawn(async move {
-            let mut recheck = tokio::time::interval(api.timers.recheck);
-            let ended = loop {
-                tokio::select! {
-                    () = api.shutdown.cancelled() => break None,
-                    () = api.hub.standing_by() => break Some(Refusal::Standby),
-                    () = tx.closed() => break None,
-                    _ = recheck.tick() => {
-                        let trusted = api.store.machine_for_certificate(machine, &fingerprint).await;
-                        if matches!(trusted, Ok(None)) {
-                            break Some(Refusal::Revoked);
-                        }
-                    }
-                }
+            let ended = tokio::select! {
+                () = api.shutdown.cancelled() => None,
+                () = api.hub.standing_by() => Some(Refusal::Standby),
+                () = tx.closed() => None,
+                () = watch.revoked() => Some(Refusal::Revoked),
             };
             api.relays.unlisten(machine, id);
             if let Some(refusal) = ended {
