@@ -9,13 +9,28 @@ use uuid::Uuid;
 
 use super::{AFTER_WORKLOADS, BackupError, Counts, Expect, Item, Kind, TABLES, Value};
 use crate::postgres::connect_one;
-use crate::{DatabaseUrl, StoreError};
+use crate::{DatabaseUrl, Purpose, StoreError};
 
 type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
+static MIGRATOR: &sqlx::migrate::Migrator = &crate::migrations::POSTGRES;
+/// One snapshot for every table, while the installation writes on.
+const SNAPSHOT: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY";
+const WRITE: &str = "BEGIN";
 /// The one column whose values Postgres generates (`GENERATED ALWAYS AS IDENTITY`): written
 /// as dumped, then its sequence moved past them.
-const IDENTITY: (&str, &str) = ("workload_events", "seq");
+const IDENTITY: Option<(&str, &str)> = Some(("workload_events", "seq"));
+const AFTER_LOAD: Option<&str> = Some(
+    "SELECT setval(pg_get_serial_sequence('workload_events', 'seq'), \
+     COALESCE((SELECT MAX(seq) FROM workload_events), 0) + 1, false)",
+);
+
+/// One connection; Postgres has nothing to create.
+async fn connect(url: &DatabaseUrl, _: Purpose) -> Result<PgConnection, StoreError> {
+    connect_one(url).await
+}
+
+include!("shared.rs");
 
 async fn applied(conn: &mut PgConnection) -> Result<i64, StoreError> {
     let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
@@ -61,48 +76,7 @@ async fn columns(
         .collect())
 }
 
-pub(super) async fn dump(
-    url: &DatabaseUrl,
-    each: &mut (dyn FnMut(Item) -> Result<(), BackupError> + Send),
-) -> Result<Counts, BackupError> {
-    let mut conn = connect_one(url).await?;
-    // One snapshot for every table, while the installation writes on.
-    let mut tx = conn
-        .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .await
-        .map_err(StoreError::from)?;
-    let (found, known) = (applied(&mut tx).await?, super::schema_version(url));
-    if found != known {
-        return Err(BackupError::Mismatch { found, known });
-    }
-    let mut counts = Counts::new();
-    for table in TABLES {
-        let columns: Vec<String> = columns(&mut tx, table)
-            .await?
-            .into_iter()
-            .map(|(name, _)| name)
-            .collect();
-        each(Item::Table {
-            name: (*table).to_owned(),
-            columns: columns.clone(),
-        })?;
-        let names: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
-        let sql = format!("SELECT {} FROM \"{table}\"", names.join(", "));
-        let mut rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch(&mut *tx);
-        let mut n = 0;
-        while let Some(row) = rows.try_next().await.map_err(StoreError::from)? {
-            let values = (0..columns.len())
-                .map(|i| value(&row, i, table))
-                .collect::<Result<Vec<_>, _>>()?;
-            each(Item::Row(values))?;
-            n += 1;
-        }
-        counts.insert((*table).to_owned(), n);
-    }
-    Ok(counts)
-}
-
-fn value(row: &PgRow, i: usize, table: &str) -> Result<Value, BackupError> {
+fn value(row: &PgRow, i: usize, table: &str, _: &str) -> Result<Value, BackupError> {
     let column = &row.columns()[i];
     let read = |e: sqlx::Error| BackupError::from(StoreError::from(e));
     let value = match column.type_info().name() {
@@ -145,90 +119,6 @@ fn value(row: &PgRow, i: usize, table: &str) -> Result<Value, BackupError> {
         }
     };
     Ok(value.unwrap_or(Value::Null))
-}
-
-pub(super) async fn load(
-    url: &DatabaseUrl,
-    schema: i64,
-    items: &mut (dyn Iterator<Item = Result<Item, BackupError>> + Send),
-) -> Result<Counts, BackupError> {
-    let mut conn = connect_one(url).await?;
-    let migrator = &crate::migrations::POSTGRES;
-    let found = applied(&mut conn).await?;
-    if found > schema {
-        return Err(BackupError::NewerTarget { found, schema });
-    }
-    migrator
-        .run_to(schema, &mut conn)
-        .await
-        .map_err(|e| crate::migrations::map_error(migrator, e))?;
-    for table in TABLES {
-        let sql = format!("SELECT COUNT(*) FROM \"{table}\"");
-        let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .fetch_one(&mut conn)
-            .await
-            .map_err(StoreError::from)?;
-        if rows > 0 {
-            return Err(BackupError::NotEmpty {
-                table: (*table).to_owned(),
-                rows,
-            });
-        }
-    }
-    let counts = {
-        let mut tx = conn.begin().await.map_err(StoreError::from)?;
-        let mut expect = Expect::new();
-        let mut insert: Option<(String, Vec<Kind>, Vec<String>)> = None;
-        for item in items {
-            match item? {
-                Item::Table { name, columns } => {
-                    let target = self::columns(&mut tx, &name).await?;
-                    let names: Vec<String> = target.iter().map(|(n, _)| n.clone()).collect();
-                    expect.table(&name, &columns, &names)?;
-                    let kinds = super::kinds(&name, &columns, &target)?;
-                    if name == "workload_events" {
-                        sqlx::query(AFTER_WORKLOADS)
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(StoreError::from)?;
-                    }
-                    let identity = name == IDENTITY.0;
-                    insert = Some((super::insert_sql(&name, &columns, identity), kinds, columns));
-                }
-                Item::Row(values) => {
-                    let table = expect.row(values.len())?.to_owned();
-                    let (sql, kinds, columns) = insert.as_ref().expect("a row follows its table");
-                    let mut query: Query<'_> = sqlx::query(sqlx::AssertSqlSafe(sql.clone()));
-                    for ((value, kind), column) in values.into_iter().zip(kinds).zip(columns) {
-                        query = bind(query, *kind, value).map_err(|why| {
-                            BackupError::shape(&table, format!("{column}: {why}"))
-                        })?;
-                    }
-                    query
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(|e| BackupError::shape(&table, e.to_string()))?;
-                }
-            }
-        }
-        let counts = expect.finish()?;
-        let (table, column) = IDENTITY;
-        let sql = format!(
-            "SELECT setval(pg_get_serial_sequence('{table}', '{column}'), \
-             COALESCE((SELECT MAX(\"{column}\") FROM \"{table}\"), 0) + 1, false)"
-        );
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&mut *tx)
-            .await
-            .map_err(StoreError::from)?;
-        tx.commit().await.map_err(StoreError::from)?;
-        counts
-    };
-    migrator
-        .run(&mut conn)
-        .await
-        .map_err(|e| crate::migrations::map_error(migrator, e))?;
-    Ok(counts)
 }
 
 fn bind(query: Query<'_>, kind: Kind, value: Value) -> Result<Query<'_>, String> {
