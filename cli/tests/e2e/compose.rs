@@ -61,8 +61,6 @@ fn a_lab_from_compose_takes_in_a_solo_relays_fails_over_and_keeps_everything() {
         &[
             ("EINSORA_CONTROLLER_INTERVAL", interval.as_str()),
             ("EINSORA_CONTROLLER_LEASE", lease.as_str()),
-            ("EINSORA_AGENT_OFFLINE_AFTER", "10s"),
-            ("EINSORA_AGENT_OFFLINE_FAIL", "10s"),
             // Where `restore` put the Solo's catalog.
             ("EINSORA_CATALOG", "/var/lib/einsora/catalog.yaml"),
         ],
