@@ -11,6 +11,7 @@ const JUSTIFIED_WARNINGS: &[&str] = &[
     "W: einsora: maintainer-script-calls-systemctl [postinst:",
     "W: einsora: maintainer-script-calls-systemctl [prerm:",
     "W: einsora: non-standard-file-perm 0640 != 0644 [etc/einsora/einsora.env]",
+    "W: einsora: uses-dpkg-database-directly [usr/bin/einsora]",
 ];
 
 #[test]
