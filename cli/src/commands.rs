@@ -196,6 +196,9 @@ impl Cli {
             } => {
                 let dir = InternalTls::from_settings(&settings)?;
                 eprintln!("certificates are in {}", dir.init()?.display());
+                if let Some(root) = up::issue_access_certificate(&settings)? {
+                    eprintln!("the access proxy's root for browsers: {}", root.display());
+                }
                 Ok(())
             }
             Command::Api => role::run(

@@ -71,7 +71,7 @@ fn files(dir: &Path, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
 }
 
 /// The product's source: Rust under each crate's `src` (test modules and the test kit left
-/// out), and the image scripts.
+/// out), the image scripts, and the Lab's compose file (its `EINSORA_LAB_*` variables).
 fn source() -> BTreeSet<String> {
     let root = root();
     let rust = |p: &Path| {
@@ -94,6 +94,7 @@ fn source() -> BTreeSet<String> {
         files(&root.join(dir), &rust, &mut paths);
     }
     files(&root.join("images"), &|_| true, &mut paths);
+    paths.push(root.join("compose/compose.yaml"));
     paths
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())

@@ -133,7 +133,7 @@ async fn serve_app(
                 request
             })
     };
-    http::serve(listener, cfg.http, shutdown, with_peer)
+    http::serve(listener, cfg.http, None, shutdown, with_peer)
         .await
         .context("gateway")
 }

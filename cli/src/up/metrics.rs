@@ -60,13 +60,19 @@ pub async fn serve(
         addrs: roles,
         client: Client::builder(TokioExecutor::new()).build_http(),
     });
-    einsora_runtime::http::serve(listener, LIMITS, shutdown, move |_peer: SocketAddr| {
-        let roles = Arc::clone(&roles);
-        tower::service_fn(move |request: Request<Incoming>| {
+    einsora_runtime::http::serve(
+        listener,
+        LIMITS,
+        None,
+        shutdown,
+        move |_peer: SocketAddr| {
             let roles = Arc::clone(&roles);
-            async move { Ok::<_, Infallible>(answer(&roles, &request).await) }
-        })
-    })
+            tower::service_fn(move |request: Request<Incoming>| {
+                let roles = Arc::clone(&roles);
+                async move { Ok::<_, Infallible>(answer(&roles, &request).await) }
+            })
+        },
+    )
     .await
 }
 

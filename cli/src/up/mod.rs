@@ -25,6 +25,18 @@ use einsora_runtime::telemetry::{self, TelemetryOptions};
 
 pub use children::SUPERVISOR_PID;
 
+/// With `EINSORA_ACCESS_TLS=issued`, the access proxy's certificate for its URL's host and
+/// domain, made or renewed (`einsora up`, `einsora pki init`); the web CA root's path.
+pub(crate) fn issue_access_certificate(
+    settings: &einsora_runtime::settings::Settings,
+) -> anyhow::Result<Option<std::path::PathBuf>> {
+    use einsora_runtime::{access_url::AccessUrl, tls::web::AccessTls};
+    let url = AccessUrl::from_settings(settings)?;
+    let tls = AccessTls::from_settings(settings, &url)?;
+    tls.issue(&url)
+        .context("issuing the access proxy's certificate")
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
     /// `einsora up`: the data directory of this user, local accounts.
@@ -60,6 +72,9 @@ pub fn run(profile: Profile) -> anyhow::Result<()> {
         let tls = InternalTls::from_settings(&plan.settings)?;
         let pki = tls.init()?;
         tracing::info!(data_dir = %plan.data_dir.display(), pki = %pki.display(), "starting");
+        if let Some(root) = issue_access_certificate(&plan.settings)? {
+            tracing::info!(root = %root.display(), "the access proxy serves HTTPS with a certificate from the web CA: browsers that install this root trust it");
+        }
         let shutdown = Shutdown::new();
         shutdown
             .on_signals()

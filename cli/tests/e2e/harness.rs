@@ -5,6 +5,7 @@ pub mod agents;
 pub mod cli;
 pub mod controllers;
 pub mod engine_proxy;
+pub mod https;
 pub mod lab;
 pub mod lan;
 pub mod log_gate;

@@ -21,6 +21,7 @@ mod fencing;
 mod gpus;
 mod harness;
 mod hostile;
+mod https;
 mod images;
 mod isolation;
 mod lifecycle;

@@ -1,8 +1,9 @@
-//! Serving plain HTTP/1.1 on a port anyone on the host can reach (the gateway, the access
-//! proxy): at most `max_connections` at once (the next waits, unread, in the listen backlog
+//! Serving HTTP/1.1 on a port anyone on the host can reach (the gateway, the access proxy),
+//! plain or over TLS (the access proxy's `EINSORA_ACCESS_TLS`): at most `max_connections` at once (the next waits, unread, in the listen backlog
 //! until one closes), and a connection that doesn't send a whole request head within
-//! `header_read` (its first, or the next on a kept-alive connection) is closed, so neither slow
-//! headers nor idle connections hold the port. WebSocket upgrades work; at shutdown the
+//! `header_read` (its first, or the next on a kept-alive connection; a TLS handshake within the
+//! same time) is closed, so neither slow handshakes, slow headers nor idle connections hold the
+//! port. WebSocket upgrades work; at shutdown the
 //! connections finish what they are serving, then close.
 //!
 //! No cap per address: in Solo every client (the owner's browser and CLI, any local process)
@@ -17,6 +18,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
 
 use crate::settings::{ConfigError, Settings};
 use crate::shutdown::Shutdown;
@@ -58,10 +60,12 @@ impl HttpLimits {
     }
 }
 
-/// Serves each connection with the service `make` makes for its peer, until `shutdown`.
+/// Serves each connection with the service `make` makes for its peer, over TLS where `tls`
+/// says, until `shutdown`.
 pub async fn serve<M, S, B>(
     listener: TcpListener,
     limits: HttpLimits,
+    tls: Option<TlsAcceptor>,
     shutdown: Shutdown,
     make: M,
 ) -> std::io::Result<()>
@@ -99,25 +103,16 @@ where
         nodelay(&tcp);
         let open = CONNECTIONS.clone();
         open.inc();
-        let connection = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_read)
-            .keep_alive(true)
-            .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(make(peer)))
-            .with_upgrades();
-        let stopping = shutdown.cancelled();
+        let service = TowerToHyperService::new(make(peer));
+        let (tls, shutdown) = (tls.clone(), shutdown.clone());
         tokio::spawn(async move {
-            tokio::pin!(connection);
-            let served = tokio::select! {
-                served = connection.as_mut() => served,
-                () = stopping => {
-                    // Finish the request in flight, then close.
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
+            match tls {
+                None => serve_connection(tcp, service, limits, peer, &shutdown).await,
+                Some(tls) => {
+                    if let Some(stream) = handshake(&tls, tcp, limits, peer, &shutdown).await {
+                        serve_connection(stream, service, limits, peer, &shutdown).await;
+                    }
                 }
-            };
-            if let Err(e) = served {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
             drop(slot);
             open.dec();
@@ -125,6 +120,69 @@ where
     }
     slots.all_back().await;
     Ok(())
+}
+
+/// The TLS handshake, within the time a request's head has; none if it fails, is too slow, or
+/// the port is shutting down.
+async fn handshake(
+    tls: &TlsAcceptor,
+    tcp: TcpStream,
+    limits: HttpLimits,
+    peer: SocketAddr,
+    shutdown: &Shutdown,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let accepting = tokio::time::timeout(limits.header_read, tls.accept(tcp));
+    tokio::select! {
+        accepted = accepting => match accepted {
+            Ok(Ok(stream)) => Some(stream),
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake took too long");
+                None
+            }
+        },
+        () = shutdown.cancelled() => None,
+    }
+}
+
+async fn serve_connection<IO, S, B>(
+    io: IO,
+    service: TowerToHyperService<S>,
+    limits: HttpLimits,
+    peer: SocketAddr,
+    shutdown: &Shutdown,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: tower::Service<hyper::Request<Incoming>, Response = hyper::Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    let served = tokio::select! {
+        served = connection.as_mut() => served,
+        () = shutdown.cancelled() => {
+            // Finish the request in flight, then close.
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(e) = served {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
 }
 
 /// Nagle's algorithm would hold a response's last small segment for the client's delayed ACK

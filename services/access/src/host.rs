@@ -1,5 +1,5 @@
 //! Which site a request is for, from its Host alone. The proxy answers only
-//! `w-<uuid>.localhost` (each notebook) and the public URL's host (endpoints), so a page can't
+//! `w-<uuid>.<domain>` (each notebook) and the public URL's host (endpoints), so a page can't
 //! reach it under a name of its own (DNS rebinding). Anything ambiguous is refused before any
 //! lookup or upstream connection.
 
@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use uuid::Uuid;
 
 use crate::errors::Failure;
-use einsora_runtime::access_url::{AccessUrl, NOTEBOOK_SUFFIX};
+use einsora_runtime::access_url::AccessUrl;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Site {
@@ -43,10 +43,7 @@ fn site_of(host: &str, public: &AccessUrl) -> Option<Site> {
     if !public.port_matches(port) {
         return None;
     }
-    if let Some(id) = name
-        .strip_prefix("w-")
-        .and_then(|rest| rest.strip_suffix(NOTEBOOK_SUFFIX))
-    {
+    if let Some(id) = public.notebook_in(name) {
         return canonical_uuid(id).map(Site::Notebook);
     }
     (!name.is_empty() && name.eq_ignore_ascii_case(public.host())).then_some(Site::Endpoints)
@@ -129,6 +126,28 @@ mod tests {
         ] {
             let refused = host(&bad).unwrap_err();
             assert_eq!(refused.code(), "not_found", "{bad}");
+        }
+    }
+
+    #[test]
+    fn under_a_labs_domain_its_hosts_are_served_and_localhost_no_longer() {
+        let public =
+            AccessUrl::parse_with_domain("https://lab.example:8443", "nb.lab.example").unwrap();
+        let at = |h: &str| site_of(h, &public);
+        let id = Uuid::parse_str(ID).unwrap();
+        assert_eq!(
+            at(&format!("w-{ID}.nb.lab.example:8443")),
+            Some(Site::Notebook(id))
+        );
+        assert_eq!(at("lab.example:8443"), Some(Site::Endpoints));
+        for refused in [
+            format!("w-{ID}.localhost:8443"),
+            format!("w-{ID}.lab.example:8443"),
+            format!("w-{ID}.nb.lab.example:8090"),
+            format!("w-{ID}.nb.lab.example.evil:8443"),
+            "localhost:8443".to_owned(),
+        ] {
+            assert_eq!(at(&refused), None, "{refused}");
         }
     }
 

@@ -32,6 +32,7 @@ use einsora_runtime::http::{self, HttpLimits};
 use einsora_runtime::pki::Role;
 use einsora_runtime::settings::{ConfigError, Settings};
 use einsora_runtime::shutdown::Shutdown;
+use einsora_runtime::tls::web::{AccessTls, TlsAcceptor};
 use tokio::net::TcpListener;
 
 pub const ADDR: &str = "EINSORA_ACCESS_ADDR";
@@ -48,8 +49,11 @@ pub const CONTROLLER_ADDR: &str = "EINSORA_CONTROLLER_ADDR";
 #[derive(Debug, Clone)]
 pub struct Config {
     pub addr: SocketAddr,
-    /// What links are built from: the scheme and port browsers see, the endpoints' host.
+    /// What links are built from: the scheme and port browsers see, the endpoints' host, the
+    /// notebooks' domain.
     pub public_url: AccessUrl,
+    /// Plain HTTP, or HTTPS with which certificate.
+    pub web_tls: AccessTls,
     pub api_addr: SocketAddr,
     /// The region's controllers (one, or a leader and its standbys): the proxy asks the one
     /// that answered last, then the others.
@@ -65,9 +69,11 @@ pub struct Config {
 
 impl Config {
     pub fn from_settings(settings: &Settings) -> Result<Self, ConfigError> {
+        let public_url = AccessUrl::from_settings(settings)?;
         Ok(Config {
             addr: settings.socket_addr(ADDR, "127.0.0.1:8090")?,
-            public_url: AccessUrl::from_settings(settings)?,
+            web_tls: AccessTls::from_settings(settings, &public_url)?,
+            public_url,
             api_addr: settings.socket_addr(API_ADDR, "127.0.0.1:8081")?,
             controller_addrs: settings.parse_with(CONTROLLER_ADDR, "127.0.0.1:8082", |v| {
                 v.split(',')
@@ -87,18 +93,26 @@ impl Config {
 
 /// Checks the certificates, binds `EINSORA_ACCESS_ADDR`, and serves until shutdown.
 pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
-    let app = prepare(&cfg, &shutdown)?;
+    let prepared = prepare(&cfg, &shutdown)?;
     let listener = grpc::bind(ADDR, cfg.addr).await?;
-    serve_app(listener, app, &cfg, shutdown).await
+    serve_app(listener, prepared, &cfg, shutdown).await
 }
 
 /// [`run`] on a listener the caller bound.
 pub async fn serve(listener: TcpListener, cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
-    let app = prepare(&cfg, &shutdown)?;
-    serve_app(listener, app, &cfg, shutdown).await
+    let prepared = prepare(&cfg, &shutdown)?;
+    serve_app(listener, prepared, &cfg, shutdown).await
 }
 
-fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<axum::Router> {
+/// The app, and what its port accepts TLS with: both checked before anything is bound.
+fn prepare(
+    cfg: &Config,
+    shutdown: &Shutdown,
+) -> anyhow::Result<(axum::Router, Option<TlsAcceptor>)> {
+    let tls = cfg
+        .web_tls
+        .acceptor()
+        .context("the access proxy's certificate")?;
     let api = cfg
         .tls
         .client(Role::Access, Role::Api)?
@@ -126,19 +140,19 @@ fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<axum::Router> {
         shutdown: shutdown.clone(),
     });
     tokio::spawn(sweep::run(std::sync::Arc::clone(&proxy)));
-    Ok(app::router(proxy))
+    Ok((app::router(proxy), tls))
 }
 
 /// Serves until shutdown; streams and WebSockets still open end with it.
 async fn serve_app(
     listener: TcpListener,
-    app: axum::Router,
+    (app, tls): (axum::Router, Option<TlsAcceptor>),
     cfg: &Config,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
-    tracing::info!(addr = %addr, public_url = %cfg.public_url, "access serving");
-    http::serve(listener, cfg.http, shutdown, move |_peer| app.clone())
+    tracing::info!(addr = %addr, public_url = %cfg.public_url, https = tls.is_some(), "access serving");
+    http::serve(listener, cfg.http, tls, shutdown, move |_peer| app.clone())
         .await
         .context("access")
 }

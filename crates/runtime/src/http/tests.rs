@@ -24,9 +24,13 @@ async fn server(max_connections: usize) -> (String, Shutdown) {
     let hello = tower::service_fn(|_request| async {
         Ok::<_, Infallible>(hyper::Response::new("hello".to_owned()))
     });
-    tokio::spawn(serve(listener, limits, shutdown.clone(), move |_peer| {
-        hello
-    }));
+    tokio::spawn(serve(
+        listener,
+        limits,
+        None,
+        shutdown.clone(),
+        move |_peer| hello,
+    ));
     (addr, shutdown)
 }
 

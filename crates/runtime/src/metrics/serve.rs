@@ -48,7 +48,7 @@ impl MetricsAddr {
 
 /// Serves `GET /metrics` until `shutdown`; any other path is 404, another method 405.
 pub async fn serve(listener: TcpListener, shutdown: Shutdown) -> std::io::Result<()> {
-    crate::http::serve(listener, LIMITS, shutdown, |_peer: SocketAddr| {
+    crate::http::serve(listener, LIMITS, None, shutdown, |_peer: SocketAddr| {
         tower::service_fn(|request: Request<Incoming>| async move {
             Ok::<_, Infallible>(answer(&request))
         })

@@ -4,7 +4,7 @@ use std::fmt;
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
-    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, NameConstraints,
     PKCS_ECDSA_P256_SHA256, SanType, SerialNumber,
 };
 use time::OffsetDateTime;
@@ -64,8 +64,21 @@ impl fmt::Debug for Ca {
 impl Ca {
     /// A new CA whose certificate's common name is `name`.
     pub fn generate(name: &str) -> Result<Self, PkiError> {
+        Self::generate_with(name, None)
+    }
+
+    /// A new CA that can vouch only for the names `constraints` permit (RFC 5280, 4.2.1.10).
+    pub fn generate_constrained(
+        name: &str,
+        constraints: NameConstraints,
+    ) -> Result<Self, PkiError> {
+        Self::generate_with(name, Some(constraints))
+    }
+
+    fn generate_with(name: &str, constraints: Option<NameConstraints>) -> Result<Self, PkiError> {
         let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
         let mut params = CertificateParams::default();
+        params.name_constraints = constraints;
         params.distinguished_name = distinguished_name(name);
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
         params.key_usages = vec![
@@ -116,6 +129,30 @@ impl Ca {
     pub fn issue(&self, role: Role, validity: Validity) -> Result<IssuedCert, PkiError> {
         let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
         let cert = leaf_params(role, validity)?.signed_by(&key, &self.issuer)?;
+        Ok(IssuedCert {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// A fresh key and a server certificate for `names` alone, naming no role: it can serve
+    /// browsers and is no one's identity inside the installation.
+    pub fn issue_server(
+        &self,
+        names: Vec<SanType>,
+        validity: Validity,
+    ) -> Result<IssuedCert, PkiError> {
+        let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+        let mut params = CertificateParams::default();
+        params.distinguished_name = distinguished_name("einsora access proxy");
+        params.subject_alt_names = names;
+        params.not_before = validity.not_before;
+        params.not_after = validity.not_after;
+        params.serial_number = Some(fresh_serial());
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.use_authority_key_identifier_extension = true;
+        let cert = params.signed_by(&key, &self.issuer)?;
         Ok(IssuedCert {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),

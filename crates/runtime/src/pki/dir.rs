@@ -51,6 +51,10 @@ impl Pki {
         })
     }
 
+    pub(super) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn ca(&self) -> &Ca {
         &self.ca
     }
@@ -183,7 +187,7 @@ fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> PkiError + '_ {
 }
 
 /// Serialises processes that share the directory (roles started side by side).
-fn lock(dir: &Path) -> Result<File, PkiError> {
+pub(super) fn lock(dir: &Path) -> Result<File, PkiError> {
     let path = dir.join(".lock");
     let file = OpenOptions::new()
         .create(true)
@@ -195,7 +199,7 @@ fn lock(dir: &Path) -> Result<File, PkiError> {
     Ok(file)
 }
 
-fn read_optional(path: &Path) -> Result<Option<String>, PkiError> {
+pub(super) fn read_optional(path: &Path) -> Result<Option<String>, PkiError> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(text)),
         Err(err) if err.kind() == ErrorKind::NotFound => Ok(None),
@@ -204,7 +208,7 @@ fn read_optional(path: &Path) -> Result<Option<String>, PkiError> {
 }
 
 /// Writes through a temporary file, so a reader sees the old file or the whole new one.
-fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
+pub(super) fn write_private(path: &Path, contents: &str) -> Result<(), PkiError> {
     let mut tmp = OsString::from(path.as_os_str());
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);

@@ -5,6 +5,7 @@ mod agents;
 mod ca;
 mod dir;
 mod role;
+mod web;
 
 use std::path::PathBuf;
 
@@ -15,6 +16,7 @@ pub use agents::{AGENTS_CA_NAME, AgentCertificate};
 pub use ca::{Ca, IssuedCert, Validity};
 pub use dir::{Pki, RoleIdentity};
 pub use role::{IdentityError, Role, RoleKind, role_of};
+pub use web::{WebNames, access_web_paths};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {

@@ -8,6 +8,7 @@ mod client;
 mod limited;
 mod pinned;
 mod server;
+pub mod web;
 
 use std::sync::Arc;
 

@@ -8,6 +8,7 @@
 mod endpoints;
 mod fakes;
 mod http;
+mod https;
 mod lifecycle;
 mod opening;
 mod relayed;
@@ -24,6 +25,7 @@ use einsora_runtime::access_url::AccessUrl;
 use einsora_runtime::grpc::{self, InternalTls};
 use einsora_runtime::pki::{Role, RoleKind};
 use einsora_runtime::shutdown::Shutdown;
+use einsora_runtime::tls::web::AccessTls;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -63,6 +65,16 @@ impl Harness {
 
     /// A proxy that reuses a workload's target for `target_ttl`.
     pub async fn with(public_url: &str, target_ttl: std::time::Duration) -> Harness {
+        let url = AccessUrl::parse(public_url).unwrap();
+        Harness::serving(url, |_| AccessTls::Off, target_ttl).await
+    }
+
+    /// A proxy at `public_url` whose port speaks what `web_tls` makes of the PKI directory.
+    pub async fn serving(
+        public_url: AccessUrl,
+        web_tls: impl FnOnce(&std::path::Path) -> AccessTls,
+        target_ttl: std::time::Duration,
+    ) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let tls = InternalTls::from_settings(&settings(dir.path(), &[])).unwrap();
         tls.init().unwrap();
@@ -80,9 +92,12 @@ impl Harness {
         let standby_addr = serve_grpc(&tls, Role::Controller, standby_routes, &others).await;
         let workload = Workload::start(&dir.path().join("jl.sock"), &others).await;
 
+        let web_tls = web_tls(&dir.path().join("pki"));
+        web_tls.issue(&public_url).unwrap();
         let cfg = Config {
             addr: "127.0.0.1:0".parse().unwrap(),
-            public_url: AccessUrl::parse(public_url).unwrap(),
+            public_url,
+            web_tls,
             api_addr,
             controller_addrs: vec![standby_addr, controller_addr],
             tls,
