@@ -40,6 +40,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        .codec_path("crate::codec::LeanCodec")
         .compile_fds(compiler.file_descriptor_set())?;
     Ok(())
 }

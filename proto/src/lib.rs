@@ -6,6 +6,7 @@
 //!
 //! gRPC health is the standard `grpc.health.v1`, served with tonic-health, not defined here.
 
+pub mod codec;
 pub mod convert;
 pub mod metadata;
 pub mod schema;
