@@ -57,6 +57,7 @@ use tokio::net::{TcpListener, TcpStream, UnixListener};
 
 use einsora_testkit::bench::{Report, Table, count, median, setting};
 use einsora_testkit::spawn::Spawned;
+use support::wrk::Wrk;
 use support::{free_addr, get, open_loop, probe};
 
 const SMALL: &[u8; 100] = b"{\"version\":\"2.21.0\",\"started\":\"2026-11-29T00:00:00Z\",\"kernels\":0,\"connections\":0,\"pad\":\"xxxxxxxxxx\"}";
@@ -100,7 +101,7 @@ fn main() -> anyhow::Result<()> {
         "Access proxy",
         "cargo bench -p einsora --bench access",
     );
-    let wrk = which("wrk").context("no wrk on PATH: apt-get install wrk")?;
+    let wrk = support::wrk::find()?;
     let nginx = nginx()?;
     let dir = tempfile::tempdir()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -548,21 +549,11 @@ impl Peer {
 
     fn wrk(&self, wrk: &Path, path: &str, connections: u32, seconds: u64) -> anyhow::Result<Wrk> {
         let cpu_before = self.pid.map(probe::cpu_seconds).transpose()?;
-        let mut cmd = Command::new(wrk);
-        cmd.args(["-t1", &format!("-c{connections}"), &format!("-d{seconds}s")])
-            .arg("--latency");
-        for h in &self.headers {
-            cmd.args(["-H", h]);
+        let url = format!("http://{}{path}", self.addr);
+        let mut result = Wrk::run(wrk, &self.headers, &url, connections, seconds)?;
+        if let (Some(before), Some(pid)) = (cpu_before, self.pid) {
+            result.cpu_us_per_request = (probe::cpu_seconds(pid)? - before) * 1e6 / result.requests;
         }
-        let out = cmd.arg(format!("http://{}{path}", self.addr)).output()?;
-        let cpu = match (cpu_before, self.pid) {
-            (Some(before), Some(pid)) => (probe::cpu_seconds(pid)? - before) * 1e6,
-            _ => 0.0,
-        };
-        let text = String::from_utf8_lossy(&out.stdout);
-        anyhow::ensure!(out.status.success(), "wrk failed: {text}");
-        let mut result = Wrk::parse(&text).with_context(|| format!("wrk said: {text}"))?;
-        result.cpu_us_per_request = cpu / result.requests;
         Ok(result)
     }
 
@@ -688,58 +679,6 @@ http {{
 }
 
 #[derive(Debug, Clone)]
-struct Wrk {
-    requests: f64,
-    rate: f64,
-    p99_us: f64,
-    cpu_us_per_request: f64,
-}
-
-impl Wrk {
-    fn parse(text: &str) -> Option<Wrk> {
-        let mut requests = None;
-        let mut rate = None;
-        let mut p99 = None;
-        for line in text.lines().map(str::trim) {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            match words.as_slice() {
-                ["99%", v] => p99 = duration_us(v),
-                ["Requests/sec:", v] => rate = v.parse().ok(),
-                [n, "requests", "in", ..] => requests = n.parse().ok(),
-                ["Non-2xx", ..] => {
-                    eprintln!("wrk: {line}");
-                    return None;
-                }
-                ["Socket", "errors:", ..] => {
-                    eprintln!("wrk: {line}");
-                    return None;
-                }
-                _ => {}
-            }
-        }
-        Some(Wrk {
-            requests: requests?,
-            rate: rate?,
-            p99_us: p99?,
-            cpu_us_per_request: 0.0,
-        })
-    }
-}
-
-fn duration_us(text: &str) -> Option<f64> {
-    let unit = text.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
-    let number: f64 = text[..text.len() - unit.len()].parse().ok()?;
-    let scale = match unit {
-        "us" => 1.0,
-        "ms" => 1e3,
-        "s" => 1e6,
-        "m" => 60e6,
-        _ => return None,
-    };
-    Some(number * scale)
-}
-
-#[derive(Debug, Clone)]
 struct Idle {
     before_kib: f64,
     after_kib: f64,
@@ -782,14 +721,6 @@ fn wait_listening(addr: &str) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file())
 }
 
 /// Debian's nginx, unpacked into target/peers (fetched with `apt-get download` if missing).

@@ -6,6 +6,7 @@ pub mod agents;
 pub mod open_loop;
 pub mod probe;
 pub mod up;
+pub mod wrk;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -174,6 +175,22 @@ impl Stack {
 
 /// Logs in as dev@acme with `password` through the gateway at `base` and makes an API token.
 pub async fn token(http: &Http, base: &str, password: &str) -> anyhow::Result<String> {
+    let session = sign_in(http, base, password).await?;
+    let (_, made) = session
+        .post(http, base, "/v1/tokens", json!({ "name": "load" }))
+        .await?;
+    Ok(made["token"].as_str().unwrap_or_default().to_owned())
+}
+
+/// dev@acme signed in: what only a person may do (make tokens, enrol machines) is done so.
+pub struct Session {
+    cookie: String,
+    csrf: String,
+}
+
+/// Signs in as dev@acme with `password` through the gateway at `base`, retrying for 30 s while
+/// it starts.
+pub async fn sign_in(http: &Http, base: &str, password: &str) -> anyhow::Result<Session> {
     let deadline = Instant::now() + Duration::from_secs(30);
     let login = loop {
         let body = json!({ "email": "dev@acme", "password": password }).to_string();
@@ -194,26 +211,37 @@ pub async fn token(http: &Http, base: &str, password: &str) -> anyhow::Result<St
         .unwrap_or_default()
         .to_owned();
     let session: Value = serde_json::from_slice(&login.into_body().collect().await?.to_bytes())?;
-    let request = Request::post(format!("{base}/v1/tokens"))
-        .header("content-type", "application/json")
-        .header("cookie", cookie)
-        .header(
-            "x-csrf-token",
-            session["csrf_token"].as_str().unwrap_or_default(),
-        )
-        .body(Full::new(Bytes::from(
-            json!({ "name": "load" }).to_string(),
-        )))?;
-    let made: Value = serde_json::from_slice(
-        &http
-            .request(request)
-            .await?
-            .into_body()
-            .collect()
-            .await?
-            .to_bytes(),
-    )?;
-    Ok(made["token"].as_str().unwrap_or_default().to_owned())
+    Ok(Session {
+        cookie,
+        csrf: session["csrf_token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    })
+}
+
+impl Session {
+    /// A POST of `body` as the signed-in person: the status and the JSON answer.
+    pub async fn post(
+        &self,
+        http: &Http,
+        base: &str,
+        path: &str,
+        body: Value,
+    ) -> anyhow::Result<(u16, Value)> {
+        let request = Request::post(format!("{base}{path}"))
+            .header("content-type", "application/json")
+            .header("cookie", &self.cookie)
+            .header("x-csrf-token", &self.csrf)
+            .body(Full::new(Bytes::from(body.to_string())))?;
+        let response = http.request(request).await?;
+        let status = response.status().as_u16();
+        let bytes = response.into_body().collect().await?.to_bytes();
+        Ok((
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        ))
+    }
 }
 
 /// A role's process, stopped with SIGTERM (and waited for, then killed after 30 s) when

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 pub mod bench;
+pub mod catalog;
 pub mod db;
 pub mod docker;
 pub mod fixtures;

@@ -137,9 +137,29 @@ async fn dial(
     let counter = metrics::bytes(site, Direction::ToWorkload);
     let mut request = request.map(|body| Body::new(Counted::new(body, counter)));
     let websocket = is_websocket(request.headers());
+    let route = &target.route;
+    // A relayed connection is kept between requests (`relay_pool`); a WebSocket's never is.
+    let kept_as = match route {
+        Route::Relayed { workload, .. } if !websocket => Some((*workload, target.attempt)),
+        _ => None,
+    };
+    if let Some(run) = kept_as
+        && let Some(mut sender) = upstream.kept.take(run)
+    {
+        match sender.try_send_request(request).await {
+            Ok(response) => {
+                upstream.kept.give_back(run, sender);
+                return answered(response, false, route);
+            }
+            // Not sent: the connection was closing. A fresh one below.
+            Err(mut e) => match e.take_message() {
+                Some(unsent) => request = unsent,
+                None => return Err(unreachable(route, &e.into_error())),
+            },
+        }
+    }
     let client_upgrade = websocket.then(|| hyper::upgrade::on(&mut request));
     let stream = connect(target, upstream).await?;
-    let route = &target.route;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| unreachable(route, &e))?;
@@ -160,6 +180,21 @@ async fn dial(
         }
         None if switched => return Err(unreachable(route, &"switched protocols unasked")),
         _ => {}
+    }
+    if let Some(run) = kept_as {
+        upstream.kept.give_back(run, sender);
+    }
+    answered(response, switched, route)
+}
+
+/// The workload's answer, its hop-by-hop headers gone.
+fn answered(
+    mut response: Response<Incoming>,
+    switched: bool,
+    route: &Route,
+) -> Result<Response<Incoming>, Failure> {
+    if !switched && response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        return Err(unreachable(route, &"switched protocols unasked"));
     }
     remove_hop_by_hop(response.headers_mut(), switched);
     Ok(response)

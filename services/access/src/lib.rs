@@ -17,6 +17,7 @@ pub mod limits;
 mod metrics;
 mod notebook;
 mod open;
+mod relay_pool;
 mod session;
 mod sweep;
 mod targets;

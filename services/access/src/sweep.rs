@@ -32,6 +32,8 @@ pub(crate) async fn run(proxy: Arc<Proxy>) {
 }
 
 async fn once(proxy: &Proxy) {
+    // Relayed connections idle too long go too (`relay_pool`), sessions or not.
+    proxy.upstream.kept.sweep();
     let open = proxy.sessions.snapshot();
     if open.is_empty() {
         return;

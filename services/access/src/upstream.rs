@@ -104,6 +104,8 @@ pub(crate) struct Upstream {
     controllers: Arc<[ControllerInternalServiceClient<Channel>]>,
     /// Which of them answered last.
     leading: Arc<AtomicUsize>,
+    /// Relayed connections kept alive between requests.
+    pub(crate) kept: Arc<crate::relay_pool::RelayPool>,
 }
 
 impl Upstream {
@@ -115,6 +117,7 @@ impl Upstream {
                 .map(ControllerInternalServiceClient::new)
                 .collect(),
             leading: Arc::default(),
+            kept: Arc::default(),
         }
     }
 

@@ -258,29 +258,9 @@ fn solo_on_this_machine(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
     (solo, leftovers)
 }
 
-/// The built-in catalog, written in `dir`, with 1 GiB disks for the tests' class (cpu-1c-2g):
-/// each notebook sets its whole disk aside when it starts, and tests run several at once on
-/// one machine. Its path, for EINSORA_CATALOG.
-pub fn catalog_with_small_disks(dir: &Path) -> String {
-    let builtin = include_str!("../../../../catalog/catalog.yaml");
-    let class = "  - name: cpu-1c-2g\n    accelerator: cpu\n    cpus: 1\n    memory_gib: 2\n";
-    let sized = format!("{class}    disk_gib: 10\n");
-    assert!(
-        builtin.contains(&sized),
-        "the catalog's cpu-1c-2g moved: update this"
-    );
-    let text = builtin.replace(&sized, &format!("{class}    disk_gib: 1\n"));
-    let apple = "  - name: apple-silicon-32gb\n    accelerator: apple\n    devices: 1\n    cpus: 8\n    \
-                 memory_gib: 24\n    disk_gib: 100\n";
-    assert!(
-        text.contains(apple),
-        "the catalog's apple-silicon-32gb moved: update this"
-    );
-    let text = text.replace(apple, &apple.replace("disk_gib: 100", "disk_gib: 1"));
-    let path = dir.join("catalog.yaml");
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_owned()
-}
+// Each notebook sets its whole disk aside when it starts, and tests run several at once on one
+// machine.
+pub use einsora_testkit::catalog::with_small_disks as catalog_with_small_disks;
 
 pub fn token(t: &Tenant) -> &str {
     match &t.token {

@@ -101,3 +101,35 @@ async fn the_proxy_asks_the_controller_leading_past_a_standby() {
         "asked once, then the leader first"
     );
 }
+
+/// A relayed connection costs a tunnel, so one whose answer was read is kept for the next
+/// request to the same run; a restarted workload's never serves its next run.
+#[tokio::test]
+async fn a_relayed_connection_is_kept_between_requests_and_never_across_runs() {
+    let h = Harness::start().await;
+    let token = "tsk_keptSECRET";
+    h.api.add_token(token, ALICE);
+    let id = h.endpoint(&ALICE);
+    h.controller.relay(&id.to_string());
+    let auth = format!("Bearer {token}");
+    let path = format!("/e/{id}/v1/models");
+    let headers = [("Authorization", auth.as_str())];
+    let models = || get(h.proxy, "localhost:8090", &path, &headers);
+    for _ in 0..10 {
+        let answer = models().await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        // Time for the answered connection to come back to the pool.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let tunnels = h.controller.relays.load(Ordering::SeqCst);
+    assert!(tunnels <= 2, "{tunnels} tunnels for 10 requests");
+
+    h.controller.change(&id.to_string(), |t| t.attempt = 2);
+    let answer = models().await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        h.controller.relays.load(Ordering::SeqCst),
+        tunnels + 1,
+        "a new run, a new connection"
+    );
+}
