@@ -64,7 +64,6 @@ fn main() -> anyhow::Result<()> {
     let up = support::up::Up::start(&[
         ("EINSORA_AGENT_ADDR", agents_addr.as_str()),
         ("EINSORA_CATALOG", catalog.as_str()),
-        ("EINSORA_LOG_FILE", "/tmp/relay-up.log"),
     ])?;
     let access = up.access_addr.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -173,11 +172,11 @@ fn main() -> anyhow::Result<()> {
             connections.to_string(),
             format!("{:.2}", med(1, c, |r| r.0.rate) / med(0, c, |r| r.0.rate)),
             format!(
-                "+{:.2}",
+                "{:+.2}",
                 med(1, c, |r| r.0.p50_us / 1e3) - med(0, c, |r| r.0.p50_us / 1e3)
             ),
             format!(
-                "+{:.2}",
+                "{:+.2}",
                 med(1, c, |r| r.0.p99_us / 1e3) - med(0, c, |r| r.0.p99_us / 1e3)
             ),
             format!("{:.2}", med(1, c, |r| r.1.rate) / med(0, c, |r| r.1.rate)),
