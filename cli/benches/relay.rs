@@ -89,60 +89,25 @@ fn main() -> anyhow::Result<()> {
     agent.stdout(Stdio::null()).stderr(Stdio::null());
     let agent = support::spawn(agent)?;
     rt.block_on(online(&api, &remote_machine))?;
-    // Placement takes the first machine with room: the control host's until it is full.
-    let (mut made, mut relayed) = (vec![local.clone()], None);
-    for n in 0..4 {
-        let id = rt.block_on(running(&api, &format!("nb{n}")))?;
-        made.push(id.clone());
-        let (_, w) = rt.block_on(api.send(Method::GET, &format!("/v1/workloads/{id}"), None))?;
-        if w["machine_id"].as_str() == Some(remote_machine.as_str()) {
-            relayed = Some(id);
-            break;
-        }
-    }
-    let relayed = relayed.context("no notebook was placed on the joined machine")?;
-    let paths = [
-        ("local", rt.block_on(open(&api, &access, &local))?),
-        ("relayed", rt.block_on(open(&api, &access, &relayed))?),
-    ];
-
-    let url = |path: &str| format!("http://{access}{path}");
-    // [path][connections] → rounds of (small, big).
-    let mut runs: Vec<Vec<Vec<(Wrk, Wrk)>>> = vec![vec![Vec::new(); CONNECTIONS.len()]; 2];
-    for round in 0..rounds {
-        for (c, &connections) in CONNECTIONS.iter().enumerate() {
-            for (p, (_, opened)) in paths.iter().enumerate() {
-                let name = paths[p].0;
-                let small = Wrk::run(
-                    &wrk,
-                    &opened.headers,
-                    &url("/api/status"),
-                    connections,
-                    seconds,
-                )
-                .with_context(|| format!("{name}, small, {connections} connections"))?;
-                let big = Wrk::run(
-                    &wrk,
-                    &opened.headers,
-                    &url(opened.path),
-                    connections,
-                    seconds,
-                )
-                .with_context(|| format!("{name}, 1 MiB, {connections} connections"))?;
-                eprintln!(
-                    "{name}, {connections} connections: {:.0} req/s, {:.0} MB/s",
-                    small.rate,
-                    big.rate * BIG as f64 / 1e6
-                );
-                runs[p][c].push((small, big));
-            }
-        }
-        eprintln!("round {} of {rounds} done", round + 1);
-    }
+    let mut made = vec![local.clone()];
+    let bench = Bench {
+        api: &api,
+        access: &access,
+        wrk: &wrk,
+        seconds,
+        rounds,
+    };
+    let measured = bench.measure(&rt, &local, &remote_machine, &mut made);
+    // Whatever happened, the notebooks go, and their disks with them, before `up` stops.
+    let data = [up.dir.path().join("agent/data"), remote_state.join("data")];
     for id in &made {
-        rt.block_on(delete(&api, id))?;
+        if let Err(e) = rt.block_on(delete(&api, id, &data)) {
+            eprintln!("{id} left behind: {e:#}");
+        }
     }
     drop(agent);
+    let runs = measured?;
+    let paths = ["local", "relayed"];
 
     let med = |p: usize, c: usize, f: fn(&(Wrk, Wrk)) -> f64| median(runs[p][c].iter().map(f));
     let mut table = Table::new(
@@ -157,7 +122,7 @@ fn main() -> anyhow::Result<()> {
         2,
     );
     for (c, connections) in CONNECTIONS.iter().enumerate() {
-        for (p, (name, _)) in paths.iter().enumerate() {
+        for (p, name) in paths.iter().enumerate() {
             table.row(vec![
                 (*name).to_owned(),
                 connections.to_string(),
@@ -191,6 +156,78 @@ fn main() -> anyhow::Result<()> {
     report.table(&table);
     report.finish()?;
     Ok(())
+}
+
+/// Rounds of (small, big) runs, by path (local, relayed) and by connections.
+type Runs = Vec<Vec<Vec<(Wrk, Wrk)>>>;
+
+struct Bench<'a> {
+    api: &'a Api,
+    access: &'a str,
+    wrk: &'a Path,
+    seconds: u64,
+    rounds: usize,
+}
+
+impl Bench<'_> {
+    /// A notebook placed on the joined machine beside `local`, both opened, and the rounds;
+    /// every notebook made is in `made`, for the caller to delete whatever happens.
+    fn measure(
+        &self,
+        rt: &tokio::runtime::Runtime,
+        local: &str,
+        remote_machine: &str,
+        made: &mut Vec<String>,
+    ) -> anyhow::Result<Runs> {
+        // Placement takes the first machine with room: the control host's until it is full.
+        let mut relayed = None;
+        for n in 0..4 {
+            let id = rt.block_on(running(self.api, &format!("nb{n}")))?;
+            made.push(id.clone());
+            let path = format!("/v1/workloads/{id}");
+            let (_, w) = rt.block_on(self.api.send(Method::GET, &path, None))?;
+            if w["machine_id"].as_str() == Some(remote_machine) {
+                relayed = Some(id);
+                break;
+            }
+        }
+        let relayed = relayed.context("no notebook was placed on the joined machine")?;
+        let paths = [
+            ("local", rt.block_on(open(self.api, self.access, local))?),
+            (
+                "relayed",
+                rt.block_on(open(self.api, self.access, &relayed))?,
+            ),
+        ];
+        let url = |path: &str| format!("http://{}{path}", self.access);
+        let mut runs: Runs = vec![vec![Vec::new(); CONNECTIONS.len()]; 2];
+        for round in 0..self.rounds {
+            for (c, &connections) in CONNECTIONS.iter().enumerate() {
+                for (p, (name, opened)) in paths.iter().enumerate() {
+                    let run = |path: &str, what: &str| {
+                        Wrk::run(
+                            self.wrk,
+                            &opened.headers,
+                            &url(path),
+                            connections,
+                            self.seconds,
+                        )
+                        .with_context(|| format!("{name}, {what}, {connections} connections"))
+                    };
+                    let small = run("/api/status", "small")?;
+                    let big = run(opened.path, "1 MiB")?;
+                    eprintln!(
+                        "{name}, {connections} connections: {:.0} req/s, {:.0} MB/s",
+                        small.rate,
+                        big.rate * BIG as f64 / 1e6
+                    );
+                    runs[p][c].push((small, big));
+                }
+            }
+            eprintln!("round {} of {} done", round + 1, self.rounds);
+        }
+        Ok(runs)
+    }
 }
 
 /// A new notebook of this bench's, once running.
@@ -334,7 +371,9 @@ async fn put(access: &str, headers: &[String], path: &str, body: &str) -> anyhow
         .with_context(|| format!("not an answer: {text}"))
 }
 
-async fn delete(api: &Api, id: &str) -> anyhow::Result<()> {
+/// Deletes the notebook and waits until it is gone: its container, and its disk from the
+/// machine's `data` directories.
+async fn delete(api: &Api, id: &str, data: &[std::path::PathBuf]) -> anyhow::Result<()> {
     let (status, answer) = api
         .send(Method::DELETE, &format!("/v1/workloads/{id}"), None)
         .await?;
@@ -343,7 +382,10 @@ async fn delete(api: &Api, id: &str) -> anyhow::Result<()> {
     loop {
         let path = format!("/v1/workloads/{id}?include_deleted=true");
         let (_, w): (u16, Value) = api.send(Method::GET, &path, None).await?;
-        if w["state"] == "deleted" && einsora_testkit::docker::containers_of(id).is_empty() {
+        if w["state"] == "deleted"
+            && einsora_testkit::docker::containers_of(id).is_empty()
+            && data.iter().all(|d| !d.join(id).exists())
+        {
             return Ok(());
         }
         anyhow::ensure!(Instant::now() < deadline, "{id} never went");
