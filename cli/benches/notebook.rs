@@ -27,7 +27,6 @@ use anyhow::Context as _;
 use hyper::Method;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -141,21 +140,7 @@ async fn once(api: &Api, dir: &Path, access: &str, run: usize) -> anyhow::Result
         tokio::time::sleep(POLL).await;
     }
     let running = started.elapsed();
-    let path = format!("/v1/workloads/{id}/access");
-    let (status, grant) = api.send(Method::POST, &path, Some(json!({}))).await?;
-    anyhow::ensure!(status == 200, "access answered {status}: {grant}");
-    let link = grant["notebook"]["link"].as_str().context("a link")?;
-    let port = access.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
-    let host = format!("w-{id}.localhost:{port}");
-    let target = link.split_once(&host).context("the link's host")?.1;
-    let (status, head) = get(access, &host, target, &[]).await?;
-    anyhow::ensure!(status == 200, "opening answered {status}");
-    let cookie = head
-        .lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .and_then(|c| c.split(';').next())
-        .context("no session cookie")?
-        .to_owned();
+    let (host, cookie) = support::open_notebook(api, access, &id).await?;
     loop {
         let (status, _) = get(access, &host, "/api/status", &[format!("Cookie: {cookie}")]).await?;
         if status == 200 {

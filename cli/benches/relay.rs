@@ -305,26 +305,7 @@ async fn online(api: &Api, machine: &str) -> anyhow::Result<()> {
 /// Opens the notebook with a ticket, waits for JupyterLab to answer through the proxy, and
 /// writes the 1 MiB file the big answers are.
 async fn open(api: &Api, access: &str, id: &str) -> anyhow::Result<Opened> {
-    let (status, grant) = api
-        .send(
-            Method::POST,
-            &format!("/v1/workloads/{id}/access"),
-            Some(json!({})),
-        )
-        .await?;
-    anyhow::ensure!(status == 200, "access answered {status}: {grant}");
-    let link = grant["notebook"]["link"].as_str().context("a link")?;
-    let port = access.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
-    let host = format!("w-{id}.localhost:{port}");
-    let target = link.split_once(&host).context("the link's host")?.1;
-    let (status, head) = get(access, &host, target, &[]).await?;
-    anyhow::ensure!(status == 200, "opening answered {status}");
-    let cookie = head
-        .lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .and_then(|c| c.split(';').next())
-        .context("no session cookie")?
-        .to_owned();
+    let (host, cookie) = support::open_notebook(api, access, id).await?;
     let headers = vec![format!("Host: {host}"), format!("Cookie: {cookie}")];
     let deadline = Instant::now() + WAIT;
     loop {

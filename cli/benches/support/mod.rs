@@ -315,6 +315,28 @@ pub fn created_by_bench() -> einsora_core::reasons::Reason {
     }
 }
 
+/// Opens a running notebook as the dashboard's link does: asks the API for access and trades
+/// the link's ticket at the proxy `access` for a session cookie. The notebook's host (as
+/// browsers send it) and the cookie (`name=value`).
+pub async fn open_notebook(api: &Api, access: &str, id: &str) -> anyhow::Result<(String, String)> {
+    let path = format!("/v1/workloads/{id}/access");
+    let (status, grant) = api.send(Method::POST, &path, Some(json!({}))).await?;
+    anyhow::ensure!(status == 200, "access answered {status}: {grant}");
+    let link = grant["notebook"]["link"].as_str().context("a link")?;
+    let port = access.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
+    let host = format!("w-{id}.localhost:{port}");
+    let target = link.split_once(&host).context("the link's host")?.1;
+    let (status, head) = get(access, &host, target, &[]).await?;
+    anyhow::ensure!(status == 200, "opening answered {status}");
+    let cookie = head
+        .lines()
+        .find_map(|l| l.strip_prefix("set-cookie: "))
+        .and_then(|c| c.split(';').next())
+        .context("no session cookie")?
+        .to_owned();
+    Ok((host, cookie))
+}
+
 /// A GET on a new connection, with `headers` (`Name: value`): the status and the head, names
 /// lowercased.
 pub async fn get(

@@ -1,7 +1,8 @@
 //! `einsora up` for browsers on other computers: the access proxy on HTTPS with a certificate
 //! `up` issued from the installation's web CA, notebooks under the Lab's domain. A client that
 //! installed that root (and only it) reaches a notebook's host and gets the proxy's answer;
-//! links name the domain; plain HTTP and names the certificate doesn't hold get nothing.
+//! links name the domain; plain HTTP and names the certificate doesn't hold get nothing. A Lab's
+//! init step (`einsora pki init`) issues the same certificate, once.
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -9,7 +10,7 @@ use serde_json::json;
 
 use crate::harness::https;
 use crate::harness::solo::{Engine, Solo};
-use crate::harness::support::Einsora;
+use crate::harness::support::{Einsora, stderr};
 use crate::harness::workloads::{create, wait_for};
 use crate::harness::world::{call, tenant};
 
@@ -79,4 +80,47 @@ fn up_serves_the_access_proxy_on_https_under_the_labs_domain() {
     assert!(elsewhere.unwrap_err().contains("not valid for name"));
     let plain = einsora_testkit::http::try_exchange(&solo.access, &request);
     assert!(plain.is_none(), "{plain:?}");
+}
+
+/// compose's init step: `einsora pki init` issues the proxy's certificate beside the roles', says
+/// where the root to install is, and keeps both when run again; TLS asked of an `http` URL is
+/// refused, naming the setting.
+#[test]
+fn pki_init_issues_the_access_certificate_once_and_names_the_root() {
+    let e = Einsora::new();
+    let env = [
+        ("EINSORA_ACCESS_URL", "https://lab.test:8090"),
+        ("EINSORA_ACCESS_DOMAIN", "lab.test"),
+        ("EINSORA_ACCESS_TLS", "issued"),
+    ];
+    let first = e.run(&["pki", "init"], &env);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let pki = e.dir().join("pki");
+    let root = pki.join("web-ca.pem");
+    assert!(
+        stderr(&first).contains(root.to_str().unwrap()),
+        "{}",
+        stderr(&first)
+    );
+    let read = |name: &str| std::fs::read_to_string(pki.join(name)).unwrap();
+    let (cert, ca) = (read("access-web.pem"), read("web-ca.pem"));
+    let again = e.run(&["pki", "init"], &env);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(
+        (read("access-web.pem"), read("web-ca.pem")),
+        (cert, ca),
+        "both kept"
+    );
+
+    let plain = [
+        ("EINSORA_ACCESS_URL", "http://lab.test:8090"),
+        ("EINSORA_ACCESS_TLS", "issued"),
+    ];
+    let refused = e.run(&["pki", "init"], &plain);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("EINSORA_ACCESS_TLS"),
+        "{}",
+        stderr(&refused)
+    );
 }

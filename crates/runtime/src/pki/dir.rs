@@ -112,24 +112,34 @@ impl Pki {
     }
 
     fn still_good(&self, kept: &IssuedCert, role: Role) -> bool {
-        let (Ok(der), Ok(ca_der), Ok(key)) = (
-            cert_der_from_pem(&kept.cert_pem),
-            cert_der_from_pem(self.ca.cert_pem()),
-            KeyPair::from_pem(&kept.key_pem),
-        ) else {
-            return false;
-        };
-        let (Ok((_, cert)), Ok((_, ca))) = (
-            x509_parser::parse_x509_certificate(&der),
-            x509_parser::parse_x509_certificate(&ca_der),
-        ) else {
-            return false;
-        };
-        role_of(&der) == Ok(role)
-            && cert.verify_signature(Some(ca.public_key())).is_ok()
-            && cert.public_key().subject_public_key.data.as_ref() == key.public_key_raw()
-            && cert.validity().not_after.to_datetime() > OffsetDateTime::now_utc() + RENEW_BEFORE
+        still_good(kept, &self.ca, |der, _| role_of(der) == Ok(role))
     }
+}
+
+/// Whether a kept certificate can go on being used: `ca` signed it, it is its key's, it is
+/// far from expiring, and `also` holds for it (its DER and parsed form).
+pub(super) fn still_good(
+    kept: &IssuedCert,
+    ca: &Ca,
+    also: impl FnOnce(&[u8], &x509_parser::certificate::X509Certificate<'_>) -> bool,
+) -> bool {
+    let (Ok(der), Ok(ca_der), Ok(key)) = (
+        cert_der_from_pem(&kept.cert_pem),
+        cert_der_from_pem(ca.cert_pem()),
+        KeyPair::from_pem(&kept.key_pem),
+    ) else {
+        return false;
+    };
+    let (Ok((_, cert)), Ok((_, ca))) = (
+        x509_parser::parse_x509_certificate(&der),
+        x509_parser::parse_x509_certificate(&ca_der),
+    ) else {
+        return false;
+    };
+    cert.verify_signature(Some(ca.public_key())).is_ok()
+        && cert.public_key().subject_public_key.data.as_ref() == key.public_key_raw()
+        && cert.validity().not_after.to_datetime() > OffsetDateTime::now_utc() + RENEW_BEFORE
+        && also(&der, &cert)
 }
 
 /// What a role's process holds: the CA's certificate (never its key) and its own certificate.

@@ -4,15 +4,14 @@
 //! the notebooks' domain, so the root people install in their browsers vouches for the Lab's
 //! names and nothing else. The certificate (`access-web.pem`, `access-web.key`) names the host
 //! and `*.<domain>`. Both are kept, and made again when the names change; the certificate is
-//! renewed 30 days before it expires.
+//! renewed 30 days before it expires, as the roles' are.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rcgen::{CidrSubnet, GeneralSubtree, KeyPair, NameConstraints, SanType};
-use time::OffsetDateTime;
+use rcgen::{CidrSubnet, GeneralSubtree, NameConstraints, SanType};
 use x509_parser::extensions::GeneralName;
 
 use super::dir::{lock, read_optional, write_private};
@@ -20,7 +19,6 @@ use super::{Ca, IssuedCert, Pki, PkiError, Validity, cert_der_from_pem};
 
 const WEB_CA_NAME: &str = "Einsora web CA";
 const CERT_LIFETIME: Duration = Duration::from_secs(365 * 24 * 3600);
-const RENEW_BEFORE: time::Duration = time::Duration::days(30);
 
 /// What the access proxy answers to: its public host, and the domain notebooks sit under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,28 +146,14 @@ fn permitted(ca_pem: &str) -> Option<BTreeSet<String>> {
 }
 
 fn still_good(kept: &IssuedCert, ca: &Ca, names: &WebNames) -> bool {
-    let (Ok(der), Ok(ca_der), Ok(key)) = (
-        cert_der_from_pem(&kept.cert_pem),
-        cert_der_from_pem(ca.cert_pem()),
-        KeyPair::from_pem(&kept.key_pem),
-    ) else {
-        return false;
-    };
-    let (Ok((_, cert)), Ok((_, ca))) = (
-        x509_parser::parse_x509_certificate(&der),
-        x509_parser::parse_x509_certificate(&ca_der),
-    ) else {
-        return false;
-    };
-    let sans: Option<BTreeSet<String>> = cert
-        .subject_alternative_name()
-        .ok()
-        .flatten()
-        .and_then(|ext| ext.value.general_names.iter().map(general_name).collect());
-    cert.verify_signature(Some(ca.public_key())).is_ok()
-        && cert.public_key().subject_public_key.data.as_ref() == key.public_key_raw()
-        && sans == Some(names.san_set())
-        && cert.validity().not_after.to_datetime() > OffsetDateTime::now_utc() + RENEW_BEFORE
+    super::dir::still_good(kept, ca, |_, cert| {
+        let sans: Option<BTreeSet<String>> = cert
+            .subject_alternative_name()
+            .ok()
+            .flatten()
+            .and_then(|ext| ext.value.general_names.iter().map(general_name).collect());
+        sans == Some(names.san_set())
+    })
 }
 
 fn general_name(name: &GeneralName<'_>) -> Option<String> {
