@@ -17,9 +17,8 @@ use uuid::Uuid;
 
 /// Idle connections kept for one run of a workload.
 const IDLE_PER_RUN: usize = 8;
-/// How long an idle connection is kept: shorter than the servers' own keep-alive timeouts
-/// (JupyterLab's Tornado keeps them for an hour; llama.cpp's server for 5 s), so the proxy
-/// rarely takes one its server is closing.
+/// How long an idle connection is kept: short, so the proxy rarely takes one its server is
+/// closing; one it takes and can't send on is replaced by a fresh one (`forward::dial`).
 const IDLE_FOR: Duration = Duration::from_secs(4);
 
 /// A workload's run: a restarted workload's connections are never reused.
