@@ -13,7 +13,8 @@ use crate::terminal::prompt_hidden;
 
 pub fn run(settings: &Settings, email: &str, stdin: bool, reset: bool) -> anyhow::Result<()> {
     // It holds a password: no core dump of it, and no other process of this user (the
-    // service's, under `sudo einsora setup`) may attach to it.
+    // service's, under `sudo einsora setup`) may attach to it. Linux's prctl; macOS has no
+    // counterpart without unsafe code (ptrace's PT_DENY_ATTACH), so nothing is done there.
     #[cfg(target_os = "linux")]
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .context("making this process undumpable")?;

@@ -150,6 +150,9 @@ pub(super) fn open_resolved(root: &Path, resolved: &Path) -> std::io::Result<Fil
             opened => return Ok(File::from(opened?)),
         }
     }
+    // openat2 is Linux's.
+    #[cfg(not(target_os = "linux"))]
+    let _ = root;
     super::open_no_follow(resolved)
 }
 

@@ -52,6 +52,8 @@ impl Collector for Process {
     }
 }
 
+// Read from /proc: never made elsewhere than Linux.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Sample {
     cpu_seconds: f64,

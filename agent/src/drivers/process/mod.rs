@@ -269,6 +269,7 @@ pub fn signal_members(procs: &Path, signal: Signal) {
         let Some(target) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
             continue;
         };
+        #[cfg(target_os = "linux")]
         let held = match rustix::process::pidfd_open(target, rustix::process::PidfdFlags::empty()) {
             Ok(fd) => Some(fd),
             // A kernel before 5.3 has no pidfds: signalled by its PID.
@@ -276,11 +277,15 @@ pub fn signal_members(procs: &Path, signal: Signal) {
             // It ended meanwhile.
             Err(_) => continue,
         };
+        // Pidfds are Linux's (as are the cgroups whose members these are): signalled by its PID.
+        #[cfg(not(target_os = "linux"))]
+        let held: Option<std::convert::Infallible> = None;
         if !members(procs).is_ok_and(|now| now.contains(&pid)) {
             continue;
         }
-        let sent = match &held {
-            Some(fd) => rustix::process::pidfd_send_signal(fd, signal),
+        let sent = match held {
+            #[cfg(target_os = "linux")]
+            Some(fd) => rustix::process::pidfd_send_signal(&fd, signal),
             None => kill_process(target, signal),
         };
         if let Err(e) = sent {

@@ -4,7 +4,7 @@
 //! loop-mounted on the workload's data directory. Its root is the workload user's.
 
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 /// The kernel's loop block devices.
+#[cfg(target_os = "linux")]
 const LOOP_MAJOR: u32 = 7;
 const MKFS_LIMIT: Duration = Duration::from_secs(120);
 const MOUNT_LIMIT: Duration = Duration::from_secs(30);
@@ -75,7 +76,10 @@ pub async fn mount(image: &Path, dir: &Path) -> Result<(), ImageError> {
 
 /// The image file of the loop device mounted on `dir`, if one is (`None` for a plain
 /// directory or another kind of filesystem). `dir` itself is never followed.
+#[cfg(target_os = "linux")]
 pub fn backing_file(dir: &Path) -> io::Result<Option<PathBuf>> {
+    use std::os::unix::fs::MetadataExt;
+    // `rustix::fs::major` takes a `dev_t`: a u64 on Linux, an i32 on macOS.
     let dev = std::fs::symlink_metadata(dir)?.dev();
     let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
     if major != LOOP_MAJOR {
@@ -87,6 +91,14 @@ pub fn backing_file(dir: &Path) -> io::Result<Option<PathBuf>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Loop-mounted disks are Linux's (the agent can't mount elsewhere): nothing is ever a loop
+/// device's here. A missing `dir` is still an error, as on Linux.
+#[cfg(not(target_os = "linux"))]
+pub fn backing_file(dir: &Path) -> io::Result<Option<PathBuf>> {
+    std::fs::symlink_metadata(dir)?;
+    Ok(None)
 }
 
 async fn run(program: &str, args: &[&str], last: &Path, limit: Duration) -> Result<(), ImageError> {
@@ -130,6 +142,7 @@ async fn run_os(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     /// An image is set aside in full and holds an ext4 filesystem; where mkfs fails nothing
     /// is left under the image's name.

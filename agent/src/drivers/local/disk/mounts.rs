@@ -64,7 +64,10 @@ pub fn mount_tmpfs(dir: &Path, bytes: u64, inodes: u32, (uid, gid): (u32, u32)) 
 
 #[cfg(not(target_os = "linux"))]
 pub fn mount_tmpfs(_: &Path, _: u64, _: u32, _: (u32, u32)) -> io::Result<()> {
-    Err(io::Error::from(io::ErrorKind::Unsupported))
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "mounting a tmpfs for a workload is Linux-only",
+    ))
 }
 
 /// Unmounts everything mounted on `dir` (a busy filesystem is detached, and goes once its
@@ -98,7 +101,13 @@ pub fn unmount_all(dir: &Path) -> io::Result<()> {
     match is_mount_point(dir) {
         Ok(false) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Ok(true) => Err(io::Error::from(io::ErrorKind::Unsupported)),
+        Ok(true) => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: unmounting a workload's filesystems is Linux-only",
+                dir.display()
+            ),
+        )),
         Err(e) => Err(e),
     }
 }
@@ -153,8 +162,10 @@ mod tests {
     }
 
     /// Unmounts even when the test fails.
+    #[cfg(target_os = "linux")]
     struct Unmount(std::path::PathBuf);
 
+    #[cfg(target_os = "linux")]
     impl Drop for Unmount {
         fn drop(&mut self) {
             let _ = unmount_all(&self.0);
