@@ -3,7 +3,7 @@
 
 export interface ErrorEnvelope {
   error: {
-    code: "invalid_request" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "quota_exceeded" | "invalid_transition" | "rate_limited" | "internal" | "unavailable";
+    code: "invalid_request" | "unauthenticated" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "quota_exceeded" | "invalid_transition" | "last_owner" | "still_owns" | "rate_limited" | "internal" | "unavailable";
     message: string;
     request_id: string;
   };
@@ -24,6 +24,11 @@ export interface NotebookLink {
   link: string;
 }
 
+export interface AcceptInviteResponse {
+  tenant_name: string;
+  user?: User;
+}
+
 export interface ApiToken {
   created_at?: string;
   expires_at?: string;
@@ -35,6 +40,16 @@ export interface ApiToken {
 }
 
 export type ChangePasswordResponse = Record<string, unknown>;
+
+export interface CreateInviteResponse {
+  invite?: Invite;
+  secret: string;
+}
+
+export interface CreatePasswordResetResponse {
+  reset?: Invite;
+  secret: string;
+}
 
 export interface CreateTokenResponse {
   api_token?: ApiToken;
@@ -49,8 +64,28 @@ export interface Credential {
   token_prefix: string;
 }
 
+export interface Invite {
+  created_at?: string;
+  created_by: string;
+  email: string;
+  expires_at?: string;
+  id: string;
+  revoked_at?: string;
+  role?: "owner" | "admin" | "member";
+  used_at?: string;
+  user_id: string;
+}
+
+export interface ListInvitesResponse {
+  invites: Invite[];
+}
+
 export interface ListTokensResponse {
   tokens: ApiToken[];
+}
+
+export interface ListUsersResponse {
+  users: User[];
 }
 
 export type LogoutResponse = Record<string, unknown>;
@@ -63,10 +98,25 @@ export interface Me {
   user_id: string;
 }
 
+export type RemoveUserResponse = Record<string, unknown>;
+
+export interface ResetPasswordResponse {
+  email: string;
+}
+
 export interface Session {
   csrf_token: string;
   expires_at?: string;
   me?: Me;
+}
+
+export interface User {
+  created_at?: string;
+  disabled_at?: string;
+  display_name: string;
+  email: string;
+  id: string;
+  role?: "owner" | "admin" | "member";
 }
 
 export interface ActivityEntry {
@@ -342,6 +392,7 @@ export interface Get {
   '/v1/activity': ListActivityResponse;
   '/v1/catalog': Catalog;
   '/v1/enrolment-tokens': ListEnrolmentTokensResponse;
+  '/v1/invites': ListInvitesResponse;
   '/v1/machines': ListMachinesResponse;
   '/v1/machines/{id}': Machine;
   '/v1/me': Me;
@@ -349,6 +400,7 @@ export interface Get {
   '/v1/status': Status;
   '/v1/tokens': ListTokensResponse;
   '/v1/usage': ListUsageResponse;
+  '/v1/users': ListUsersResponse;
   '/v1/workloads': ListWorkloadsResponse;
   '/v1/workloads/{id}': Workload;
   '/v1/workloads/{id}/events': ListWorkloadEventsResponse;
@@ -366,6 +418,22 @@ export interface Post {
     };
     answer: CreateEnrolmentTokenResponse;
   };
+  '/v1/invites': {
+    body: {
+      email: string;
+      expires_at?: string;
+      role?: "owner" | "admin" | "member";
+    };
+    answer: CreateInviteResponse;
+  };
+  '/v1/invites/accept': {
+    body: {
+      display_name?: string;
+      password: string;
+      secret: string;
+    };
+    answer: AcceptInviteResponse;
+  };
   '/v1/machines/{id}/revoke': {
     body: Record<string, never>;
     answer: Machine;
@@ -376,6 +444,13 @@ export interface Post {
       new_password: string;
     };
     answer: ChangePasswordResponse;
+  };
+  '/v1/password-resets/accept': {
+    body: {
+      password: string;
+      secret: string;
+    };
+    answer: ResetPasswordResponse;
   };
   '/v1/sessions': {
     body: {
@@ -391,6 +466,10 @@ export interface Post {
       name: string;
     };
     answer: CreateTokenResponse;
+  };
+  '/v1/users/{id}/password-reset': {
+    body: Record<string, never>;
+    answer: CreatePasswordResetResponse;
   };
   '/v1/workloads': {
     body: {
@@ -424,7 +503,9 @@ export interface Post {
 /** What each route answers to DELETE. */
 export interface Delete {
   '/v1/enrolment-tokens/{id}': EnrolmentToken;
+  '/v1/invites/{id}': Invite;
   '/v1/sessions/current': LogoutResponse;
   '/v1/tokens/{id}': ApiToken;
+  '/v1/users/{id}': RemoveUserResponse;
   '/v1/workloads/{id}': Workload;
 }

@@ -128,7 +128,7 @@ async fn run(n: usize, pushes: usize) -> anyhow::Result<Vec<String>> {
     let mut ids = Vec::with_capacity(pushes);
     let by = created_by_bench();
     for i in 0..pushes {
-        let w = notebook(tenant, &format!("push-{i}"));
+        let w = notebook(tenant, Some(user), &format!("push-{i}"));
         store.create_workload(&w, &by).await?;
         ids.push(w.id);
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -208,7 +208,7 @@ async fn admission(database: Option<&str>, n: usize) -> anyhow::Result<(f64, f64
     let region = einsora_core::region::Region::new("local")?;
     let by = created_by_bench();
     for i in 0..n {
-        let w = notebook(tenant, &format!("w{i}"));
+        let w = notebook(tenant, None, &format!("w{i}"));
         store.create_workload(&w, &by).await?;
     }
     let started = Instant::now();

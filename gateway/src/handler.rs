@@ -42,7 +42,7 @@ async fn answer(
         tracing::error!("a route was reached without the edge layer");
         return Err(ApiError::internal());
     };
-    if route.is(LOGIN) {
+    if route.carries_password() {
         session::login_allowed(&caller, gateway.insecure_http)?;
     }
     let (mut parts, body) = request.into_parts();

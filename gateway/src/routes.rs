@@ -11,6 +11,13 @@ use crate::json::TIMESTAMP;
 
 pub(crate) const LOGIN: &str = "/einsora.accounts.v1.AccountService/Login";
 pub(crate) const LOGOUT: &str = "/einsora.accounts.v1.AccountService/Logout";
+/// Besides a login, the routes that carry a password (a new one), under the login's rule for
+/// plain HTTP.
+const SETS_PASSWORD: [&str; 3] = [
+    "/einsora.accounts.v1.AccountService/ChangePassword",
+    "/einsora.accounts.v1.UserService/AcceptInvite",
+    "/einsora.accounts.v1.UserService/ResetPassword",
+];
 
 /// The request field that turns a streaming route's answer from one JSON object into NDJSON.
 pub(crate) const FOLLOW: &str = "follow";
@@ -55,6 +62,11 @@ pub(crate) struct Route {
 impl Route {
     pub(crate) fn is(&self, grpc_path: &str) -> bool {
         self.grpc_path.as_str() == grpc_path
+    }
+
+    /// Whether its request carries a password: a login's, or a new one.
+    pub(crate) fn carries_password(&self) -> bool {
+        self.is(LOGIN) || SETS_PASSWORD.iter().any(|p| self.is(p))
     }
 
     /// Names of the fields the path binds, which the body may not repeat.

@@ -79,13 +79,14 @@ impl Cookie {
     }
 }
 
-/// A password may come over plain HTTP only from this machine, or where the operator allowed it.
+/// A password (a login's, or a new one) may come over plain HTTP only from this machine, or where
+/// the operator allowed it.
 pub(crate) fn login_allowed(caller: &Caller, insecure_http: bool) -> Result<(), ApiError> {
     if caller.https || caller.addr.is_loopback() || insecure_http {
         Ok(())
     } else {
         Err(ApiError::forbidden(
-            "log in over HTTPS: this request came over plain HTTP from another machine \
+            "send passwords over HTTPS: this request came over plain HTTP from another machine \
              (the operator can allow that with EINSORA_INSECURE_HTTP=true)",
         ))
     }

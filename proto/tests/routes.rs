@@ -43,6 +43,15 @@ const UNPINNED: &[(&str, &str)] = &[
     ("DELETE", "/v1/enrolment-tokens/{id}"),
     ("GET", "/v1/activity"),
     ("GET", "/v1/status"),
+    ("GET", "/v1/users"),
+    ("PATCH", "/v1/users/{id}"),
+    ("DELETE", "/v1/users/{id}"),
+    ("POST", "/v1/users/{id}/password-reset"),
+    ("POST", "/v1/invites"),
+    ("GET", "/v1/invites"),
+    ("DELETE", "/v1/invites/{id}"),
+    ("POST", "/v1/invites/accept"),
+    ("POST", "/v1/password-resets/accept"),
 ];
 
 /// Which RPC serves each pinned route (gRPC path), so a route can't move to another RPC.
@@ -259,6 +268,7 @@ fn every_public_rpc_has_a_route_and_no_other_has_one() {
         "einsora.access.v1.AccessService",
         "einsora.accounts.v1.AccountService",
         "einsora.accounts.v1.TokenService",
+        "einsora.accounts.v1.UserService",
         "einsora.usage.v1.UsageService",
         "einsora.enrolment.v1.EnrolmentTokenService",
         "einsora.activity.v1.ActivityService",
@@ -277,9 +287,9 @@ fn every_public_rpc_has_a_route_and_no_other_has_one() {
         routes.len(),
         "an RPC has two routes"
     );
-    // 9 workloads + 3 machines + 1 catalog + 1 access + 4 accounts + 3 tokens + 1 usage + 3
-    // enrolment tokens + 1 activity + 1 status.
-    assert_eq!(rpcs_with_routes.len(), 27);
+    // 9 workloads + 3 machines + 1 catalog + 1 access + 4 accounts + 3 tokens + 9 users + 1
+    // usage + 3 enrolment tokens + 1 activity + 1 status.
+    assert_eq!(rpcs_with_routes.len(), 36);
 }
 
 #[test]

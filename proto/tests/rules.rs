@@ -81,6 +81,10 @@ fn every_field_the_api_requires_is_marked_required() {
         "access.v1.OpenWorkloadRequest",
         "accounts.v1.RevokeTokenRequest",
         "enrolment.v1.RevokeEnrolmentTokenRequest",
+        "accounts.v1.UpdateUserRequest",
+        "accounts.v1.RemoveUserRequest",
+        "accounts.v1.CreatePasswordResetRequest",
+        "accounts.v1.RevokeInviteRequest",
     ]
     .map(|m| format!("{m}.id"));
     let others = [
@@ -94,6 +98,11 @@ fn every_field_the_api_requires_is_marked_required() {
         "accounts.v1.ChangePasswordRequest.current_password",
         "accounts.v1.ChangePasswordRequest.new_password",
         "accounts.v1.CreateTokenRequest.name",
+        "accounts.v1.CreateInviteRequest.email",
+        "accounts.v1.AcceptInviteRequest.secret",
+        "accounts.v1.AcceptInviteRequest.password",
+        "accounts.v1.ResetPasswordRequest.secret",
+        "accounts.v1.ResetPasswordRequest.password",
         "enrolment.v1.CreateEnrolmentTokenRequest.name",
         "usage.v1.ListUsageRequest.from",
         "usage.v1.ListUsageRequest.to",
@@ -117,6 +126,8 @@ fn every_field_the_api_requires_is_marked_required() {
         "einsora.accounts.v1.LogoutRequest",
         "einsora.accounts.v1.GetMeRequest",
         "einsora.accounts.v1.ListTokensRequest",
+        "einsora.accounts.v1.ListUsersRequest",
+        "einsora.accounts.v1.ListInvitesRequest",
         "einsora.enrolment.v1.ListEnrolmentTokensRequest",
         "einsora.activity.v1.ListActivityRequest",
         "einsora.status.v1.GetStatusRequest",

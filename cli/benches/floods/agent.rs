@@ -189,6 +189,7 @@ pub async fn pushes(world: &Arc<World>, agent: &Agent, window: Duration) -> anyh
         async move {
             let w = notebook(
                 world.tenant,
+                Some(world.owner),
                 &format!("p{}-{i}", &uuid::Uuid::now_v7().simple().to_string()[20..]),
             );
             match world.store.create_workload(&w, &created_by_bench()).await {
@@ -322,7 +323,7 @@ pub async fn clean_up(world: &World, ids: &[WorkloadId]) -> anyhow::Result<usize
 /// controller places nothing until every machine of the region reconnected or 45 s passed.
 pub async fn placing(world: &World) -> anyhow::Result<Duration> {
     let started = Instant::now();
-    let w = notebook(world.tenant, "first");
+    let w = notebook(world.tenant, Some(world.owner), "first");
     world.store.create_workload(&w, &created_by_bench()).await?;
     let deadline = started + Duration::from_secs(70);
     loop {

@@ -35,6 +35,8 @@ pub struct World {
     _stack: Stack,
     pub store: Arc<dyn Store>,
     pub tenant: TenantId,
+    /// The user who owns the tenant and enrols its machines (their workloads run there).
+    pub owner: einsora_core::ids::UserId,
     pub agents: SocketAddr,
     pub gateway: SocketAddr,
     pub access: SocketAddr,
@@ -108,6 +110,7 @@ impl World {
             _stack: stack,
             store,
             tenant,
+            owner: user,
             agents,
             gateway,
             api_token,

@@ -149,6 +149,7 @@ pub async fn owner(store: &dyn Store, slug: &str) -> anyhow::Result<(TenantId, U
     store.set_quota(tenant, &QuotaClass::Default, None).await?;
     let user = UserId::new();
     let you = NewUser {
+        role: einsora_core::role::Role::Owner,
         id: user,
         tenant_id: tenant,
         email: format!("owner@{slug}.bench"),

@@ -286,9 +286,15 @@ pub fn install(env: &[(String, String)]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A `cpu-1c-2g` notebook of `tenant` in the `local` region, as the benches create them.
-pub fn notebook(tenant: einsora_core::ids::TenantId, name: &str) -> einsora_store::NewWorkload {
+/// A `cpu-1c-2g` notebook of `tenant` by `owner` in the `local` region, as the benches create
+/// them (on agents, weakly isolated drivers run only the machine's owning user's).
+pub fn notebook(
+    tenant: einsora_core::ids::TenantId,
+    owner: Option<einsora_core::ids::UserId>,
+    name: &str,
+) -> einsora_store::NewWorkload {
     einsora_store::NewWorkload {
+        owner,
         id: einsora_core::ids::WorkloadId::new(),
         tenant_id: tenant,
         kind: einsora_core::kind::WorkloadKind::Notebook,

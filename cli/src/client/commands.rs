@@ -76,6 +76,28 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Your tenant's users: roles, invites, disabling, removal, password resets.
+    Users {
+        #[command(subcommand)]
+        command: super::users::UserCommand,
+    },
+    /// Join a tenant with an invite link (your new password on stdin).
+    AcceptInvite {
+        /// The link you were given (or its secret).
+        link: String,
+        /// Your name for people (default: your e-mail's local part).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long, required = true)]
+        password_stdin: bool,
+    },
+    /// Set a new password with a reset link (the password on stdin).
+    ResetPassword {
+        /// The link you were given (or its secret).
+        link: String,
+        #[arg(long, required = true)]
+        password_stdin: bool,
+    },
     /// Whether Einsora is working: each role, who leads each region, your machines and
     /// workloads (exits non-zero when something is down).
     Status,
@@ -181,7 +203,13 @@ pub fn run(global: Global, command: ClientCommand, http_addr: &str) -> anyhow::R
         .unwrap_or_else(|| format!("http://{http_addr}"));
     let saved = SavedSession::locate()?;
     let settings = einsora_runtime::settings::Settings::from_env();
+    // A link is its own credential: nobody's session or token goes with it.
+    let with_a_link = matches!(
+        command,
+        ClientCommand::AcceptInvite { .. } | ClientCommand::ResetPassword { .. }
+    );
     let credentials = match settings.secret("EINSORA_TOKEN")? {
+        _ if with_a_link => Credentials::None,
         Some(token) => Credentials::Token(token.expose().to_owned()),
         None => saved.load(&server)?,
     };
@@ -303,6 +331,11 @@ async fn execute(
             show(listed, Some("machines"), MACHINES)
         }
         ClientCommand::Tokens { command } => tokens(api, global, command, show).await,
+        ClientCommand::Users { command } => super::users::run(api, global.json, command).await,
+        ClientCommand::AcceptInvite { link, name, .. } => {
+            super::users::accept_invite(api, &link, name).await
+        }
+        ClientCommand::ResetPassword { link, .. } => super::users::reset_password(api, &link).await,
         ClientCommand::Activity(args) => super::activity::show(api, &args, global.json).await,
         ClientCommand::Status => super::status::show(api, global.json).await,
         ClientCommand::Usage { from, to } => {
@@ -434,7 +467,7 @@ fn launch_body(launch: Launch) -> Value {
 }
 
 /// An ID as a path segment: IDs are UUIDs, so anything else is refused before it is sent.
-fn segment(id: &str) -> anyhow::Result<&str> {
+pub(super) fn segment(id: &str) -> anyhow::Result<&str> {
     if id.is_empty() || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
         anyhow::bail!("{id:?} is not an ID (see `einsora workloads`)");
     }

@@ -7,5 +7,6 @@ mod http;
 mod logs;
 mod output;
 mod status;
+mod users;
 
 pub use commands::{ClientCommand, Global, run};

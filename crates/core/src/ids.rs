@@ -93,6 +93,8 @@ id_type! {
     EnrolmentTokenId = "enrolment token ID", "enrolment_token";
     /// An hourly usage record.
     UsageRecordId = "usage record ID", "usage_record";
+    /// A one-time account link: an invite or a password reset (the ID, never the secret).
+    AccountLinkId = "invite or reset link ID", "account_link";
 }
 
 #[cfg(test)]

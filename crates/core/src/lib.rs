@@ -15,6 +15,7 @@ pub mod machine;
 pub mod output;
 pub mod reasons;
 pub mod region;
+pub mod role;
 pub mod run_dirs;
 pub mod sharing;
 pub mod words;

@@ -2,7 +2,7 @@
 
 use crate::accelerator::AcceleratorKind;
 use crate::driver::{DriverInfo, Isolation};
-use crate::ids::{MachineId, TenantId};
+use crate::ids::{MachineId, TenantId, UserId};
 use crate::region::Region;
 use crate::sharing::SharingLevel;
 use crate::words::word_enum;
@@ -125,6 +125,9 @@ impl GpuNote {
 pub struct Machine {
     pub id: MachineId,
     pub owner: TenantId,
+    /// The user whose enrolment token brought it in: weakly isolated drivers run only their
+    /// workloads. `None` for a machine no user enrolled (it runs no weakly isolated workload).
+    pub owner_user: Option<UserId>,
     pub name: String,
     pub region: Region,
     pub os: String,
@@ -183,6 +186,7 @@ impl MachineDraft {
         Ok(Machine {
             id: self.id.unwrap_or_default(),
             owner,
+            owner_user: None,
             name: name.to_owned(),
             region,
             os: self.os,
@@ -204,12 +208,20 @@ impl Machine {
         &self.region == region && (tenant == self.owner || self.sharing == SharingLevel::Community)
     }
 
-    /// The trust matrix: a weak-isolation driver runs only the owner's own workloads.
-    pub fn permits(&self, driver: &DriverInfo, tenant: TenantId) -> bool {
+    /// The trust matrix: a weak-isolation driver runs only the workloads of the user who owns
+    /// the machine (by user, not by tenant: another member of the owner's tenant is a guest
+    /// here as much as another tenant is).
+    pub fn permits(&self, driver: &DriverInfo, tenant: TenantId, user: Option<UserId>) -> bool {
         match driver.isolation {
             Isolation::Strong => true,
-            Isolation::Weak => tenant == self.owner,
+            Isolation::Weak => !self.requires_strong_isolation(tenant, user),
         }
+    }
+
+    /// Whether a workload of `tenant` created by `user` may run here only under strong
+    /// isolation: unless it is the owning user's own.
+    pub fn requires_strong_isolation(&self, tenant: TenantId, user: Option<UserId>) -> bool {
+        !(tenant == self.owner && user.is_some() && user == self.owner_user)
     }
 }
 
@@ -296,16 +308,32 @@ mod tests {
     }
 
     #[test]
-    fn weak_isolation_only_for_the_owner() {
+    fn weak_isolation_only_for_the_owning_user() {
         let owner = TenantId::new();
         let guest = TenantId::new();
+        let (you, teammate) = (UserId::new(), UserId::new());
         let mut m = draft(owner).validate().unwrap();
+        m.owner_user = Some(you);
         m.sharing = SharingLevel::Community;
         for weak in ["docker", "linux-native", "macos-native", "sim"] {
             let d = lookup(weak).unwrap();
-            assert!(m.permits(d, owner), "{weak}");
-            assert!(!m.permits(d, guest), "{weak}");
+            assert!(m.permits(d, owner, Some(you)), "{weak}");
+            assert!(
+                !m.permits(d, owner, Some(teammate)),
+                "{weak}: a teammate is a guest"
+            );
+            assert!(!m.permits(d, owner, None), "{weak}: nobody's workload");
+            assert!(
+                !m.permits(d, guest, Some(you)),
+                "{weak}: the user, another tenant"
+            );
         }
-        assert!(m.permits(lookup("libvirt").unwrap(), guest));
+        assert!(m.permits(lookup("libvirt").unwrap(), owner, Some(teammate)));
+        assert!(m.permits(lookup("libvirt").unwrap(), guest, None));
+        m.owner_user = None;
+        assert!(
+            m.requires_strong_isolation(owner, None),
+            "no owning user trusts nobody"
+        );
     }
 }

@@ -140,6 +140,12 @@ pub enum Reason {
         class: String,
     },
     WaitingForItsMachine,
+    /// Its machines' drivers for it isolate weakly, and run only the workloads of the user who
+    /// owns the machine: it needs a strongly isolating driver (or its own machine).
+    WaitingForIsolation {
+        kind: WorkloadKind,
+        class: String,
+    },
     /// A CPU workload for a Mac's native driver, whose Apple GPU another workload holds: native
     /// code can use Metal, so it holds the GPU too.
     WaitingForAppleGpu {
@@ -243,6 +249,11 @@ impl fmt::Display for Reason {
             Reason::WaitingForDriver { kind, class } => write!(
                 f,
                 "waiting for a machine with a driver that runs {kind}s on {class}: none here has one yet"
+            ),
+            Reason::WaitingForIsolation { kind, class } => write!(
+                f,
+                "waiting for a machine that can isolate it: the drivers here that run {kind}s on \
+                 {class} run only the workloads of the user who owns the machine"
             ),
             Reason::WaitingForItsMachine => {
                 f.write_str("waiting for its machine to come online: its disk is there")

@@ -4,7 +4,7 @@
 use time::OffsetDateTime;
 
 use crate::attempt::Attempt;
-use crate::ids::{MachineId, TenantId, WorkloadId};
+use crate::ids::{MachineId, TenantId, UserId, WorkloadId};
 use crate::kind::WorkloadKind;
 use crate::lifecycle::State;
 use crate::region::Region;
@@ -13,6 +13,10 @@ use crate::region::Region;
 pub struct Workload {
     pub id: WorkloadId,
     pub tenant_id: TenantId,
+    /// The user who created it: a member sees and manages only their own, and weakly isolated
+    /// drivers run it only on machines that user owns or is trusted on. `None` only for a
+    /// workload made without a user (never through the API).
+    pub owner: Option<UserId>,
     pub kind: WorkloadKind,
     pub name: String,
     /// The class requested; differs from `placed_class` only after an opt-in fallback.

@@ -16,6 +16,10 @@ pub enum ErrorCode {
     Conflict,
     QuotaExceeded,
     InvalidTransition,
+    /// A change to a user that would leave their tenant without an enabled owner.
+    LastOwner,
+    /// Removing a user who still owns live workloads or machines.
+    StillOwns,
     /// A request body over its limit (the proxy's endpoint limits).
     TooLarge,
     RateLimited,
@@ -28,7 +32,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 16] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -37,6 +41,8 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::QuotaExceeded,
         ErrorCode::InvalidTransition,
+        ErrorCode::LastOwner,
+        ErrorCode::StillOwns,
         ErrorCode::TooLarge,
         ErrorCode::RateLimited,
         ErrorCode::Internal,
@@ -55,6 +61,8 @@ impl ErrorCode {
             ErrorCode::Conflict => "conflict",
             ErrorCode::QuotaExceeded => "quota_exceeded",
             ErrorCode::InvalidTransition => "invalid_transition",
+            ErrorCode::LastOwner => "last_owner",
+            ErrorCode::StillOwns => "still_owns",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Internal => "internal",
@@ -83,10 +91,12 @@ impl ErrorCode {
     /// `internal`).
     pub fn from_grpc(code: tonic::Code, refined: Option<&str>) -> Option<ErrorCode> {
         use tonic::Code;
-        const PRECONDITIONS: [ErrorCode; 3] = [
+        const PRECONDITIONS: [ErrorCode; 5] = [
             ErrorCode::Conflict,
             ErrorCode::QuotaExceeded,
             ErrorCode::InvalidTransition,
+            ErrorCode::LastOwner,
+            ErrorCode::StillOwns,
         ];
         Some(match code {
             Code::InvalidArgument => ErrorCode::InvalidRequest,
@@ -110,9 +120,11 @@ impl ErrorCode {
             ErrorCode::Forbidden => StatusCode::FORBIDDEN,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::Conflict | ErrorCode::QuotaExceeded | ErrorCode::InvalidTransition => {
-                StatusCode::CONFLICT
-            }
+            ErrorCode::Conflict
+            | ErrorCode::QuotaExceeded
+            | ErrorCode::InvalidTransition
+            | ErrorCode::LastOwner
+            | ErrorCode::StillOwns => StatusCode::CONFLICT,
             ErrorCode::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,

@@ -149,6 +149,7 @@ async fn setup(url: &DatabaseUrl, n: usize) -> anyhow::Result<Arc<dyn Store>> {
             tokio::spawn(async move {
                 for i in (c..n).step_by(16) {
                     let w = NewWorkload {
+                        owner: None,
                         id: id(i),
                         tenant_id: tenant,
                         kind: WorkloadKind::Notebook,

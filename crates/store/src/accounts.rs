@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use einsora_core::ids::{TenantId, TokenId, UserId, WorkloadId};
 use einsora_core::reasons::SessionClient;
+use einsora_core::role::Role;
 use time::OffsetDateTime;
 
 use crate::StoreError;
@@ -26,6 +27,7 @@ pub struct NewUser {
     /// Already normalised by the caller (trimmed, lowercase); unique across the installation.
     pub email: String,
     pub display_name: String,
+    pub role: Role,
     /// The password as an argon2id PHC string.
     pub phc: String,
 }
@@ -37,6 +39,7 @@ pub struct User {
     pub tenant_id: TenantId,
     pub tenant_name: String,
     pub email: String,
+    pub role: Role,
 }
 
 /// What a login checks: the user and their password's PHC string.
@@ -127,9 +130,10 @@ pub trait AccountStore: Send + Sync {
     /// The tenant's first user (its founder), if it has any.
     async fn tenant_founder(&self, tenant: TenantId) -> Result<Option<UserId>, StoreError>;
 
-    /// A user with their password. `InvalidInput` if the email is taken.
+    /// A user with their password. `Taken(Email)` if the email is taken.
     async fn create_user(&self, user: &NewUser) -> Result<(), StoreError>;
 
+    /// The enabled user with this email, and their password.
     async fn password_login(&self, email: &str) -> Result<Option<PasswordLogin>, StoreError>;
 
     /// Replaces the user's password; `NotFound` for an unknown user.

@@ -64,6 +64,9 @@ pub enum StoreError {
 
     #[error("{0}")]
     InvalidInput(String),
+    /// A change to a user that the tenant's invariants refuse: callers branch on the variant.
+    #[error(transparent)]
+    Refused(crate::users::UserRefusal),
 
     /// The lease this write was fenced by is no longer held by this holder at this epoch.
     #[error("the lease {0:?} is no longer held")]

@@ -83,6 +83,8 @@ pub trait InventoryStore: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkloadPage {
     pub include_deleted: bool,
+    /// Only this user's (a member's view).
+    pub owner: Option<einsora_core::ids::UserId>,
     /// Only workloads older than this one (the last of the previous page).
     pub before: Option<WorkloadId>,
     pub limit: u32,
@@ -143,6 +145,8 @@ pub struct UsageRecord {
 pub struct UsagePage {
     pub from: OffsetDateTime,
     pub to: OffsetDateTime,
+    /// Only the records of this user's workloads (a member's view).
+    pub owner: Option<einsora_core::ids::UserId>,
     /// Only records after this one (the last of the previous page), in the page's order.
     pub after: Option<UsageCursor>,
     pub limit: u32,

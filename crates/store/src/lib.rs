@@ -24,6 +24,7 @@ mod postgres;
 mod sqlite;
 mod state_sql;
 mod time_ms;
+mod users;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -67,6 +68,10 @@ pub use output::{
 };
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use users::{
+    AccountLinkRecord, Invitee, LinkKind, NewAccountLink, UserChange, UserRecord, UserRefusal,
+    UserStore,
+};
 
 /// Everything the services ask of the database.
 #[async_trait]
@@ -79,6 +84,7 @@ pub trait Store:
     + InventoryStore
     + MeteringStore
     + OutputStore
+    + UserStore
     + Send
     + Sync
     + std::fmt::Debug

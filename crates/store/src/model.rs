@@ -1,7 +1,7 @@
 //! What goes into and comes out of the store, beside the core's domain types.
 
 use einsora_core::attempt::Attempt;
-use einsora_core::ids::{MachineId, TenantId, WorkloadId};
+use einsora_core::ids::{MachineId, TenantId, UserId, WorkloadId};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::Reason;
@@ -42,6 +42,8 @@ impl QuotaClass {
 pub struct NewWorkload {
     pub id: WorkloadId,
     pub tenant_id: TenantId,
+    /// The user creating it (`None` only outside the API: tests, tools).
+    pub owner: Option<UserId>,
     pub kind: WorkloadKind,
     pub name: String,
     pub gpu_class: String,

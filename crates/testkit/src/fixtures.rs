@@ -3,7 +3,7 @@
 //! care about; a test sets what it does (struct update syntax on what they return).
 
 use einsora_core::accelerator::AcceleratorKind;
-use einsora_core::ids::{MachineId, TenantId, UsageRecordId, WorkloadId};
+use einsora_core::ids::{MachineId, TenantId, UsageRecordId, UserId, WorkloadId};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
 use einsora_core::machine::{Device, Machine, ModelFile};
@@ -56,11 +56,19 @@ pub async fn tenant_as(
     id
 }
 
-/// A notebook of one `cpu-1c-2g` unit on `jupyterlab` in [`local`], named `name`.
+/// The user who owns the fixtures' machines and workloads of `tenant` (the same UUID as the
+/// tenant's, so a test needs no user row to place a tenant's workload on its own machine).
+pub fn owner_of(tenant: TenantId) -> UserId {
+    UserId::from_uuid(*tenant.as_uuid())
+}
+
+/// A notebook of one `cpu-1c-2g` unit on `jupyterlab` in [`local`], named `name`, by
+/// [`owner_of`] its tenant.
 pub fn new_workload(tenant: TenantId, name: &str) -> NewWorkload {
     NewWorkload {
         id: WorkloadId::new(),
         tenant_id: tenant,
+        owner: Some(owner_of(tenant)),
         kind: WorkloadKind::Notebook,
         name: name.into(),
         gpu_class: "cpu-1c-2g".into(),
@@ -167,11 +175,13 @@ pub fn h100(uuid: &str) -> Device {
     }
 }
 
-/// `owner`'s private Linux machine in [`local`]: 16 CPUs, 64 GiB and one L40S (`GPU-0`).
+/// `owner`'s private Linux machine in [`local`] ([`owner_of`] it): 16 CPUs, 64 GiB and one L40S
+/// (`GPU-0`).
 pub fn machine(owner: TenantId, name: &str) -> Machine {
     Machine {
         id: MachineId::new(),
         owner,
+        owner_user: Some(owner_of(owner)),
         name: name.into(),
         region: local(),
         os: "linux".into(),

@@ -8,6 +8,7 @@ use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
 use einsora_core::output::OutputStream;
 use einsora_core::reasons::SessionClient;
+use einsora_core::role::Role;
 use einsora_core::sharing::SharingLevel;
 
 use super::{ConvertError, Problem};
@@ -113,6 +114,12 @@ enum_pair!(OutputStream, agent_pb::OutputStream, "stream", Unspecified, {
 enum_pair!(SessionClient, accounts_pb::SessionClient, "client", Unspecified, {
     Browser <=> Browser,
     Cli <=> Cli,
+});
+
+enum_pair!(Role, accounts_pb::Role, "role", Unspecified, {
+    Owner <=> Owner,
+    Admin <=> Admin,
+    Member <=> Member,
 });
 
 enum_pair!(AcceleratorKind, common_pb::AcceleratorKind, "accelerator", Unspecified, {

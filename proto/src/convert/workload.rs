@@ -51,6 +51,7 @@ mod tests {
 
     fn endpoint() -> Workload {
         Workload {
+            owner: None,
             id: WorkloadId::new(),
             tenant_id: TenantId::new(),
             kind: WorkloadKind::Endpoint,

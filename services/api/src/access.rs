@@ -92,7 +92,7 @@ impl AccessService for AccessApi {
         let granted_by = grants::of(&authenticated.credential);
         let id: WorkloadId = scoped::id(&request.get_ref().id)?;
         let caller = &authenticated.caller;
-        let grant = scoped::write_workload(&*self.store, caller.tenant, id, |w| async move {
+        let grant = scoped::write_workload(&*self.store, &caller.scope(), id, |w| async move {
             refuse_unless_open(&w)?;
             match w.kind {
                 WorkloadKind::Notebook => self.open_notebook(caller, granted_by, &w).await,
@@ -133,6 +133,7 @@ mod tests {
 
     fn workload(kind: WorkloadKind, state: State, placed: bool) -> Workload {
         Workload {
+            owner: None,
             id: WorkloadId::new(),
             tenant_id: TenantId::new(),
             kind,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use einsora_core::ids::{TenantId, UserId};
 use einsora_core::reasons::{Actor, Credential, SessionClient};
+use einsora_core::role::Role;
 use einsora_store::{ApiTokenRecord, SecretHash, Store, User};
 use time::OffsetDateTime;
 use tonic::Status;
@@ -28,9 +29,31 @@ const UNAUTHENTICATED: &str = "sign in, or send a valid API token";
 pub struct Caller {
     pub tenant: TenantId,
     pub user: UserId,
+    pub role: Role,
     /// Subject (email) and credential, for timeline reasons.
     pub actor: Actor,
     pub via_token: bool,
+}
+
+impl Caller {
+    /// Refuses, naming `what`, a call that only a tenant's owners and admins may make.
+    pub fn must_administer(&self, what: &str) -> Result<(), Status> {
+        if self.role.administers() {
+            return Ok(());
+        }
+        Err(Status::permission_denied(format!(
+            "only an owner or admin of your tenant may {what}; you are a {}",
+            self.role
+        )))
+    }
+
+    /// The workloads this caller sees: the tenant's, or a member's own.
+    pub fn scope(&self) -> crate::scoped::Scope {
+        crate::scoped::Scope {
+            tenant: self.tenant,
+            owner: (!self.role.sees_every_workload()).then_some(self.user),
+        }
+    }
 }
 
 /// Whether a call changes state: a session's state-changing calls need its CSRF token.
@@ -218,6 +241,7 @@ fn caller(user: &User, credential: Credential) -> Caller {
     Caller {
         tenant: user.tenant_id,
         user: user.id,
+        role: user.role,
         via_token: matches!(credential, Credential::ApiToken { .. }),
         actor: Actor {
             subject: user.email.clone(),

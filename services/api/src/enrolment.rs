@@ -154,6 +154,7 @@ impl EnrolmentTokenService for EnrolmentApi {
         request: Request<pb::CreateEnrolmentTokenRequest>,
     ) -> Result<Response<pb::CreateEnrolmentTokenResponse>, Status> {
         let caller = self.auth.caller(request.metadata(), Access::Write).await?;
+        caller.must_administer("bring in machines")?;
         if caller.via_token {
             return Err(Status::permission_denied(
                 "an API token can't create enrolment tokens: sign in",
@@ -189,6 +190,7 @@ impl EnrolmentTokenService for EnrolmentApi {
         request: Request<pb::ListEnrolmentTokensRequest>,
     ) -> Result<Response<pb::ListEnrolmentTokensResponse>, Status> {
         let caller = self.auth.caller(request.metadata(), Access::Read).await?;
+        caller.must_administer("see enrolment tokens")?;
         let tokens = self
             .store
             .enrolment_tokens(caller.tenant)
@@ -204,6 +206,7 @@ impl EnrolmentTokenService for EnrolmentApi {
         request: Request<pb::RevokeEnrolmentTokenRequest>,
     ) -> Result<Response<pb::EnrolmentToken>, Status> {
         let caller = self.auth.caller(request.metadata(), Access::Write).await?;
+        caller.must_administer("revoke enrolment tokens")?;
         let id: EnrolmentTokenId = scoped::id(&request.get_ref().id)?;
         let record = self
             .store

@@ -29,6 +29,7 @@ use einsora_core::catalog::Catalog;
 use einsora_proto::access::v1::access_service_server::AccessServiceServer;
 use einsora_proto::accounts::v1::account_service_server::AccountServiceServer;
 use einsora_proto::accounts::v1::token_service_server::TokenServiceServer;
+use einsora_proto::accounts::v1::user_service_server::UserServiceServer;
 use einsora_proto::activity::v1::activity_service_server::ActivityServiceServer;
 use einsora_proto::catalog::v1::catalog_service_server::CatalogServiceServer;
 use einsora_proto::enrolment::v1::enrolment_token_service_server::EnrolmentTokenServiceServer;
@@ -91,6 +92,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     }
     let auth = Arc::new(caller::Auth::new(Arc::clone(&store)));
     let passwords = Arc::new(accounts::passwords::Passwords::new().await?);
+    let users = accounts::Users::new(Arc::clone(&auth), Arc::clone(&passwords));
     let accounts = accounts::Accounts::new(Arc::clone(&auth), passwords);
     let tokens = accounts::Tokens::new(Arc::clone(&auth));
     let internal = internal::Internal::new(Arc::clone(&auth));
@@ -98,6 +100,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let mut routes = Routes::default()
         .add_service(AccountServiceServer::with_interceptor(accounts, gateway()))
         .add_service(TokenServiceServer::with_interceptor(tokens, gateway()))
+        .add_service(UserServiceServer::with_interceptor(users, gateway()))
         .add_service(ApiInternalServiceServer::with_interceptor(
             internal,
             grpc::only(&[RoleKind::Access]),

@@ -82,6 +82,7 @@ impl MachineService for MachinesApi {
         request: Request<pb::RevokeMachineRequest>,
     ) -> Result<Response<pb::Machine>, Status> {
         let caller = self.auth.caller(request.metadata(), Access::Write).await?;
+        caller.must_administer("revoke machines")?;
         let id: MachineId = scoped::id(&request.get_ref().id)?;
         let revoked = self
             .store

@@ -1,7 +1,8 @@
 //! Reads of the caller's tenant's objects. The tenant is part of every query, so another
-//! tenant's object and an unknown ID both come back absent and get the same NOT_FOUND.
+//! tenant's object and an unknown ID both come back absent and get the same NOT_FOUND; so does
+//! another member's workload, for a member (docs/api.md "Roles").
 
-use einsora_core::ids::{ObjectId, TenantId, WorkloadId};
+use einsora_core::ids::{ObjectId, TenantId, UserId, WorkloadId};
 use einsora_core::lifecycle::State;
 use einsora_core::workload::Workload;
 use einsora_proto::convert::parse_id;
@@ -17,15 +18,33 @@ pub fn id<T: ObjectId>(raw: &str) -> Result<T, Status> {
     Ok(id)
 }
 
-/// The tenant's workload; a deleted one only if `include_deleted`.
+/// Whose workloads a caller sees (`Caller::scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    pub tenant: TenantId,
+    /// A member's: only their own. `None`: every workload of the tenant.
+    pub owner: Option<UserId>,
+}
+
+impl Scope {
+    fn sees(&self, w: &Workload) -> bool {
+        self.owner.is_none_or(|owner| w.owner == Some(owner))
+    }
+}
+
+/// The workload, if the scope sees it; a deleted one only if `include_deleted`.
 pub async fn workload(
     store: &dyn Store,
-    tenant: TenantId,
+    scope: &Scope,
     id: WorkloadId,
     include_deleted: bool,
 ) -> Result<Workload, Status> {
-    match store.workload_of(tenant, id).await.map_err(status::store)? {
-        Some(w) if include_deleted || w.state != State::Deleted => Ok(w),
+    match store
+        .workload_of(scope.tenant, id)
+        .await
+        .map_err(status::store)?
+    {
+        Some(w) if scope.sees(&w) && (include_deleted || w.state != State::Deleted) => Ok(w),
         _ => Err(status::not_found()),
     }
 }
@@ -35,7 +54,7 @@ pub async fn workload(
 /// the write no longer makes sense, and `write` refuses it then.
 pub async fn write_workload<T, F, Fut>(
     store: &dyn Store,
-    tenant: TenantId,
+    scope: &Scope,
     id: WorkloadId,
     write: F,
 ) -> Result<T, Status>
@@ -43,9 +62,9 @@ where
     F: Fn(Workload) -> Fut,
     Fut: Future<Output = Result<T, Status>>,
 {
-    let w = workload(store, tenant, id, false).await?;
+    let w = workload(store, scope, id, false).await?;
     match write(w).await {
-        Err(s) if is_conflict(&s) => write(workload(store, tenant, id, false).await?).await,
+        Err(s) if is_conflict(&s) => write(workload(store, scope, id, false).await?).await,
         other => other,
     }
 }
@@ -97,7 +116,11 @@ mod tests {
     async fn delete_racing(races: usize) -> (Result<Workload, Status>, usize) {
         let (db, w) = setup().await;
         let (store, calls) = (&*db.store, &AtomicUsize::new(0));
-        let result = write_workload(store, w.tenant_id, w.id, |w| async move {
+        let scope = Scope {
+            tenant: w.tenant_id,
+            owner: None,
+        };
+        let result = write_workload(store, &scope, w.id, |w| async move {
             if calls.fetch_add(1, Ordering::SeqCst) < races {
                 let ahead = store.workload(w.id).await.unwrap().unwrap();
                 let to = if ahead.state == State::Pending {
@@ -111,6 +134,34 @@ mod tests {
         })
         .await;
         (result, calls.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn a_member_sees_only_their_own_workloads_and_others_as_unknown() {
+        let (db, w) = setup().await;
+        let store = &*db.store;
+        let mine = Scope {
+            tenant: w.tenant_id,
+            owner: w.owner,
+        };
+        let teammate = Scope {
+            owner: Some(UserId::new()),
+            ..mine
+        };
+        let admin = Scope {
+            owner: None,
+            ..mine
+        };
+        assert_eq!(workload(store, &mine, w.id, false).await.unwrap().id, w.id);
+        assert_eq!(workload(store, &admin, w.id, false).await.unwrap().id, w.id);
+        let theirs = workload(store, &teammate, w.id, false).await.unwrap_err();
+        let unknown = workload(store, &teammate, WorkloadId::new(), false)
+            .await
+            .unwrap_err();
+        assert_eq!(theirs.code(), tonic::Code::NotFound);
+        assert_eq!(theirs.message(), unknown.message());
+        let write = write_workload(store, &teammate, w.id, |_| async { Ok(()) }).await;
+        assert_eq!(write.unwrap_err().code(), tonic::Code::NotFound);
     }
 
     #[tokio::test]

@@ -3,6 +3,7 @@
 
 use anyhow::{Context, bail};
 use einsora_core::ids::{TenantId, UserId};
+use einsora_core::role::Role;
 use einsora_runtime::settings::{ConfigError, Settings};
 use einsora_store::{NewTenant, NewUser, QuotaClass, Store};
 
@@ -128,15 +129,7 @@ pub fn announce(accounts: &[DevAccount]) {
 }
 
 fn check_email(email: &str) -> anyhow::Result<()> {
-    let valid = email.len() <= 254
-        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
-        && email
-            .split_once('@')
-            .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty());
-    if !valid {
-        bail!("{email:?} is not an email address");
-    }
-    Ok(())
+    crate::accounts::check_email(email).map_err(anyhow::Error::msg)
 }
 
 async fn hash(password: &str) -> anyhow::Result<String> {
@@ -178,6 +171,8 @@ async fn create_user(
         tenant_id: tenant,
         email: email.into(),
         display_name: email.split('@').next().unwrap_or(email).into(),
+        // Each account made here founds its tenant.
+        role: Role::Owner,
         phc,
     };
     Ok(store.create_user(&user).await?)

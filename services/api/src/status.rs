@@ -5,7 +5,7 @@
 use std::fmt::Display;
 
 use einsora_proto::convert::ConvertError;
-use einsora_store::StoreError;
+use einsora_store::{StoreError, UserRefusal};
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 
@@ -23,6 +23,10 @@ pub enum Precondition {
     Conflict,
     QuotaExceeded,
     InvalidTransition,
+    /// A change to a user that would leave the tenant without an owner.
+    LastOwner,
+    /// Removing a user who still owns workloads or machines.
+    StillOwns,
 }
 
 impl Precondition {
@@ -31,6 +35,8 @@ impl Precondition {
             Precondition::Conflict => "conflict",
             Precondition::QuotaExceeded => "quota_exceeded",
             Precondition::InvalidTransition => "invalid_transition",
+            Precondition::LastOwner => "last_owner",
+            Precondition::StillOwns => "still_owns",
         }
     }
 }
@@ -42,6 +48,8 @@ pub fn store(err: StoreError) -> Status {
         StoreError::Conflict { .. } => failed(Precondition::Conflict, err),
         StoreError::QuotaExceeded { .. } => failed(Precondition::QuotaExceeded, err),
         StoreError::InvalidTransition(_) => failed(Precondition::InvalidTransition, err),
+        StoreError::Refused(UserRefusal::LastOwner) => failed(Precondition::LastOwner, err),
+        StoreError::Refused(UserRefusal::StillOwns { .. }) => failed(Precondition::StillOwns, err),
         StoreError::Taken(_) => Status::already_exists(err.to_string()),
         StoreError::InvalidInput(_) => Status::invalid_argument(err.to_string()),
         StoreError::Unavailable(_) => {

@@ -50,6 +50,7 @@ impl UsageService for UsageApi {
         let page = UsagePage {
             from,
             to,
+            owner: caller.scope().owner,
             after: cursor(&req.page_token)?,
             limit: limit + 1,
         };

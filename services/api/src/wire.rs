@@ -160,6 +160,7 @@ mod tests {
     fn record(last_seen_at: Option<OffsetDateTime>) -> MachineRecord {
         MachineRecord {
             machine: Machine {
+                owner_user: None,
                 id: MachineId::new(),
                 owner: TenantId::new(),
                 name: "studio".into(),

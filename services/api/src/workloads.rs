@@ -70,12 +70,13 @@ impl WorkloadsApi {
     ) -> Result<Response<pb::Workload>, Status> {
         let caller = self.auth.caller(metadata, Access::Write).await?;
         let id: WorkloadId = scoped::id(raw_id)?;
+        let scope = caller.scope();
         let reason = Reason::Requested {
             action,
             by: caller.actor,
         };
         let (store, reason) = (&*self.store, &reason);
-        let w = scoped::write_workload(store, caller.tenant, id, |w| async move {
+        let w = scoped::write_workload(store, &scope, id, |w| async move {
             let to = match action {
                 UserAction::Start => return store.start(&w, reason).await.map_err(status::store),
                 UserAction::Stop => State::Stopping,
@@ -104,6 +105,7 @@ impl WorkloadService for WorkloadsApi {
         let caller = self.auth.caller(request.metadata(), Access::Write).await?;
         let req = CreateWorkload::try_from(request.into_inner()).map_err(status::invalid)?;
         let mut new = create::check(&self.catalog, caller.tenant, req).map_err(status::invalid)?;
+        new.owner = Some(caller.user);
         // The controller's work on it joins this request's trace.
         new.trace_context = einsora_runtime::telemetry::traces::traceparent();
         let reason = Reason::Created { by: caller.actor };
@@ -131,6 +133,7 @@ impl WorkloadService for WorkloadsApi {
         };
         let page = WorkloadPage {
             include_deleted: req.include_deleted,
+            owner: caller.scope().owner,
             before,
             limit: limit + 1,
         };
@@ -158,7 +161,7 @@ impl WorkloadService for WorkloadsApi {
         let caller = self.auth.caller(request.metadata(), Access::Read).await?;
         let req = request.into_inner();
         let id = scoped::id(&req.id)?;
-        let w = scoped::workload(&*self.store, caller.tenant, id, req.include_deleted).await?;
+        let w = scoped::workload(&*self.store, &caller.scope(), id, req.include_deleted).await?;
         let mut workload = wire::workload(&w)?;
         // Only while it runs: a stopped or deleted workload's GPUs may be another's now.
         let running = w.state == einsora_core::lifecycle::State::Running;
@@ -203,7 +206,7 @@ impl WorkloadService for WorkloadsApi {
     ) -> Result<Response<pb::ListWorkloadEventsResponse>, Status> {
         let caller = self.auth.caller(request.metadata(), Access::Read).await?;
         let id = scoped::id(&request.get_ref().id)?;
-        let w = scoped::workload(&*self.store, caller.tenant, id, true).await?;
+        let w = scoped::workload(&*self.store, &caller.scope(), id, true).await?;
         let events = self.store.events(w.id).await.map_err(status::store)?;
         Ok(Response::new(pb::ListWorkloadEventsResponse {
             events: events.iter().map(wire::event).collect(),
@@ -218,7 +221,7 @@ impl WorkloadService for WorkloadsApi {
     ) -> Result<Response<logs::LogStream>, Status> {
         let caller = self.auth.caller(request.metadata(), Access::Read).await?;
         let req = logs::LogRequest::try_from(request.get_ref())?;
-        let w = scoped::workload(&*self.store, caller.tenant, req.id, true).await?;
+        let w = scoped::workload(&*self.store, &caller.scope(), req.id, true).await?;
         let read = self.store.read_output(w.id, &req.query).await;
         let first = logs::page(&read.map_err(status::store)?, req.query.after.unwrap_or(0));
         if !req.follow {
@@ -228,7 +231,7 @@ impl WorkloadService for WorkloadsApi {
             store: self.store.clone(),
             auth: self.auth.clone(),
             metadata: request.metadata().clone(),
-            tenant: caller.tenant,
+            scope: caller.scope(),
             id: w.id,
             since: req.query.since,
             shutdown: self.shutdown.clone(),
@@ -244,7 +247,7 @@ impl WorkloadService for WorkloadsApi {
         let caller = self.auth.caller(request.metadata(), Access::Read).await?;
         let id = scoped::id(&request.get_ref().id)?;
         let store = &*self.store;
-        let w = scoped::workload(store, caller.tenant, id, true).await?;
+        let w = scoped::workload(store, &caller.scope(), id, true).await?;
         let events = store.events(w.id).await.map_err(status::store)?;
         let usage = store
             .workload_usage(caller.tenant, w.id)

@@ -24,6 +24,7 @@ impl Tenancy {
         let tenant = tenant_as(&*store, false, QuotaClass::Default, None).await;
         let user = UserId::new();
         let you = NewUser {
+            role: einsora_core::role::Role::Owner,
             id: user,
             tenant_id: tenant,
             email: "you@acme.test".into(),

@@ -12,6 +12,7 @@ use time::macros::datetime;
 pub fn workload(machine: MachineId) -> Workload {
     let at = datetime!(2025-03-01 09:00 UTC);
     Workload {
+        owner: None,
         id: WorkloadId::new(),
         tenant_id: TenantId::new(),
         kind: WorkloadKind::Notebook,

@@ -140,6 +140,9 @@ pub struct Objects {
     pub token: String,
     pub machine: String,
     pub enrolment_token: String,
+    /// The tenant's owner's user ID.
+    pub user: String,
+    pub invite: String,
 }
 
 impl Objects {
@@ -151,6 +154,8 @@ impl Objects {
             ("/v1/tokens/{id}", &self.token),
             ("/v1/machines/{id}", &self.machine),
             ("/v1/enrolment-tokens/{id}", &self.enrolment_token),
+            ("/v1/users/{id}", &self.user),
+            ("/v1/invites/{id}", &self.invite),
         ];
         kinds
             .iter()
@@ -210,11 +215,25 @@ pub fn objects(solo: &Solo, a: &Tenant) -> Objects {
         .as_str()
         .unwrap_or_default()
         .to_owned();
+    let me = call(solo, &a.session, "GET", "/v1/me", None).json();
+    let invited = call(
+        solo,
+        &a.session,
+        "POST",
+        "/v1/invites",
+        Some(json!({ "email": "invited@example.com" })),
+    );
+    assert_eq!(invited.status, 200, "{}", invited.body);
     Objects {
         workload,
         token,
         machine: machine.to_string(),
         enrolment_token,
+        user: me["user_id"].as_str().unwrap_or_default().to_owned(),
+        invite: invited.json()["invite"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
     }
 }
 
@@ -227,6 +246,7 @@ fn run_on_machine(solo: &Solo, owner: TenantId, machine: MachineId, workload: Wo
             machine: Machine {
                 id: machine,
                 owner,
+                owner_user: None,
                 name: "studio".into(),
                 region: Region::new(ELSEWHERE).unwrap(),
                 os: "linux".into(),

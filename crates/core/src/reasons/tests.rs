@@ -123,6 +123,13 @@ fn reasons_read_as_in_the_seeds() {
             "waiting for a machine with a driver that runs notebooks on cpu-4c-16g: none here has one yet",
         ),
         (
+            Reason::WaitingForIsolation {
+                kind: WorkloadKind::Notebook,
+                class: "cpu-4c-16g".into(),
+            },
+            "waiting for a machine that can isolate it: the drivers here that run notebooks on cpu-4c-16g run only the workloads of the user who owns the machine",
+        ),
+        (
             Reason::WaitingForItsMachine,
             "waiting for its machine to come online: its disk is there",
         ),

@@ -27,6 +27,7 @@ pub const TABLES: &[&str] = &[
     "password_credentials",
     "sessions",
     "api_tokens",
+    "account_links",
     "quotas",
     "machines",
     "machine_certificates",

@@ -1,19 +1,24 @@
 // Rows and queries of `AccountStore`, shared by both engines (included by accounts.rs).
 
 /// A user row joined with its tenant, as `user_from_row` reads it.
-const USER_COLUMNS: &str = "u.id AS user_id, u.tenant_id, t.name AS tenant_name, u.email";
-const USER_JOIN: &str = "JOIN users u ON u.id = x.user_id JOIN tenants t ON t.id = u.tenant_id";
+const USER_COLUMNS: &str =
+    "u.id AS user_id, u.tenant_id, t.name AS tenant_name, u.email, u.role AS user_role";
+/// Only enabled users: a disabled user's credentials authenticate nothing, even if one was
+/// left behind.
+const USER_JOIN: &str = "JOIN users u ON u.id = x.user_id AND u.disabled_at IS NULL \
+     JOIN tenants t ON t.id = u.tenant_id";
 const TOKEN_COLUMNS: &str = "x.id, x.user_id, x.name, x.prefix, x.created_at, x.expires_at, \
      x.revoked_at, x.last_used_at";
 
 type DbRow = <Db as sqlx::Database>::Row;
 
-fn user_from_row(row: &DbRow) -> Result<User, StoreError> {
+pub(super) fn user_from_row(row: &DbRow) -> Result<User, StoreError> {
     Ok(User {
         id: UserId::from_uuid(row.try_get("user_id")?),
         tenant_id: TenantId::from_uuid(row.try_get("tenant_id")?),
         tenant_name: row.try_get("tenant_name")?,
         email: row.try_get("email")?,
+        role: parse_word("role", &row.try_get::<String, _>("user_role")?)?,
     })
 }
 
@@ -68,9 +73,9 @@ static LOGIN_BY_EMAIL: std::sync::LazyLock<String> = std::sync::LazyLock::new(||
          WHERE u.email = $1"
     )
 });
-static USER_BY_ID: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+pub(super) static USER_BY_ID: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "SELECT {USER_COLUMNS} FROM users u JOIN tenants t ON t.id = u.tenant_id \
-         WHERE u.id = $1"
+         WHERE u.id = $1 AND u.disabled_at IS NULL"
     )
 });

@@ -47,13 +47,14 @@ mod accounts_sql {
             let mut conn = self.writer().await?;
             let mut tx = begin_write(&mut conn).await?;
             sqlx::query(
-                "INSERT INTO users (id, tenant_id, email, display_name, created_at) \
-                 VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO users (id, tenant_id, email, display_name, role, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .bind(user.id.as_uuid())
             .bind(user.tenant_id.as_uuid())
             .bind(&user.email)
             .bind(&user.display_name)
+            .bind(user.role.as_str())
             .bind(now)
             .execute(&mut *tx)
             .await

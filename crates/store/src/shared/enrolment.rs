@@ -127,16 +127,16 @@ mod enrolment_sql {
             // The redemption is the first write, conditional on the token being unused: of
             // concurrent redemptions exactly one changes the row (on Postgres the others wait
             // for its lock, then see it used).
-            let token: Option<(Uuid, Uuid, String)> = sqlx::query_as(
+            let token: Option<(Uuid, Uuid, String, Uuid)> = sqlx::query_as(
                 "UPDATE enrolment_tokens SET used_at = $1 WHERE token_hash = $2 \
                  AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $1 \
-                 RETURNING id, tenant_id, region",
+                 RETURNING id, tenant_id, region, created_by",
             )
             .bind(now)
             .bind(&r.token_hash[..])
             .fetch_optional(&mut *tx)
             .await?;
-            let Some((token_id, tenant, region)) = token else {
+            let Some((token_id, tenant, region, created_by)) = token else {
                 return Ok(None);
             };
             let label: String = r
@@ -147,7 +147,8 @@ mod enrolment_sql {
                 .collect();
             sqlx::query(
                 "INSERT INTO machines (id, owner_id, name, region, os, arch, cpus, memory_bytes, \
-                 created_at) VALUES ($1, $2, $3, $4, 'unknown', 'unknown', 0, 0, $5)",
+                 created_at, owner_user_id) \
+                 VALUES ($1, $2, $3, $4, 'unknown', 'unknown', 0, 0, $5, $6)",
             )
             .bind(r.machine_id.as_uuid())
             .bind(tenant)
@@ -158,6 +159,7 @@ mod enrolment_sql {
             })
             .bind(&region)
             .bind(now)
+            .bind(created_by)
             .execute(&mut *tx)
             .await?;
             sqlx::query("UPDATE enrolment_tokens SET machine_id = $1 WHERE id = $2")

@@ -30,6 +30,9 @@ impl crate::InventoryStore for ThisStore {
             "SELECT {WORKLOAD_COLUMNS} FROM workloads WHERE tenant_id = "
         ));
         q.push_bind(*tenant.as_uuid());
+        if let Some(owner) = page.owner {
+            q.push(" AND owner_id = ").push_bind(*owner.as_uuid());
+        }
         if !page.include_deleted {
             q.push(" AND state <> 'deleted'");
         }
@@ -48,14 +51,14 @@ impl crate::InventoryStore for ThisStore {
         let memory = i64::try_from(m.memory_bytes)
             .map_err(|_| StoreError::InvalidInput("the machine's memory is too large".into()))?;
         let drivers = serde_json::Value::from(reg.drivers.clone()).to_string();
-        // An existing machine keeps its owner and region: a registration naming others is
-        // refused rather than moving it.
+        // An existing machine keeps its owner, owning user and region: a registration naming
+        // another owner or region is refused rather than moving it.
         let put = sqlx::query(
             "INSERT INTO machines (id, owner_id, name, region, os, arch, cpus, memory_bytes, \
              accelerators, drivers, sharing, last_seen_at, created_at, models, gpu_note, \
-             performance_cores, efficiency_cores) \
+             performance_cores, efficiency_cores, owner_user_id) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17) \
+             $17, $18) \
              ON CONFLICT (id) DO UPDATE SET name = excluded.name, os = excluded.os, \
              arch = excluded.arch, cpus = excluded.cpus, memory_bytes = excluded.memory_bytes, \
              accelerators = excluded.accelerators, drivers = excluded.drivers, \
@@ -82,6 +85,7 @@ impl crate::InventoryStore for ThisStore {
         .bind(reg.gpu_note.map(GpuNote::as_str))
         .bind(m.cores.map(|c| i64::from(c.performance)))
         .bind(m.cores.map(|c| i64::from(c.efficiency)))
+        .bind(m.owner_user.map(|u| *u.as_uuid()))
         .execute(&mut *self.writer().await?)
         .await?;
         if put.rows_affected() == 0 {
@@ -202,6 +206,11 @@ impl crate::InventoryStore for ThisStore {
             .push_bind(crate::time_ms::to_ms(page.from))
             .push(" AND hour_start < ")
             .push_bind(crate::time_ms::to_ms(page.to));
+        if let Some(owner) = page.owner {
+            q.push(" AND workload_id IN (SELECT id FROM workloads WHERE owner_id = ")
+                .push_bind(*owner.as_uuid())
+                .push(")");
+        }
         if let Some(after) = page.after {
             let hour = crate::time_ms::to_ms(after.hour_start);
             q.push(" AND (hour_start > ")

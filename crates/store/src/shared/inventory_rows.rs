@@ -5,7 +5,7 @@ use einsora_core::machine::{CpuCores, Machine};
 
 use crate::{MachineRecord, UsageRecord};
 
-const MACHINE_COLUMNS: &str = "id, owner_id, name, region, os, arch, cpus, memory_bytes, \
+const MACHINE_COLUMNS: &str = "id, owner_id, owner_user_id, name, region, os, arch, cpus, memory_bytes, \
      accelerators, drivers, sharing, last_seen_at, revoked_at, created_at, flagged_for, \
      flagged_at, flagged_last_at, models, gpu_note, gpu_usage, gpu_usage_at, performance_cores, \
      efficiency_cores";
@@ -45,6 +45,9 @@ fn machine_from_row(row: &<Db as sqlx::Database>::Row) -> Result<MachineRecord, 
         machine: Machine {
             id: MachineId::from_uuid(row.try_get("id")?),
             owner: TenantId::from_uuid(row.try_get("owner_id")?),
+            owner_user: row
+                .try_get::<Option<Uuid>, _>("owner_user_id")?
+                .map(einsora_core::ids::UserId::from_uuid),
             name: row.try_get("name")?,
             region: Region::new(&region).map_err(|_| StoreError::corrupt("region", &region))?,
             os: row.try_get("os")?,

@@ -34,3 +34,4 @@ include!("agents.rs");
 include!("metering.rs");
 include!("output.rs");
 include!("activity.rs");
+include!("users.rs");

@@ -1,6 +1,6 @@
 // Decoding rows, shared by both engines (included; see shared/mod docs in sqlite.rs).
 
-const WORKLOAD_COLUMNS: &str = "id, tenant_id, kind, name, gpu_class, placed_class, units, \
+const WORKLOAD_COLUMNS: &str = "id, tenant_id, owner_id, kind, name, gpu_class, placed_class, units, \
      image, region, machine_id, driver, devices, attempt, fallback, fallback_after_s, params, \
      state, reason, version, created_at, updated_at";
 
@@ -19,6 +19,9 @@ fn workload_from_row(row: &<Db as sqlx::Database>::Row) -> Result<Workload, Stor
     Ok(Workload {
         id: WorkloadId::from_uuid(row.try_get("id")?),
         tenant_id: TenantId::from_uuid(row.try_get("tenant_id")?),
+        owner: row
+            .try_get::<Option<Uuid>, _>("owner_id")?
+            .map(einsora_core::ids::UserId::from_uuid),
         kind: parse_word("kind", &row.try_get::<String, _>("kind")?)?,
         name: row.try_get("name")?,
         gpu_class: row.try_get("gpu_class")?,

@@ -114,8 +114,9 @@ impl crate::Store for ThisStore {
         sqlx::query(
             "INSERT INTO workloads (id, tenant_id, kind, name, gpu_class, units, image, region, \
              fallback, fallback_after_s, params, state, reason, version, created_at, updated_at, \
-             trace_context) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 1, $14, $14, $15)",
+             trace_context, owner_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 1, $14, $14, $15, \
+             $16)",
         )
         .bind(new.id.as_uuid())
         .bind(new.tenant_id.as_uuid())
@@ -132,6 +133,7 @@ impl crate::Store for ThisStore {
         .bind(&reason)
         .bind(now)
         .bind(new.trace_context.as_deref())
+        .bind(new.owner.map(|u| *u.as_uuid()))
         .execute(&mut *tx)
         .await
         .map_err(|e| name_taken(e, &new.name))?;
@@ -142,6 +144,7 @@ impl crate::Store for ThisStore {
         Ok(Workload {
             id: new.id,
             tenant_id: new.tenant_id,
+            owner: new.owner,
             kind: new.kind,
             name: new.name.clone(),
             gpu_class: new.gpu_class.clone(),

@@ -18,6 +18,7 @@ fn later(secs: i64) -> OffsetDateTime {
 
 async fn user(store: &dyn Store, tenant: TenantId, email: &str) -> User {
     let new = NewUser {
+        role: einsora_core::role::Role::Owner,
         id: UserId::new(),
         tenant_id: tenant,
         email: email.into(),
@@ -58,6 +59,7 @@ pub async fn users_are_unique_by_email(db: TestDb) {
     let you = user(store, a, "you@example.com").await;
     assert_eq!((you.tenant_id, you.tenant_name.as_str()), (a, "Test"));
     let again = NewUser {
+        role: einsora_core::role::Role::Owner,
         id: UserId::new(),
         tenant_id: b,
         email: "you@example.com".into(),

@@ -7,6 +7,7 @@ use crate::harness::{TestDb, local, tenant};
 
 async fn user(store: &dyn Store, tenant: TenantId, email: &str) -> UserId {
     let new = NewUser {
+        role: einsora_core::role::Role::Owner,
         id: UserId::new(),
         tenant_id: tenant,
         email: email.into(),

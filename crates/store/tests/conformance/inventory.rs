@@ -26,6 +26,7 @@ pub async fn workload_reads_are_scoped_by_tenant(db: TestDb) {
     assert_eq!(store.workload_of(t, WorkloadId::new()).await.unwrap(), None);
 
     let page = |include_deleted, before, limit| WorkloadPage {
+        owner: None,
         include_deleted,
         before,
         limit,
@@ -205,7 +206,17 @@ pub async fn machines_count_the_tenants_workloads_holding_them(db: TestDb) {
 pub async fn usage_is_read_by_tenant_and_period(db: TestDb) {
     let store = &*db.store;
     let (t, other) = (tenant(store, None).await, tenant(store, None).await);
-    let (w, v) = (create(store, t, "w").await, create(store, t, "v").await);
+    let w = create(store, t, "w").await;
+    // `v` is a teammate's: a member's view leaves it out.
+    let teammate = einsora_core::ids::UserId::new();
+    let v = einsora_store::NewWorkload {
+        owner: Some(teammate),
+        ..crate::harness::new_workload(t, "v")
+    };
+    let v = store
+        .create_workload(&v, &crate::harness::reason())
+        .await
+        .unwrap();
     let theirs = create(store, other, "theirs").await;
     let h0 = datetime!(2025-03-01 10:00 UTC);
     let hour = |n: i64| h0 + Duration::hours(n);
@@ -227,6 +238,7 @@ pub async fn usage_is_read_by_tenant_and_period(db: TestDb) {
     let period = |after, limit| UsagePage {
         from: hour(1),
         to: hour(2),
+        owner: None,
         after,
         limit,
     };
@@ -237,6 +249,17 @@ pub async fn usage_is_read_by_tenant_and_period(db: TestDb) {
         got,
         [(w.id, 2400), (v.id, 60)],
         "[from, to), this tenant's only"
+    );
+
+    let only_theirs = UsagePage {
+        owner: Some(teammate),
+        ..period(None, 10)
+    };
+    let got: Vec<_> = store.usage_of(t, &only_theirs).await.unwrap();
+    assert_eq!(
+        got,
+        [all[1].clone()],
+        "a member's view: their own workloads' only"
     );
 
     let first = store.usage_of(t, &period(None, 1)).await.unwrap();

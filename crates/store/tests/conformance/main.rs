@@ -20,6 +20,7 @@ mod output;
 mod quota;
 mod races;
 mod transitions;
+mod users;
 mod workloads;
 
 // Each case once per engine: `sqlite::<case>` and `postgres::<case>`.
@@ -57,6 +58,10 @@ einsora_testkit::on_both_engines! {
     workloads::names_are_unique_among_live_workloads,
     workloads::the_queue_is_first_come_first_by_the_latest_step_into_pending,
     accounts::users_are_unique_by_email,
+    users::an_invite_is_taken_once_and_only_while_it_stands,
+    users::a_disabled_user_authenticates_nothing,
+    users::the_last_owner_stays_and_owners_of_things_stay,
+    users::a_password_reset_works_once,
     accounts::sessions_live_until_they_expire_or_end,
     accounts::tokens_live_until_revoked_or_expired,
     accounts::tickets_are_redeemed_exactly_once,

@@ -7,6 +7,7 @@ pub(crate) mod me;
 pub mod passwords;
 pub mod secrets;
 mod tokens;
+mod users;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use passwords::Passwords;
 
 pub use tokens::Tokens;
 pub(crate) use tokens::check_name;
+pub use users::Users;
 
 /// A session lasts a week from its login.
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -67,6 +69,20 @@ impl Accounts {
             limiter: Limiter::new(limits),
         }
     }
+}
+
+/// Whether `email` can be an account's address: an `@` between two non-empty parts, no space
+/// or control character, at most 254 bytes. The error names the address.
+pub fn check_email(email: &str) -> Result<(), String> {
+    let valid = email.len() <= 254
+        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+        && email
+            .split_once('@')
+            .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty());
+    if !valid {
+        return Err(format!("{email:?} is not an email address"));
+    }
+    Ok(())
 }
 
 /// Emails compare without case or surrounding space.

@@ -80,6 +80,8 @@ pub fn check(
     Ok(NewWorkload {
         id: WorkloadId::new(),
         tenant_id: tenant,
+        // The caller's, set by the service.
+        owner: None,
         kind: req.kind,
         name: req.name,
         // A CPU class takes no devices, but counts as one unit per workload against quota.

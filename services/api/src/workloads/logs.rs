@@ -150,7 +150,7 @@ pub struct Follower {
     pub store: Arc<dyn Store>,
     pub auth: Arc<Auth>,
     pub metadata: MetadataMap,
-    pub tenant: TenantId,
+    pub scope: crate::scoped::Scope,
     pub id: WorkloadId,
     pub since: Option<time::OffsetDateTime>,
     pub shutdown: Shutdown,
@@ -166,7 +166,7 @@ impl Follower {
         follows: &Arc<Follows>,
         first: pb::ListWorkloadLogsResponse,
     ) -> Result<LogStream, Status> {
-        let slot = follows.take(self.tenant)?;
+        let slot = follows.take(self.scope.tenant)?;
         let self_id = self.id;
         let (tx, rx) = mpsc::channel(4);
         let follow = async move {
@@ -224,7 +224,7 @@ impl Follower {
                 }
                 sent = Instant::now();
             }
-            let w = scoped::workload(&*self.store, self.tenant, self.id, true).await?;
+            let w = scoped::workload(&*self.store, &self.scope, self.id, true).await?;
             match settled_since {
                 _ if !settled(w.state) => settled_since = None,
                 None => settled_since = Some(Instant::now()),

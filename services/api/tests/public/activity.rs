@@ -85,10 +85,11 @@ async fn the_owner_reads_the_log_in_pages_and_nobody_else_does() {
         assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
     }
 
-    // A second user of the tenant (the Team issue's member) may not read it yet.
+    // A member of the tenant may not read it.
     let (member, token) = (UserId::new(), secrets::new_token().unwrap());
     env.store
         .create_user(&NewUser {
+            role: einsora_core::role::Role::Member,
             id: member,
             tenant_id: acme.tenant,
             email: "member@acme.example".into(),
@@ -119,4 +120,9 @@ async fn the_owner_reads_the_log_in_pages_and_nobody_else_does() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::PermissionDenied);
+    assert!(
+        err.message().contains("owner or admin"),
+        "{}",
+        err.message()
+    );
 }

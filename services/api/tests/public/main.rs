@@ -17,6 +17,7 @@ mod machines;
 mod outage;
 mod reads;
 mod usage;
+mod users;
 
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ use einsora_core::catalog::Catalog;
 use einsora_core::ids::{MachineId, TenantId, TokenId, UserId, WorkloadId};
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::Reason;
+use einsora_core::role::Role;
 use einsora_core::workload::Workload;
 use einsora_proto::common::v1::{EndpointParams, WorkloadKind as PbKind};
 use einsora_proto::workloads::v1 as pb;
@@ -56,6 +58,7 @@ pub struct Env {
     pub activity: einsora_api::activity::ActivityApi,
     pub access: AccessApi,
     pub enrolment: EnrolmentApi,
+    pub users: einsora_api::accounts::Users,
     db: TestDb,
 }
 
@@ -91,6 +94,14 @@ pub async fn env() -> Env {
         usage: UsageApi::new(Arc::clone(&store), Arc::clone(&auth)),
         activity: einsora_api::activity::ActivityApi::new(Arc::clone(&store), Arc::clone(&auth)),
         access: AccessApi::new(Arc::clone(&store), Arc::clone(&auth), AccessUrl::default()),
+        users: einsora_api::accounts::Users::new(
+            Arc::clone(&auth),
+            Arc::new(
+                einsora_api::accounts::passwords::Passwords::new()
+                    .await
+                    .unwrap(),
+            ),
+        ),
         enrolment: EnrolmentApi::new(Arc::clone(&store), auth, catalog, CA_FINGERPRINT),
         store,
         shutdown,
@@ -120,12 +131,20 @@ impl Env {
             .set_quota(tenant, &QuotaClass::Default, limit)
             .await
             .unwrap();
-        let (user, email) = (UserId::new(), format!("you@{slug}.example"));
+        self.user(tenant, &format!("you@{slug}.example"), Role::Owner)
+            .await
+    }
+
+    /// Another user of `tenant`, with `role`, an API token and a browser session.
+    pub async fn user(&self, tenant: TenantId, email: &str, role: Role) -> Who {
+        let store = &*self.store;
+        let user = UserId::new();
         let new = NewUser {
+            role,
             id: user,
             tenant_id: tenant,
-            email: email.clone(),
-            display_name: slug.into(),
+            email: email.into(),
+            display_name: email.into(),
             phc: "$argon2id$unused".into(),
         };
         store.create_user(&new).await.unwrap();
@@ -156,13 +175,12 @@ impl Env {
         Who {
             tenant,
             user,
-            email,
+            email: email.into(),
             token,
             session: (session, csrf),
         }
     }
 
-    /// Creates a workload through the API.
     pub async fn create(
         &self,
         who: &Who,

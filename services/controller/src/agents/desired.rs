@@ -4,9 +4,9 @@
 
 use einsora_core::agent::Mode;
 use einsora_core::catalog::{Catalog, ComputeClass};
-use einsora_core::ids::TenantId;
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
+use einsora_core::machine::Machine;
 use einsora_core::workload::Workload;
 use einsora_proto::agent::v1 as pb;
 use einsora_proto::common::v1 as common_pb;
@@ -27,7 +27,7 @@ pub fn mode(w: &Workload) -> Mode {
 pub fn workloads(
     on_machine: &[Workload],
     catalog: &Catalog,
-    owner: TenantId,
+    machine: &Machine,
     output: &[OutputHead],
 ) -> Vec<pb::DesiredWorkload> {
     on_machine
@@ -65,8 +65,9 @@ pub fn workloads(
                         device_uuids: w.devices.clone(),
                         disk_bytes: c.disk_bytes(),
                     }),
-                    requires_strong_isolation: w.tenant_id != owner,
-                    egress: egress(w, class, owner),
+                    requires_strong_isolation: machine
+                        .requires_strong_isolation(w.tenant_id, w.owner),
+                    egress: egress(w, class, machine),
                     retired: class.is_none() || runtime.is_empty(),
                     // The store validated them when they were written; a row that no longer
                     // reads is sent without, and the agent refuses what it can't run.
@@ -79,24 +80,29 @@ pub fn workloads(
         .collect()
 }
 
-/// Outbound network only for the code the machine's owner runs there: its own notebooks, of a
-/// class the catalog leaves open. A guest's workload (a community pool's) and an endpoint (a
-/// fixed server with its model already in place) get none.
-fn egress(w: &Workload, class: Option<&ComputeClass>, owner: TenantId) -> bool {
-    w.kind == WorkloadKind::Notebook && w.tenant_id == owner && class.is_some_and(|c| c.egress())
+/// Outbound network only for the code the machine's owning user runs there: their own
+/// notebooks, of a class the catalog leaves open. A guest's workload (a teammate's, a community
+/// pool's) and an endpoint (a fixed server with its model already in place) get none.
+fn egress(w: &Workload, class: Option<&ComputeClass>, machine: &Machine) -> bool {
+    w.kind == WorkloadKind::Notebook
+        && !machine.requires_strong_isolation(w.tenant_id, w.owner)
+        && class.is_some_and(|c| c.egress())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use WorkloadKind::{Endpoint, Notebook};
-    use einsora_core::ids::WorkloadId;
+    use einsora_core::ids::{TenantId, UserId, WorkloadId};
+    use einsora_testkit::fixtures::{machine, owner_of};
 
+    /// A workload of `tenant`, by the user who owns that tenant's fixture machines.
     fn workload(kind: WorkloadKind, state: State, tenant: TenantId, class: &str) -> Workload {
         let now = time::OffsetDateTime::now_utc();
         Workload {
             id: WorkloadId::new(),
             tenant_id: tenant,
+            owner: Some(owner_of(tenant)),
             kind,
             name: "w".into(),
             gpu_class: class.into(),
@@ -136,8 +142,9 @@ mod tests {
         }
     }
 
-    /// Only the owner's own notebooks of an open class reach out: never a guest's, never an
-    /// endpoint, never a class the catalog closes, never a class that left the catalog.
+    /// Only the owning user's own notebooks of an open class reach out: never a guest's (of
+    /// another tenant or a teammate), never an endpoint, never a class the catalog closes, never
+    /// a class that left the catalog. Everyone but the owning user needs strong isolation.
     #[test]
     fn egress_is_the_owners_notebooks_of_open_classes_only() {
         let catalog = Catalog::from_yaml(
@@ -151,22 +158,26 @@ mod tests {
         )
         .unwrap();
         let (owner, guest) = (TenantId::new(), TenantId::new());
-        for (kind, tenant, class, expected) in [
-            (Notebook, owner, "open", true),
-            (Notebook, guest, "open", false),
-            (Endpoint, owner, "open", false),
-            (Notebook, owner, "closed", false),
-            (Notebook, owner, "gone", false),
+        let m = machine(owner, "box");
+        let teammate = Some(UserId::new());
+        for (kind, tenant, user, class, expected) in [
+            (Notebook, owner, None, "open", true),
+            (Notebook, guest, None, "open", false),
+            (Notebook, owner, teammate, "open", false),
+            (Endpoint, owner, None, "open", false),
+            (Notebook, owner, None, "closed", false),
+            (Notebook, owner, None, "gone", false),
         ] {
-            let w = workload(kind, State::Running, tenant, class);
-            let sent = workloads(&[w], &catalog, owner, &[]);
-            let egress = sent[0].spec.as_ref().unwrap().egress;
+            let mut w = workload(kind, State::Running, tenant, class);
+            w.owner = user.or(w.owner);
+            let owners = w.owner == m.owner_user;
+            let sent = workloads(&[w], &catalog, &m, &[]);
+            let spec = sent[0].spec.as_ref().unwrap();
             assert_eq!(
-                egress,
-                expected,
-                "{kind} of {class}, owner's: {}",
-                tenant == owner
+                spec.egress, expected,
+                "{kind} of {class}, the owner's: {owners}"
             );
+            assert_eq!(spec.requires_strong_isolation, !owners, "{kind} of {class}");
         }
     }
 
@@ -178,7 +189,7 @@ mod tests {
         let owner = TenantId::new();
         let mut w = workload(Notebook, State::Running, owner, "h100-80gb");
         w.devices = vec!["GPU-1".into()];
-        let spec = workloads(&[w], &catalog, owner, &[])
+        let spec = workloads(&[w], &catalog, &machine(owner, "box"), &[])
             .remove(0)
             .spec
             .unwrap();
@@ -202,7 +213,7 @@ mod tests {
         ] {
             let mut w = workload(Notebook, State::Running, owner, class);
             w.image = image.into();
-            let spec = workloads(&[w], &catalog, owner, &[])
+            let spec = workloads(&[w], &catalog, &machine(owner, "box"), &[])
                 .remove(0)
                 .spec
                 .unwrap();

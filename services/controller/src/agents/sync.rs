@@ -311,12 +311,8 @@ impl Session {
             .iter()
             .map(|w| (w.id, (w.tenant_id, w.attempt.get())))
             .collect();
-        let workloads = desired::workloads(
-            &on_machine,
-            &self.catalog,
-            self.machine.machine.owner,
-            &heads,
-        );
+        let workloads =
+            desired::workloads(&on_machine, &self.catalog, &self.machine.machine, &heads);
         if !force && self.renewed.is_none() && self.sent.as_ref() == Some(&workloads) {
             return Ok(());
         }

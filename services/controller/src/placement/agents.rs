@@ -70,6 +70,8 @@ pub fn place(
         .then_some(w.machine_id)
         .flatten();
     let (mut any_host, mut any_driver, mut any_offered) = (false, false, false);
+    // A machine whose drivers for it all isolate weakly, and it isn't its owning user's.
+    let mut needs_isolation = false;
     let unit = CapacityUnit::of(class.accelerator());
     let requested = match unit {
         CapacityUnit::Gpus => devices_needed(w, class),
@@ -89,14 +91,14 @@ pub fn place(
             continue;
         }
         any_host = true;
-        let drivers: Vec<_> = image
+        let (drivers, weak): (Vec<_>, Vec<_>) = image
             .drivers_for(w.kind, class.accelerator())
             .filter(|d| catalog.driver(d.name).is_some())
             .filter(|d| candidate.drivers.iter().any(|have| have == d.name))
-            .filter(|d| m.permits(d, w.tenant_id))
             .filter(|d| returning.is_none() || w.driver.as_deref() == Some(d.name))
-            .collect();
+            .partition(|d| m.permits(d, w.tenant_id, w.owner));
         if drivers.is_empty() {
+            needs_isolation |= !weak.is_empty();
             continue;
         }
         any_driver = true;
@@ -199,6 +201,10 @@ pub fn place(
     Decision::Wait(match (returning, any_host, any_driver, any_offered) {
         (Some(_), _, _, false) => Reason::WaitingForItsMachine,
         (None, false, _, _) => Reason::WaitingForMachineForClass { class: class_name },
+        (None, true, false, _) if needs_isolation => Reason::WaitingForIsolation {
+            kind: w.kind,
+            class: class_name,
+        },
         (None, true, false, _) => Reason::WaitingForDriver {
             kind: w.kind,
             class: class_name,

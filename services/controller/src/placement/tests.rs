@@ -16,6 +16,7 @@ use super::*;
 pub(super) fn workload(kind: WorkloadKind, class: &str, units: u32, image: &str) -> Workload {
     let now = OffsetDateTime::now_utc();
     Workload {
+        owner: None,
         id: WorkloadId::new(),
         tenant_id: TenantId::new(),
         kind,

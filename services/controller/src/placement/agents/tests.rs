@@ -42,6 +42,7 @@ fn workload(tenant: TenantId, kind: WorkloadKind, class: &str, image: &str) -> W
         .map_or(1, |c| c.devices().max(1));
     Workload {
         tenant_id: tenant,
+        owner: Some(einsora_testkit::fixtures::owner_of(tenant)),
         ..crate::placement::tests::workload(kind, class, units, image)
     }
 }
@@ -111,8 +112,42 @@ fn another_tenant_finds_no_machine_and_weak_isolation_stays_with_the_owner() {
     let mut pool = [candidate(shared, &["sim"])];
     assert_eq!(
         reason(&place(&nb, &catalog, false, &mut pool)),
-        "waiting for a machine with a driver that runs notebooks on cpu-4c-16g: none here has one yet"
+        "waiting for a machine that can isolate it: the drivers here that run notebooks on \
+         cpu-4c-16g run only the workloads of the user who owns the machine"
     );
+}
+
+/// Trust is per user: a teammate of the machine's owner (same tenant, another user) is a guest
+/// to its weakly isolated drivers, and runs there only on a strongly isolating one.
+#[test]
+fn a_teammates_workload_needs_strong_isolation_on_the_owners_machine() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let mut theirs = workload(owner, WorkloadKind::Notebook, "cpu-4c-16g", "jupyterlab");
+    theirs.owner = Some(einsora_core::ids::UserId::new());
+    let mut mac = [candidate(
+        machine(owner, "studio", 8, 32, vec![]),
+        &["sim", "docker"],
+    )];
+    assert_eq!(
+        reason(&place(&theirs, &catalog, false, &mut mac)),
+        "waiting for a machine that can isolate it: the drivers here that run notebooks on \
+         cpu-4c-16g run only the workloads of the user who owns the machine"
+    );
+    let mine = workload(owner, WorkloadKind::Notebook, "cpu-4c-16g", "jupyterlab");
+    assert!(matches!(
+        place(&mine, &catalog, false, &mut mac),
+        Decision::Admit { .. }
+    ));
+    // A Mac's container driver isolates strongly: the teammate's notebook runs there.
+    let mut m = machine(owner, "studio", 8, 32, vec![]);
+    m.os = "macos".into();
+    m.arch = "aarch64".into();
+    let mut mac = [candidate(m, &["macos-native", "macos-container"])];
+    let Decision::Admit { admission, .. } = place(&theirs, &catalog, false, &mut mac) else {
+        panic!("{}", reason(&place(&theirs, &catalog, false, &mut mac)));
+    };
+    assert_eq!(admission.driver.as_deref(), Some("macos-container"));
 }
 
 #[test]
