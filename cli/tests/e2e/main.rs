@@ -32,6 +32,7 @@ mod models;
 mod native;
 mod outage;
 mod partition;
+mod python_sdk;
 mod relay;
 mod roles;
 mod sandbox;
