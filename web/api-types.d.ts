@@ -93,6 +93,7 @@ export type LogoutResponse = Record<string, unknown>;
 export interface Me {
   credential?: Credential;
   email: string;
+  role?: "owner" | "admin" | "member";
   tenant_id: string;
   tenant_name: string;
   user_id: string;
@@ -275,10 +276,12 @@ export interface Machine {
   models: ModelFile[];
   name: string;
   os: string;
+  owner_user_id: string;
   region: string;
   revoked_at?: string;
   sharing?: "private" | "invite-only" | "community";
   status?: "online" | "offline" | "revoked";
+  trusted_user_ids: string[];
   workload_count: number;
 }
 
@@ -497,6 +500,27 @@ export interface Post {
   '/v1/workloads/{id}/stop': {
     body: Record<string, never>;
     answer: Workload;
+  };
+}
+
+/** What each route answers to PATCH: the body it takes, and its answer. */
+export interface Patch {
+  '/v1/users/{id}': {
+    body: {
+      disabled?: boolean;
+      role?: "owner" | "admin" | "member";
+    };
+    answer: User;
+  };
+}
+
+/** What each route answers to PUT: the body it takes, and its answer. */
+export interface Put {
+  '/v1/machines/{id}/trusted-users': {
+    body: {
+      user_ids?: string[];
+    };
+    answer: Machine;
   };
 }
 

@@ -56,6 +56,9 @@ export function onSignedOut(handler) {
   signedOut = handler;
 }
 
+/** Routes whose 401 is about what the body carries (a password, a link's secret), not a session. */
+const CREDENTIAL_IN_BODY = ['/v1/sessions', '/v1/invites/accept', '/v1/password-resets/accept'];
+
 /**
  * One API call. Resolves with the JSON body; rejects with an ApiError.
  * @param {string} method
@@ -85,7 +88,7 @@ export async function request(method, path, body) {
   }
   const data = parse(await response.text());
   if (response.ok) return data;
-  throw refusal(response, data, method === 'POST' && path === '/v1/sessions');
+  throw refusal(response, data, method === 'POST' && CREDENTIAL_IN_BODY.includes(path));
 }
 
 /**
@@ -122,6 +125,8 @@ function refusal(response, data, signingIn) {
 
 /** @typedef {import('./api-types').Get} Get */
 /** @typedef {import('./api-types').Post} Post */
+/** @typedef {import('./api-types').Patch} Patch */
+/** @typedef {import('./api-types').Put} Put */
 /** @typedef {import('./api-types').Delete} Delete */
 
 /**
@@ -166,6 +171,22 @@ export const api = {
    * @returns {Promise<Post[R]['answer']>}
    */
   post: (route, body, where) => request('POST', url(route, where), body),
+  /**
+   * @template {keyof Patch} R
+   * @param {R} route
+   * @param {Patch[R]['body']} body
+   * @param {Where} [where]
+   * @returns {Promise<Patch[R]['answer']>}
+   */
+  patch: (route, body, where) => request('PATCH', url(route, where), body),
+  /**
+   * @template {keyof Put} R
+   * @param {R} route
+   * @param {Put[R]['body']} body
+   * @param {Where} [where]
+   * @returns {Promise<Put[R]['answer']>}
+   */
+  put: (route, body, where) => request('PUT', url(route, where), body),
   /**
    * @template {keyof Delete} R
    * @param {R} route

@@ -13,6 +13,8 @@ import * as machines from './pages/machines.js';
 import * as tokens from './pages/tokens.js';
 import * as usage from './pages/usage.js';
 import * as activity from './pages/activity.js';
+import * as users from './pages/users.js';
+import * as link from './pages/link.js';
 import * as notfound from './pages/notfound.js';
 
 /**
@@ -35,7 +37,11 @@ const ROUTES = [
   { pattern: /^\/tokens$/, page: tokens, title: 'API tokens' },
   { pattern: /^\/usage$/, page: usage, title: 'Usage' },
   { pattern: /^\/activity$/, page: activity, title: 'Activity' },
+  { pattern: /^\/users$/, page: users, title: 'Users' },
 ];
+
+/** An invite or a password-reset link: its secret in the fragment, never sent to a server. */
+const LINK = /^#\/(invite|reset)\/([0-9a-f]{64})$/;
 
 const NAV = [
   ['/workloads', 'Workloads'],
@@ -44,6 +50,7 @@ const NAV = [
   ['/tokens', 'API tokens'],
   ['/usage', 'Usage'],
   ['/activity', 'Activity'],
+  ['/users', 'Users'],
 ];
 
 const state = {
@@ -105,7 +112,10 @@ function render(moveFocus) {
   state.stop = null;
   state.shown = location.pathname + location.search;
 
-  const route = ROUTES.find((r) => r.pattern.test(path));
+  const fromLink = LINK.exec(location.hash);
+  const route = fromLink
+    ? { pattern: LINK, page: link, title: fromLink[1] === 'invite' ? 'Join' : 'Set a password', public: true }
+    : ROUTES.find((r) => r.pattern.test(path));
   if (!route?.public) {
     if (!haveSession()) return navigate('/signin', { replace: true });
     if (path === '/') return navigate('/workloads', { replace: true });
@@ -114,7 +124,11 @@ function render(moveFocus) {
   watchHealth(!route?.public);
   drawHeader(path);
   main.replaceChildren();
-  const params = route ? (route.pattern.exec(path) ?? []).slice(1).map(decode) : [];
+  const params = fromLink
+    ? fromLink.slice(1)
+    : route
+      ? (route.pattern.exec(path) ?? []).slice(1).map(decode)
+      : [];
   const page = route?.page ?? notfound;
   document.title = `${route?.title ?? 'Not found'} · Einsora`;
   const notice = state.notice;

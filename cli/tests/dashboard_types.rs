@@ -14,7 +14,18 @@ use serde_json::Value;
 
 const DOCUMENT: &str = include_str!("../../docs/openapi.json");
 const TYPES: &str = "web/api-types.d.ts";
-const METHODS: [(&str, &str); 3] = [("get", "Get"), ("post", "Post"), ("delete", "Delete")];
+const METHODS: [(&str, &str); 5] = [
+    ("get", "Get"),
+    ("post", "Post"),
+    ("patch", "Patch"),
+    ("put", "Put"),
+    ("delete", "Delete"),
+];
+
+/// The methods whose requests carry a JSON body.
+fn takes_a_body(method: &str) -> bool {
+    matches!(method, "post" | "patch" | "put")
+}
 
 /// `einsora.workloads.v1.Workload` → `Workload`; `…EndpointParams-input` → `EndpointParamsInput`.
 /// The error envelope is `ErrorEnvelope`: `Error` is JavaScript's own.
@@ -129,7 +140,7 @@ fn generate(document: &Value) -> String {
             out,
             "\n/** What each route answers to {}{} */\nexport interface {interface} {{\n",
             method.to_uppercase(),
-            if method == "post" {
+            if takes_a_body(method) {
                 ": the body it takes, and its answer."
             } else {
                 "."
@@ -141,7 +152,7 @@ fn generate(document: &Value) -> String {
                 continue;
             };
             let answer = ts(answer(operation), 1);
-            if method == "post" {
+            if takes_a_body(method) {
                 let body = &operation["requestBody"]["content"]["application/json"]["schema"];
                 let body = ts(body, 2);
                 writeln!(

@@ -8,8 +8,8 @@ Reads docs/openapi.json (itself held to what the gateway serves) and the workspa
 (Cargo.toml), and writes:
 
 - src/einsora/_generated/models.py: one dataclass per schema, with from_dict/to_dict;
-- src/einsora/_generated/operations.py: one method per operation (path, query and body
-  parameters as arguments), on the class the hand-written Client builds on;
+- src/einsora/_generated/operations.py: one method per operation (path, query, header and
+  body parameters as arguments), on the class the hand-written Client builds on;
 - src/einsora/_generated/__init__.py: the API version and the package version;
 - the `version = "..."` line of pyproject.toml.
 
@@ -55,6 +55,11 @@ def py_name(name: str) -> str:
     """A field or parameter name as a Python identifier (`from` → `from_`)."""
     name = re.sub(r"\W", "_", name)
     return name + "_" if keyword.iskeyword(name) or name in {"self"} else name
+
+
+def header_name(name: str) -> str:
+    """A header parameter as a Python identifier (`Idempotency-Key` → `idempotency_key`)."""
+    return py_name(name.lower())
 
 
 def ref_name(schema: dict):
@@ -229,6 +234,7 @@ def operation(path: str, method: str, op: dict) -> list:
     params = op.get("parameters", [])
     path_params = [p for p in params if p["in"] == "path"]
     query = [p for p in params if p["in"] == "query"]
+    header_params = [p for p in params if p["in"] == "header"]
     streams = "application/x-ndjson" in op["responses"].get("200", {}).get("content", {})
     success = next(r for c, r in sorted(op["responses"].items()) if c.startswith("2"))
     schema = success.get("content", {}).get("application/json", {}).get("schema", {})
@@ -253,6 +259,8 @@ def operation(path: str, method: str, op: dict) -> list:
         for p in query_params:
             if not p.get("required"):
                 keywords.append(f"{py_name(p['name'])}: {parameter_kind(p['schema'], False)} = None")
+        for p in header_params:
+            keywords.append(f"{header_name(p['name'])}: Optional[str] = None")
         if keywords:
             args.append("*")
         return ", ".join(args + keywords)
@@ -278,9 +286,13 @@ def operation(path: str, method: str, op: dict) -> list:
             lines.append("        body = None")
         decode = answer or "None"
         verb = "stream" if stream else "call"
+        headers = ""
+        if header_params:
+            items = ", ".join(f"{p['name']!r}: {header_name(p['name'])}" for p in header_params)
+            headers = f", headers={{{items}}}"
         lines.append(
             f'        return self._transport.{verb}("{method.upper()}", {"f" if "{" in target else ""}"{target}", query=query, '
-            f"body=body, answer={decode})"
+            f"body=body{headers}, answer={decode})"
         )
         return lines
 

@@ -48,6 +48,8 @@ pub(crate) const ASSETS: &[Asset] = assets![
     "pages/usage.js",
     "pages/activity.js",
     "pages/logs.js",
+    "pages/users.js",
+    "pages/link.js",
     "pages/notfound.js",
 ];
 

@@ -49,6 +49,18 @@ impl ApiError {
         Self::new(ErrorCode::Forbidden, message)
     }
 
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, message)
+    }
+
+    /// The same error, telling the caller to try again after `seconds`.
+    pub(crate) fn retry_after(self, seconds: u64) -> Self {
+        ApiError {
+            retry_after: Some(seconds),
+            ..self
+        }
+    }
+
     pub(crate) fn not_found() -> Self {
         Self::new(ErrorCode::NotFound, "no such route")
     }
@@ -101,7 +113,13 @@ impl ApiError {
         let mut response = (self.status, body.to_string()).into_response();
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        if let Some(seconds) = self.retry_after {
+        // Every 503 and 429 says when to try again, whatever made it.
+        let waits = matches!(
+            self.status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        );
+        let retry_after = self.retry_after.or(waits.then_some(DEFAULT_RETRY_AFTER));
+        if let Some(seconds) = retry_after {
             headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
@@ -200,6 +218,19 @@ mod tests {
         let down = ApiError::from_status(&Status::unavailable("connection refused"));
         assert_eq!(down.retry_after, Some(1));
         assert_eq!(ApiError::invalid("x").retry_after, None);
+    }
+
+    #[test]
+    fn every_503_and_429_carries_retry_after() {
+        let id = RequestId::generate();
+        for code in [ErrorCode::Unavailable, ErrorCode::RateLimited] {
+            let response = ApiError::new(code, "x").into_response(&id);
+            assert_eq!(response.headers()[RETRY_AFTER], "1", "{code:?}");
+        }
+        let in_progress = ApiError::conflict("x").retry_after(3).into_response(&id);
+        assert_eq!(in_progress.headers()[RETRY_AFTER], "3");
+        let plain = ApiError::conflict("x").into_response(&id);
+        assert!(plain.headers().get(RETRY_AFTER).is_none());
     }
 
     #[tokio::test]

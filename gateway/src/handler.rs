@@ -19,7 +19,7 @@ use crate::edge::{Caller, REQUEST_ID, RequestId};
 use crate::errors::ApiError;
 use crate::json::{encode_field, encode_message};
 use crate::routes::{LOGIN, LOGOUT, Route};
-use crate::{bind, known_client, session, stream, upstream};
+use crate::{bind, idempotency, known_client, session, stream, upstream};
 
 const MAX_BODY_BYTES: usize = 1 << 20;
 
@@ -53,6 +53,7 @@ async fn answer(
         .await
         .map_err(|_| ApiError::invalid("the body could not be read, or is over 1 MiB"))?;
     check_content_type(&parts.method, &parts.headers, &body)?;
+    let idempotency_key = idempotency::key(route, &parts.headers)?;
     let message = bind::request(route, &gateway.words, &path, parts.uri.query(), &body)
         .map_err(|invalid| ApiError::invalid(invalid.to_string()))?;
 
@@ -63,6 +64,10 @@ async fn answer(
     let encoded = message.encode_to_vec().into();
     if route.streaming {
         return stream::answer(gateway, route, &message, encoded, metadata, id).await;
+    }
+    if let Some(key) = idempotency_key {
+        let hash = idempotency::request_hash(&parts.method, &parts.uri, &body);
+        return idempotency::answer(gateway, route, key, hash, encoded, metadata).await;
     }
     let call = upstream::call(
         gateway.channel.clone(),

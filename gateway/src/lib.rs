@@ -15,6 +15,7 @@ mod edge;
 mod errors;
 mod handler;
 mod hosts;
+mod idempotency;
 mod json;
 mod known_client;
 mod openapi;

@@ -2,6 +2,8 @@
 //! descriptor pool once at start-up, so a binding the gateway can't serve is an error before
 //! the port opens rather than a 500 later.
 
+use std::collections::HashSet;
+
 use axum::http::uri::PathAndQuery;
 use axum::http::{Method, StatusCode};
 use einsora_proto::schema::{HttpRoute, Schema};
@@ -15,6 +17,14 @@ pub(crate) const LOGOUT: &str = "/einsora.accounts.v1.AccountService/Logout";
 /// plain HTTP.
 const SETS_PASSWORD: [&str; 3] = [
     "/einsora.accounts.v1.AccountService/ChangePassword",
+    "/einsora.accounts.v1.UserService/AcceptInvite",
+    "/einsora.accounts.v1.UserService/ResetPassword",
+];
+
+/// Routes that take no credential (they issue one): an Idempotency-Key, which is per user,
+/// means nothing there, and their answers are never kept.
+const NO_CREDENTIAL: [&str; 3] = [
+    LOGIN,
     "/einsora.accounts.v1.UserService/AcceptInvite",
     "/einsora.accounts.v1.UserService/ResetPassword",
 ];
@@ -57,6 +67,8 @@ pub(crate) struct Route {
     pub(crate) success: StatusCode,
     /// A server-streaming RPC: one JSON object, or NDJSON when the request `follow`s.
     pub(crate) streaming: bool,
+    /// Its JSON answer holds a field marked `(einsora.options.v1.secret)`, at any depth.
+    pub(crate) answer_carries_secret: bool,
 }
 
 impl Route {
@@ -67,6 +79,11 @@ impl Route {
     /// Whether its request carries a password: a login's, or a new one.
     pub(crate) fn carries_password(&self) -> bool {
         self.is(LOGIN) || SETS_PASSWORD.iter().any(|p| self.is(p))
+    }
+
+    /// Whether an `Idempotency-Key` applies: a POST by a signed-in caller, answered once.
+    pub(crate) fn takes_idempotency_key(&self) -> bool {
+        self.method == Method::POST && !self.streaming && !NO_CREDENTIAL.iter().any(|p| self.is(p))
     }
 
     /// Names of the fields the path binds, which the body may not repeat.
@@ -84,16 +101,48 @@ pub struct RouteError {
 
 /// Every route of `schema`, resolved in `pool`.
 pub(crate) fn load(pool: &DescriptorPool, schema: &Schema) -> Result<Vec<Route>, RouteError> {
+    let secrets: HashSet<String> = schema.secret_fields().into_iter().collect();
     schema
         .http_routes()
         .into_iter()
         .map(|http| {
-            resolve(pool, &http).map_err(|problem| RouteError {
+            let mut route = resolve(pool, &http).map_err(|problem| RouteError {
                 route: format!("{} {} ({})", http.method, http.path, http.grpc_path()),
                 problem,
-            })
+            })?;
+            route.answer_carries_secret = match &route.response_field {
+                Some(field) => field_carries_secret(field, &secrets, &mut HashSet::new()),
+                None => carries_secret(&route.output, &secrets, &mut HashSet::new()),
+            };
+            Ok(route)
         })
         .collect()
+}
+
+/// Whether `message` holds a secret field, itself or in a message it holds.
+fn carries_secret(
+    message: &MessageDescriptor,
+    secrets: &HashSet<String>,
+    seen: &mut HashSet<String>,
+) -> bool {
+    if !seen.insert(message.full_name().to_owned()) {
+        return false;
+    }
+    message
+        .fields()
+        .any(|field| field_carries_secret(&field, secrets, seen))
+}
+
+fn field_carries_secret(
+    field: &FieldDescriptor,
+    secrets: &HashSet<String>,
+    seen: &mut HashSet<String>,
+) -> bool {
+    secrets.contains(field.full_name())
+        || match field.kind() {
+            Kind::Message(inner) => carries_secret(&inner, secrets, seen),
+            _ => false,
+        }
 }
 
 fn resolve(pool: &DescriptorPool, http: &HttpRoute) -> Result<Route, String> {
@@ -169,6 +218,7 @@ fn resolve(pool: &DescriptorPool, http: &HttpRoute) -> Result<Route, String> {
         response_field,
         success,
         streaming: http.server_streaming,
+        answer_carries_secret: false,
     })
 }
 
@@ -210,6 +260,43 @@ mod tests {
             ]
         );
         assert!(routes.iter().any(|r| r.is(LOGIN)) && routes.iter().any(|r| r.is(LOGOUT)));
+    }
+
+    #[test]
+    fn idempotency_keys_apply_to_signed_in_posts_and_secrets_are_found() {
+        let routes = routes();
+        let keyed: Vec<_> = routes
+            .iter()
+            .filter(|r| r.takes_idempotency_key())
+            .map(|r| r.rpc.as_str())
+            .collect();
+        assert!(keyed.contains(&"CreateWorkload") && keyed.contains(&"CreateToken"));
+        for route in &routes {
+            let no_credential = NO_CREDENTIAL.iter().any(|p| route.is(p));
+            assert_eq!(
+                route.takes_idempotency_key(),
+                route.method == Method::POST && !no_credential,
+                "{}",
+                route.rpc
+            );
+        }
+        let mut secret: Vec<_> = routes
+            .iter()
+            .filter(|r| r.answer_carries_secret)
+            .map(|r| r.rpc.as_str())
+            .collect();
+        secret.sort_unstable();
+        assert_eq!(
+            secret,
+            [
+                "CreateEnrolmentToken",
+                "CreateInvite",
+                "CreatePasswordReset",
+                "CreateToken",
+                "Login",
+                "OpenWorkload",
+            ]
+        );
     }
 
     #[test]

@@ -25,6 +25,9 @@ UPDATE machines SET owner_user_id = COALESCE(
      ORDER BY e.used_at LIMIT 1),
     (SELECT f.id FROM users f WHERE f.tenant_id = machines.owner_id
      ORDER BY f.created_at, f.id LIMIT 1));
+-- Other users of the tenant its owning user lets run weakly isolated workloads there: a JSON
+-- list of user IDs.
+ALTER TABLE machines ADD COLUMN trusted_users TEXT NOT NULL DEFAULT '[]';
 
 -- One-time links an admin passes on by hand: an invite (a new user of the tenant, with the
 -- role given, sets their password) or a password reset (for user_id). Only the secret's

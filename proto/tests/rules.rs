@@ -85,6 +85,7 @@ fn every_field_the_api_requires_is_marked_required() {
         "accounts.v1.RemoveUserRequest",
         "accounts.v1.CreatePasswordResetRequest",
         "accounts.v1.RevokeInviteRequest",
+        "machines.v1.SetTrustedUsersRequest",
     ]
     .map(|m| format!("{m}.id"));
     let others = [

@@ -1,7 +1,9 @@
 // Launch a workload from a form the catalog drives: a class or image that can't be chosen for
 // the kind and region is disabled, and its option says why (the same rules the API checks). An
 // endpoint's model field offers the model files the caller's online machines report (their
-// agents list the GGUF files in their models directories that validate).
+// agents list the GGUF files in their models directories that validate). The fallback opt-in
+// runs it on CPU (the API's `cpu`: the CPU class closest to the requested one) if its GPU class
+// has no room after the minutes given; it is offered only where a CPU class can run the image.
 
 import { api } from '../api.js';
 import { h, errorBox, field, select, setOptions } from '../dom.js';
@@ -110,6 +112,26 @@ function form(catalog, models, context) {
   );
   modelField.append(offered);
   const keysField = field('SSH public keys', keys, 'Optional: one OpenSSH public key a line.');
+  const fallback = h('input', { id: 'launch-fallback', name: 'fallback', type: 'checkbox' });
+  const fallbackLabel = h('label', { for: fallback.id });
+  const fallbackHint = h('p', { class: 'hint', id: 'launch-fallback-hint' });
+  fallback.setAttribute('aria-describedby', fallbackHint.id);
+  const fallbackAfter = h('input', {
+    id: 'launch-fallback-after',
+    name: 'fallback_after',
+    type: 'number',
+    min: 0,
+    max: 10080,
+    step: 1,
+    value: 10,
+  });
+  const fallbackField = h(
+    'div',
+    { class: 'stack' },
+    h('div', { class: 'field checkbox' }, fallback, fallbackLabel),
+    field('Minutes to wait for the class first', fallbackAfter),
+    fallbackHint,
+  );
   const submit = h('button', { type: 'submit' }, 'Launch');
   const problem = h('div', { class: 'problem' });
 
@@ -127,11 +149,19 @@ function form(catalog, models, context) {
       return { value: i.name, text: why ? `${i.name} (unavailable: ${why})` : i.name, disabled: Boolean(why) };
     });
     setOptions(image, images, image.value);
+    const why = chosen ? fallbackProblem(catalog, r, chosen, catalog.images.find((i) => i.name === image.value)) : 'choose a class first';
+    fallbackLabel.textContent = `If no ${chosen?.name ?? 'GPU'} has room, run it on CPU instead`;
+    fallback.disabled = Boolean(why);
+    if (why) fallback.checked = false;
+    fallbackAfter.disabled = !fallback.checked;
+    fallbackHint.textContent = why
+      ? `Unavailable: ${why}.`
+      : 'It keeps asking for its class until then, and its timeline says where it runs; usage is counted on the class it runs on.';
     modelField.hidden = k !== 'endpoint';
     model.required = k === 'endpoint';
     keysField.hidden = k !== 'vm';
   }
-  for (const control of [kind, region, gpuClass]) control.addEventListener('change', update);
+  for (const control of [kind, region, gpuClass, image, fallback]) control.addEventListener('change', update);
   update();
 
   const element = h(
@@ -144,6 +174,7 @@ function form(catalog, models, context) {
     field('Image', image),
     modelField,
     keysField,
+    fallbackField,
     problem,
     h('div', { class: 'actions' }, submit),
   );
@@ -163,6 +194,12 @@ function form(catalog, models, context) {
     if (kind.value === 'vm') {
       const lines = keys.value.split('\n').map((l) => l.trim()).filter(Boolean);
       body.vm = lines.length ? { ssh_authorized_keys: lines } : {};
+    }
+    if (fallback.checked && !fallback.disabled) {
+      body.fallback = ['cpu'];
+      const minutes = Number(fallbackAfter.value);
+      // Not a number of minutes: the API says what it takes.
+      body.fallback_after_s = fallbackAfter.value.trim() === '' ? 0 : Number.isFinite(minutes) ? Math.round(minutes * 60) : -1;
     }
     submit.disabled = true;
     try {
@@ -196,6 +233,21 @@ function classProblem(catalog, kind, region, c) {
   if (c.regions.length > 0 && !c.regions.includes(region)) return `not offered in ${region}`;
   const runs = catalog.images.some((i) => i.kinds.includes(kind) && !imageProblem(i, c));
   return runs ? '' : `no ${kind} image runs on ${c.accelerator}`;
+}
+
+/**
+ * Why it can't fall back to CPU; empty if it can: the class is a GPU class, and a CPU class
+ * offered in the region runs the image.
+ * @param {Catalog} catalog
+ * @param {string} region
+ * @param {ComputeClass} c
+ * @param {Image | undefined} i
+ */
+function fallbackProblem(catalog, region, c, i) {
+  if (c.accelerator === 'cpu') return 'it is a CPU class already';
+  if (!i) return 'choose an image first';
+  const cpu = catalog.classes.filter((k) => k.accelerator === 'cpu' && (k.regions.length === 0 || k.regions.includes(region)));
+  return cpu.some((k) => !imageProblem(i, k)) ? '' : `no CPU class in ${region} runs ${i.name}`;
 }
 
 /**

@@ -1,5 +1,6 @@
 // Sign in with the owner's (or any local account's) email and password. There is no sign-up
-// page: the owner account is made in the terminal by `einsora up` (or `einsora setup`).
+// page: the owner account is made in the terminal by `einsora up` (or `einsora setup`), and
+// everyone else joins with an invite link (pages/link.js).
 
 import { api } from '../api.js';
 import { h, errorBox, field } from '../dom.js';
@@ -51,7 +52,8 @@ export function render(main, _params, context) {
         'The owner account is created by ',
         h('code', {}, 'einsora up'),
         ' in the terminal. ',
-        'Forgot the password? Run ',
+        'Invited? Open the link you were given. ',
+        'Forgot the password? Ask an admin for a reset link; the owner can run ',
         h('code', {}, 'einsora setup --email <email> --password-stdin --reset-password'),
         ' there.',
       ),

@@ -81,6 +81,13 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: super::users::UserCommand,
     },
+    /// Let other users of your tenant run their workloads on your machine as your own run
+    /// (native processes, plain containers): sets the list, by e-mail or ID; none trusts nobody.
+    Trust {
+        /// The machine's ID (see `einsora machines`).
+        machine: String,
+        users: Vec<String>,
+    },
     /// Join a tenant with an invite link (your new password on stdin).
     AcceptInvite {
         /// The link you were given (or its secret).
@@ -332,6 +339,10 @@ async fn execute(
         }
         ClientCommand::Tokens { command } => tokens(api, global, command, show).await,
         ClientCommand::Users { command } => super::users::run(api, global.json, command).await,
+        ClientCommand::Trust { machine, users } => {
+            let machine = super::users::trust(api, &machine, &users).await?;
+            show(machine, None, MACHINES)
+        }
         ClientCommand::AcceptInvite { link, name, .. } => {
             super::users::accept_invite(api, &link, name).await
         }

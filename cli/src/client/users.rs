@@ -175,6 +175,17 @@ pub async fn run(api: &Api, json: bool, command: UserCommand) -> anyhow::Result<
     }
 }
 
+/// Sets whom the caller trusts with their machine; the machine as the API answers.
+pub async fn trust(api: &Api, machine: &str, users: &[String]) -> anyhow::Result<Value> {
+    let mut ids = Vec::with_capacity(users.len());
+    for user in users {
+        ids.push(user_id(api, user).await?);
+    }
+    let path = format!("/v1/machines/{}/trusted-users", segment(machine)?);
+    api.call(Method::PUT, &path, Some(json!({ "user_ids": ids })))
+        .await
+}
+
 /// Prints a secret's link once (stdout, for scripts), and what to do with it (stderr).
 fn shown_once(
     api: &Api,

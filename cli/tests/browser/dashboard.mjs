@@ -530,6 +530,65 @@ async function statusBanner(page, screenshot) {
   await page.evaluate(() => window.__einsoraBannerWatch.disconnect());
 }
 
+/**
+ * The owner invites someone on the Users page; the link, opened in a browser of the invitee's
+ * own (another profile: no cookie of the owner's), makes their account; they sign in as a
+ * member (no invite form, no admin actions); the owner disables them, and their next page is
+ * the sign-in page.
+ */
+async function usersPage(browser, page, result, screenshot) {
+  await nav(page, 'Users');
+  await page.waitForURL(/\/users$/);
+  await heading(page, 'Users').waitFor();
+  const email = `member-${Date.now()}@example.com`;
+  await page.getByLabel('Their email', { exact: true }).fill(email);
+  await page.getByRole('button', { name: 'Create invite link', exact: true }).click();
+  const link = await waitFor('the invite link', async () => page.locator('code.link').textContent());
+  assert(/^http:\/\/[^/]+\/#\/invite\/[0-9a-f]{64}$/.test(link), `an invite link into the dashboard: ${link}`);
+  await page.getByRole('row').filter({ hasText: email }).first().waitFor();
+  await screenshot('users');
+
+  const theirs = await browser.newContext({ viewport: DESKTOP });
+  const invitee = await theirs.newPage();
+  invitee.setDefaultTimeout(30_000);
+  await invitee.goto(link);
+  await heading(invitee, 'Join Einsora').waitFor();
+  assert(!invitee.url().includes('#'), `the secret leaves the address bar: ${invitee.url()}`);
+  misfits.push(...(await shoot(invitee, SHOTS, 'join')));
+  const password = 'a member password 123';
+  await invitee.getByLabel('Your name', { exact: true }).fill('Member');
+  await invitee.getByLabel('Password', { exact: true }).fill(password);
+  await invitee.getByLabel('Password again', { exact: true }).fill(password);
+  await invitee.getByRole('button', { name: 'Join', exact: true }).click();
+  await invitee.waitForURL(/\/signin$/);
+  await invitee.getByText(/Welcome to .*: sign in as /).waitFor();
+  await invitee.getByLabel('Email', { exact: true }).fill(email);
+  await invitee.getByLabel('Password', { exact: true }).fill(password);
+  await invitee.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await invitee.waitForURL((url) => !url.pathname.startsWith('/signin'));
+  await invitee.getByRole('link', { name: 'Users', exact: true }).click();
+  await heading(invitee, 'Users').waitFor();
+  await invitee.getByRole('row').filter({ hasText: EMAIL }).first().waitFor();
+  assert(!(await invitee.getByRole('heading', { name: 'Invite someone' }).count()), 'a member has no invite form');
+  assert(!(await invitee.getByRole('button', { name: 'Disable' }).count()), 'a member has no admin actions');
+  // The link worked once: used again, it is refused, and the page says so.
+  await invitee.goto(link);
+  await heading(invitee, 'Join Einsora').waitFor();
+  await invitee.getByLabel('Password', { exact: true }).fill(password);
+  await invitee.getByLabel('Password again', { exact: true }).fill(password);
+  await invitee.getByRole('button', { name: 'Join', exact: true }).click();
+  await invitee.getByRole('alert').filter({ hasText: /unknown, used, revoked or expired/ }).waitFor();
+
+  await reloadTo(page, 'Users');
+  const row = page.getByRole('row').filter({ hasText: email }).first();
+  await row.getByRole('button', { name: 'Disable', exact: true }).click();
+  await row.getByText('Disabled').waitFor();
+  await invitee.goto(`${DASHBOARD}/workloads`);
+  await invitee.waitForURL(/\/signin$/);
+  await theirs.close();
+  result.member = email;
+}
+
 // ---- the run ----
 
 async function main() {
@@ -600,25 +659,44 @@ async function main() {
     await page.waitForURL(/\/launch$/);
     await heading(page, 'Launch').waitFor();
     await page.getByLabel('Kind', { exact: true }).selectOption('notebook');
-    await page.getByLabel('Class', { exact: true }).selectOption('cpu-1c-2g');
+    // The fallback opt-in: a GPU class may fall back to CPU after the minutes given (sent in
+    // the refused launch below); a CPU class can't.
+    await page.getByLabel('Class', { exact: true }).selectOption('l40s-48gb');
     await page.getByLabel('Image', { exact: true }).selectOption('jupyterlab');
+    const fallbackBox = page.getByLabel('If no l40s-48gb has room, run it on CPU instead', { exact: true });
+    await fallbackBox.check();
+    await page.getByLabel('Minutes to wait for the class first', { exact: true }).fill('5');
     await page.getByLabel('Name', { exact: true }).fill('nb-browser');
     await screenshot('launch');
     const refusal = {
       error: { code: 'quota_exceeded', message: 'the test says no', request_id: 'req-browser-test-1' },
     };
-    await page.route(`${DASHBOARD}/v1/workloads`, (route) =>
-      route.request().method() === 'POST'
-        ? route.fulfill({ status: 409, contentType: 'application/json', body: JSON.stringify(refusal) })
-        : route.fallback());
+    /** @type {unknown} */
+    let refusedBody = null;
+    await page.route(`${DASHBOARD}/v1/workloads`, (route) => {
+      if (route.request().method() !== 'POST') return route.fallback();
+      refusedBody = route.request().postDataJSON();
+      return route.fulfill({ status: 409, contentType: 'application/json', body: JSON.stringify(refusal) });
+    });
     expectedFailure = '/v1/workloads';
     await page.getByRole('button', { name: 'Launch', exact: true }).click();
     const alert = page.getByRole('alert').filter({ hasText: 'the test says no' });
     await alert.waitFor();
     const alertText = await alert.textContent();
     assert(/Request ID:\s*req-browser-test-1/.test(alertText), `the error names its request ID: ${alertText}`);
+    const sent = JSON.stringify(refusedBody);
+    assert(
+      sent.includes('"gpu_class":"l40s-48gb"') && sent.includes('"fallback":["cpu"]') && sent.includes('"fallback_after_s":300'),
+      `the launch asked for the CPU fallback after 5 minutes: ${sent}`,
+    );
     await page.unroute(`${DASHBOARD}/v1/workloads`);
     expectedFailure = null;
+    await page.getByLabel('Class', { exact: true }).selectOption('cpu-1c-2g');
+    await page.getByLabel('Image', { exact: true }).selectOption('jupyterlab');
+    const cpuBox = page.locator('#launch-fallback');
+    assert(await cpuBox.isDisabled() && !(await cpuBox.isChecked()), 'a CPU class has no CPU fallback');
+    const fallbackHint = await page.locator('#launch-fallback-hint').textContent();
+    assert(fallbackHint === 'Unavailable: it is a CPU class already.', `the opt-in says why not: ${fallbackHint}`);
     await page.getByRole('button', { name: 'Launch', exact: true }).click();
     await page.waitForURL(/\/workloads\/[0-9a-f-]{36}$/);
     const id = new URL(page.url()).pathname.split('/').pop();
@@ -893,6 +971,9 @@ async function main() {
 
     stepStart('activity: the test\'s own actions and a refused call; filters, Load more, CSV and NDJSON');
     await activityPage(page, id, screenshot);
+
+    stepStart('users: an invite link, joined from another browser; a member sees no admin tools; disabled, signed out');
+    await usersPage(browser, page, result, screenshot);
 
     stepStart('sign out');
     await page.getByRole('button', { name: 'Sign out', exact: true }).click();

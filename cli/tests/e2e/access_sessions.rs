@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::harness::cli::dev_password;
+use crate::harness::cli::{Cli, dev_password};
 use crate::harness::notebooks::{kernel_channels, open, solo};
 use crate::harness::solo::Solo;
+use crate::harness::support::stderr;
 use crate::harness::workloads::wait_for;
-use crate::harness::world::{Credential, a_notebook, call, launch, login, tenant};
+use crate::harness::world::{Credential, a_notebook, call, launch, login, new_token, tenant};
 use einsora_testkit::http::{exchange, request};
 
 const WITHIN: Duration = Duration::from_secs(5);
@@ -114,4 +115,79 @@ fn a_password_change_ends_what_the_other_sessions_opened() {
         200,
         "the changer's own carries on"
     );
+}
+
+/// A team on one Solo, through the real CLI and HTTP: the owner invites a member, who joins with
+/// the link and signs in. Their notebook waits for strong isolation on the owner's machine (its
+/// driver isolates weakly) until the owner trusts them with it, then runs and opens through the
+/// proxy. Disabled, the member's session and token are refused at once, and the notebook
+/// session they opened ends within 5 s; while their notebook lives, they can't be removed.
+#[test]
+fn a_member_joins_runs_on_a_trusting_owners_machine_and_is_cut_off_when_disabled() {
+    let (solo, _leftovers) = solo();
+    let owner = Cli::new(&solo, "owner");
+    owner.login("dev@acme", &dev_password(&solo, "dev@acme"));
+    let link = owner.ok(&["users", "invite", "ann@acme.example"]);
+    let link = link.trim();
+    let prefix = format!("http://{}/#/invite/", solo.http);
+    assert!(link.starts_with(&prefix), "{link}");
+
+    let ann_cli = Cli::new(&solo, "ann");
+    let password = "ann's password 123";
+    let joined = ann_cli.run(
+        &["accept-invite", link, "--name", "Ann", "--password-stdin"],
+        Some(&format!("{password}\n")),
+    );
+    assert!(joined.status.success(), "{}", stderr(&joined));
+    let again = ann_cli.run(
+        &["accept-invite", link, "--password-stdin"],
+        Some("another password 123\n"),
+    );
+    assert!(!again.status.success(), "an invite works once");
+    assert!(
+        stderr(&again).contains("unknown, used, revoked or expired"),
+        "{}",
+        stderr(&again)
+    );
+    let ann = login(&solo, "ann@acme.example", password);
+    let ann_token = Credential::Token(new_token(&solo, &ann));
+
+    let id = launch(&solo, &ann, a_notebook("anns"));
+    let waiting = "waiting for a machine that can isolate it: the drivers here that run \
+                   notebooks on cpu-1c-2g run only the workloads of the user who owns the machine";
+    einsora_testkit::eventually_or(
+        "the notebook waiting for isolation",
+        Duration::from_secs(30),
+        || (reason(&solo, &ann, &id) == waiting).then_some(()),
+        || reason(&solo, &ann, &id),
+    );
+    let machines = owner.json(&["machines"]);
+    let machine = machines["machines"][0]["id"].as_str().unwrap();
+    let trusted = owner.json(&["trust", machine, "ann@acme.example"]);
+    assert_eq!(
+        trusted["trusted_user_ids"].as_array().unwrap().len(),
+        1,
+        "{trusted}"
+    );
+    wait_for(&solo, &ann, &id, "running");
+    let (host, cookie) = open(&solo, &ann_token, &id);
+    assert_eq!(status(&solo, &host, &cookie), 200);
+
+    let disabled = owner.json(&["users", "disable", "ann@acme.example"]);
+    let at = Instant::now();
+    assert!(disabled["disabled_at"].is_string(), "{disabled}");
+    for who in [&ann, &ann_token] {
+        let refused = call(&solo, who, "GET", "/v1/workloads", None);
+        assert_eq!(refused.status, 401, "{who:?}: {}", refused.body);
+    }
+    assert_refused_soon(&solo, &host, &cookie, at);
+    let kept = owner.run(&["users", "remove", "ann@acme.example"], None);
+    assert!(!kept.status.success());
+    assert!(stderr(&kept).contains("still own"), "{}", stderr(&kept));
+}
+
+/// The workload's latest timeline reason, as its owner reads it.
+fn reason(solo: &Solo, who: &Credential, id: &str) -> String {
+    let got = call(solo, who, "GET", &format!("/v1/workloads/{id}"), None).json();
+    got["state_reason"].as_str().unwrap_or_default().to_owned()
 }

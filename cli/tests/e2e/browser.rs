@@ -24,7 +24,7 @@ fn dashboard(solo: &Solo) -> String {
 
 /// Every page of the dashboard, as the screenshots name them (`status-banner`: a page with
 /// the banner of what is down).
-const PAGES: [&str; 10] = [
+const PAGES: [&str; 12] = [
     "signin",
     "workloads",
     "status-banner",
@@ -35,6 +35,8 @@ const PAGES: [&str; 10] = [
     "tokens",
     "usage",
     "activity",
+    "users",
+    "join",
 ];
 /// 1280×800 and 390×844.
 const SIZES: [&str; 2] = ["desktop", "phone"];
@@ -89,6 +91,17 @@ fn the_dashboard_in_chromium_launches_watches_opens_and_keeps_other_sites_out() 
         browsers[0]["revoked_at"].is_string(),
         "the browser revoked its token: {tokens:?}"
     );
+    // The member the browser invited joined, and the owner disabled them there.
+    let member = result["member"].as_str().unwrap();
+    let users = call(&solo, &owner.session, "GET", "/v1/users", None).json();
+    let joined = users["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["email"] == member)
+        .unwrap_or_else(|| panic!("{member} joined: {users}"));
+    assert_eq!(joined["role"], "member", "{joined}");
+    assert!(joined["disabled_at"].is_string(), "{joined}");
     let notebook = result["notebook"].as_str().unwrap();
     let path = format!("/v1/workloads/{notebook}?include_deleted=true");
     let got = call(&solo, &owner.session, "GET", &path, None).json();

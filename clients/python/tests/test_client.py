@@ -199,6 +199,29 @@ class Retries(WithFake):
             self.client.workloads.create(kind="notebook", name="nb", gpu_class="c", image="i")
         self.assertEqual(len(self.api.requests), 1)
 
+    def test_a_create_with_an_idempotency_key_is_retried_with_it(self):
+        self.api.error(503, "unavailable", Retry_After="1")
+        self.api.error(409, "conflict", Retry_After="2")
+        self.api.answer(202, workload())
+        made = self.client.api.create_workload(
+            kind="notebook", name="nb", gpu_class="c", image="i", idempotency_key="k-1"
+        )
+        self.assertEqual(made.id, WID)
+        self.assertEqual(len(self.api.requests), 3)
+        self.assertEqual([r.headers.get("Idempotency-Key") for r in self.api.requests], ["k-1"] * 3)
+        self.assertEqual(self.sleeps, [1.0, 2.0])
+
+    def test_a_conflict_without_retry_after_is_not_retried_even_with_a_key(self):
+        self.api.error(409, "conflict")
+        with self.assertRaises(einsora.Conflict):
+            self.client.api.create_token(name="ci", idempotency_key="k-1")
+        self.assertEqual(len(self.api.requests), 1)
+
+    def test_no_idempotency_key_is_sent_unless_given(self):
+        self.api.answer(202, workload())
+        self.client.api.create_workload(kind="notebook", name="nb", gpu_class="c", image="i")
+        self.assertNotIn("Idempotency-Key", self.api.requests[0].headers)
+
     def test_rate_limited_is_retried_whatever_the_method_and_gives_up(self):
         for _ in range(3):
             self.api.error(429, "rate_limited", Retry_After="1")

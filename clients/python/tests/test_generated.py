@@ -67,7 +67,12 @@ class Drift(unittest.TestCase):
                 for parameter in op.get("parameters", []):
                     if parameter["name"] == "follow":
                         continue
-                    self.assertIn(generate.py_name(parameter["name"]), names, f"{name}")
+                    wanted = (
+                        generate.header_name(parameter["name"])
+                        if parameter["in"] == "header"
+                        else generate.py_name(parameter["name"])
+                    )
+                    self.assertIn(wanted, names, f"{name}")
                 body = op.get("requestBody", {}).get("content", {}).get("application/json", {})
                 for field in body.get("schema", {}).get("properties", {}):
                     self.assertIn(generate.py_name(field), names, f"{name}")

@@ -128,6 +128,9 @@ pub struct Machine {
     /// The user whose enrolment token brought it in: weakly isolated drivers run only their
     /// workloads. `None` for a machine no user enrolled (it runs no weakly isolated workload).
     pub owner_user: Option<UserId>,
+    /// Other users of its tenant the owning user trusts with it: weakly isolated drivers run
+    /// their workloads too.
+    pub trusted_users: Vec<UserId>,
     pub name: String,
     pub region: Region,
     pub os: String,
@@ -187,6 +190,7 @@ impl MachineDraft {
             id: self.id.unwrap_or_default(),
             owner,
             owner_user: None,
+            trusted_users: Vec::new(),
             name: name.to_owned(),
             region,
             os: self.os,
@@ -219,9 +223,10 @@ impl Machine {
     }
 
     /// Whether a workload of `tenant` created by `user` may run here only under strong
-    /// isolation: unless it is the owning user's own.
+    /// isolation: unless it is the owning user's own, or a user's they trust with it.
     pub fn requires_strong_isolation(&self, tenant: TenantId, user: Option<UserId>) -> bool {
-        !(tenant == self.owner && user.is_some() && user == self.owner_user)
+        let trusted = |u: UserId| Some(u) == self.owner_user || self.trusted_users.contains(&u);
+        !(tenant == self.owner && self.owner_user.is_some() && user.is_some_and(trusted))
     }
 }
 
@@ -330,7 +335,18 @@ mod tests {
         }
         assert!(m.permits(lookup("libvirt").unwrap(), owner, Some(teammate)));
         assert!(m.permits(lookup("libvirt").unwrap(), guest, None));
+        m.trusted_users = vec![teammate];
+        let native = lookup("linux-native").unwrap();
+        assert!(
+            m.permits(native, owner, Some(teammate)),
+            "a trusted teammate"
+        );
+        assert!(
+            !m.permits(native, guest, Some(teammate)),
+            "within the tenant only"
+        );
         m.owner_user = None;
+        assert!(m.requires_strong_isolation(owner, Some(teammate)));
         assert!(
             m.requires_strong_isolation(owner, None),
             "no owning user trusts nobody"

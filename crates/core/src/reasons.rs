@@ -156,6 +156,27 @@ pub enum Reason {
         class: String,
         served_by: Option<String>,
         on: Option<Placement>,
+        /// Admitted on a class of its opt-in fallback list, not the one it requested (boxed:
+        /// it keeps every reason small).
+        fallback: Option<Box<Fallback>>,
+    },
+    /// A wait, for a workload with an opt-in fallback list (`fallbacks`, as its owner wrote
+    /// them): when its fallbacks are tried, or that they had no room either.
+    WaitingWithFallbacks {
+        wait: Box<Reason>,
+        fallbacks: Vec<String>,
+        tried: FallbackTry,
+    },
+    /// A note on a request waiting longer than the aging threshold: smaller requests of its
+    /// class and region no longer backfill ahead of it.
+    HoldingBackSmaller {
+        class: String,
+        after: Duration,
+    },
+    /// A smaller request that would backfill ahead of an aged one of its class, and waits.
+    WaitingBehindOlder {
+        class: String,
+        after: Duration,
     },
     MachineOffline,
     MachineOfflineTooLong {
@@ -195,6 +216,23 @@ pub enum MachineGone {
         after: Duration,
     },
     Revoked,
+}
+
+/// A fallback admission: the class it requested, and how long it waits for it before its
+/// fallbacks are tried (`fallback_after_s`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    pub requested: String,
+    pub after: Duration,
+}
+
+/// Where a waiting workload stands with its fallbacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackTry {
+    /// Not yet: they are tried once it has waited this long.
+    After(Duration),
+    /// Tried this pass: none had room either.
+    NoRoom,
 }
 
 /// Where an agent placement put a workload, for its admission reason.
@@ -268,6 +306,7 @@ impl fmt::Display for Reason {
                 class,
                 served_by,
                 on,
+                fallback,
             } => {
                 write!(f, "admitted: {units} × {class}")?;
                 if let Some(runtime) = served_by {
@@ -281,8 +320,55 @@ impl fmt::Display for Reason {
                         )?;
                     }
                 }
+                if let Some(Fallback { requested, after }) = fallback.as_deref() {
+                    write!(f, "; a fallback: {requested} had no room")?;
+                    if !after.is_zero() {
+                        write!(f, " for {}", go_duration(*after))?;
+                    }
+                }
                 Ok(())
             }
+            Reason::WaitingWithFallbacks {
+                wait,
+                fallbacks,
+                tried,
+            } => {
+                let list = fallbacks.join(", ");
+                let one = fallbacks.len() == 1;
+                match tried {
+                    FallbackTry::After(after) if after.is_zero() => write!(f, "{wait}"),
+                    FallbackTry::After(after) => {
+                        let (noun, verb) = if one {
+                            ("fallback", "is")
+                        } else {
+                            ("fallbacks", "are")
+                        };
+                        write!(
+                            f,
+                            "{wait}; its {noun} {verb} tried after {}: {list}",
+                            go_duration(*after)
+                        )
+                    }
+                    FallbackTry::NoRoom => {
+                        let (noun, verb) = if one {
+                            ("fallback", "has")
+                        } else {
+                            ("fallbacks", "have")
+                        };
+                        write!(f, "{wait}; its {noun} {verb} no room either: {list}")
+                    }
+                }
+            }
+            Reason::HoldingBackSmaller { class, after } => write!(
+                f,
+                "holding back smaller {class} requests for it: it has waited over {}",
+                go_duration(*after)
+            ),
+            Reason::WaitingBehindOlder { class, after } => write!(
+                f,
+                "waiting behind a larger {class} request that has waited over {}",
+                go_duration(*after)
+            ),
             Reason::MachineOffline => {
                 f.write_str("its machine is offline; waiting for it to reconnect")
             }

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use einsora_core::lifecycle::State;
 use einsora_core::region::Region;
 use einsora_core::workload::Workload;
+use time::OffsetDateTime;
 
 use crate::StoreError;
 
@@ -29,4 +30,7 @@ pub struct Waiting {
     pub tenant_trusted: bool,
     /// The trace context of the request that created it, if spans were exported then.
     pub trace_context: Option<String>,
+    /// When it last went to pending (created or started again): how long it has waited is
+    /// counted from here (its fallbacks, aging).
+    pub since: OffsetDateTime,
 }

@@ -61,6 +61,16 @@ pub trait InventoryStore: Send + Sync {
         id: MachineId,
     ) -> Result<Option<MachineRecord>, StoreError>;
 
+    /// Replaces the users of the tenant `by` (the machine's owning user) trusts with the
+    /// tenant's machine; `None` if the tenant has no such machine or `by` doesn't own it.
+    async fn set_trusted_users(
+        &self,
+        tenant: TenantId,
+        id: MachineId,
+        by: einsora_core::ids::UserId,
+        users: &[einsora_core::ids::UserId],
+    ) -> Result<Option<MachineRecord>, StoreError>;
+
     /// Records (or replaces) a workload's usage of one hour.
     async fn record_usage(&self, record: &UsageRecord) -> Result<(), StoreError>;
 

@@ -13,6 +13,7 @@ mod database_url;
 mod devices;
 mod enrolment;
 mod error;
+mod idempotency;
 mod inventory;
 mod metering;
 mod metrics;
@@ -53,6 +54,7 @@ pub use enrolment::{
     Redemption,
 };
 pub use error::{StoreError, Taken};
+pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyStore, IdempotencyTimes};
 pub use inventory::{
     InventoryStore, MachineRecord, MachineRegistration, UsageCursor, UsagePage, UsageRecord,
     WorkloadPage,
@@ -81,6 +83,7 @@ pub trait Store:
     + AgentStore
     + ControllerStore
     + EnrolmentStore
+    + IdempotencyStore
     + InventoryStore
     + MeteringStore
     + OutputStore

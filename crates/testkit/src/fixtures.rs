@@ -179,6 +179,7 @@ pub fn h100(uuid: &str) -> Device {
 /// (`GPU-0`).
 pub fn machine(owner: TenantId, name: &str) -> Machine {
     Machine {
+        trusted_users: Vec::new(),
         id: MachineId::new(),
         owner,
         owner_user: Some(owner_of(owner)),

@@ -127,8 +127,29 @@ async fn the_openapi_document_and_the_router_agree() {
             } else if path == OPENAPI_PATH {
                 assert_eq!(answer.0, StatusCode::OK);
             } else {
-                // Routed all the way to the (unreachable) api.
+                // Routed all the way to the (unreachable) api; every 503 says when to retry,
+                // an idempotent POST's too (its key can't be claimed).
                 assert_error(&answer, 503, "unavailable");
+                assert_eq!(answer.1["retry-after"], "1", "{method} {path}");
+                let keyed = [JSON, ("idempotency-key", "k")];
+                let answer = send(&app, request(method, &uri, &keyed, body)).await;
+                assert_error(&answer, 503, "unavailable");
+                assert_eq!(answer.1["retry-after"], "1", "{method} {path} with a key");
+                let keyed = item[method.to_ascii_lowercase()]["parameters"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["name"] == "Idempotency-Key");
+                let route = Api::load()
+                    .unwrap()
+                    .routes
+                    .into_iter()
+                    .find(|r| r.method.as_str() == method && r.path == *path);
+                assert_eq!(
+                    keyed,
+                    route.unwrap().takes_idempotency_key(),
+                    "{method} {path} documents its Idempotency-Key"
+                );
             }
         }
     }

@@ -25,7 +25,11 @@ const ERRORS: [(&str, &str); 8] = [
         "forbidden: not allowed (including cross-origin writes)",
     ),
     ("404", "not_found: no such object, or another tenant's"),
-    ("409", "conflict, quota_exceeded or invalid_transition"),
+    (
+        "409",
+        "conflict (an Idempotency-Key used for another request, or one still in progress, \
+         which comes with Retry-After), quota_exceeded or invalid_transition",
+    ),
     ("429", "rate_limited: try again after Retry-After seconds"),
     (
         "500",
@@ -101,6 +105,9 @@ fn operation(route: &Route, schemas: &mut Schemas<'_>) -> Result<Json, String> {
             parameters.push(parameter);
         }
     }
+    if route.takes_idempotency_key() {
+        parameters.push(idempotency_key(route));
+    }
     let service = route.grpc_path.as_str().trim_start_matches('/');
     let service = service.split('/').next().unwrap_or_default();
     let tag = service.rsplit('.').next().unwrap_or(service);
@@ -148,6 +155,14 @@ fn responses(route: &Route, schemas: &mut Schemas<'_>) -> Result<Json, String> {
             "schema": { "type": "string" },
         });
     }
+    if route.takes_idempotency_key() {
+        headers["Idempotent-Replayed"] = json!({
+            "description": "`true` on the first answer sent again for a repeated \
+                Idempotency-Key.",
+            "required": false,
+            "schema": { "type": "string", "enum": ["true"] },
+        });
+    }
     let mut content = json!({ "application/json": { "schema": schema } });
     let mut description = match route.success.as_u16() {
         202 => "Accepted: the current state.",
@@ -177,6 +192,35 @@ fn responses(route: &Route, schemas: &mut Schemas<'_>) -> Result<Json, String> {
         responses.insert(status.to_owned(), json!({ "$ref": reference }));
     }
     Ok(Json::Object(responses))
+}
+
+/// The `Idempotency-Key` header of a POST by a signed-in caller (docs/api.md).
+fn idempotency_key(route: &Route) -> Json {
+    let mut description = "Makes retrying this request safe: for 24 hours the same key, from \
+        the same user, with the same method, path and body, gets the first answer again \
+        (with `Idempotent-Replayed: true`) and nothing is done twice; the same key with another \
+        request is a 409 conflict, and so is a repeat while the first is still in progress \
+        (with Retry-After). Only successes are kept: after a refusal or a failure the key is \
+        free for a retry."
+        .to_owned();
+    if route.answer_carries_secret {
+        description.push_str(
+            " This answer carries a secret, which is never kept: a repeat is a 409 conflict \
+             saying the request was done.",
+        );
+    }
+    json!({
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": false,
+        "description": description,
+        "schema": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": "^[!-~]([ -~]*[!-~])?$",
+        },
+    })
 }
 
 /// Reads need a session or a token; writes by a session also need its CSRF header.

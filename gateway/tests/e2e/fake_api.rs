@@ -67,6 +67,7 @@ fn refused(code: Code, message: &str, metadata: &[(&'static str, &'static str)])
 
 fn me() -> Me {
     Me {
+        role: einsora_proto::accounts::v1::Role::Owner as i32,
         user_id: "user-1".into(),
         email: "you@example.com".into(),
         tenant_id: "tenant-1".into(),

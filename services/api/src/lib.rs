@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod enrolment;
 mod grants;
 pub mod health;
+pub mod idempotency;
 pub mod machines;
 mod scoped;
 pub mod status;
@@ -34,6 +35,7 @@ use einsora_proto::activity::v1::activity_service_server::ActivityServiceServer;
 use einsora_proto::catalog::v1::catalog_service_server::CatalogServiceServer;
 use einsora_proto::enrolment::v1::enrolment_token_service_server::EnrolmentTokenServiceServer;
 use einsora_proto::internal::v1::api_internal_service_server::ApiInternalServiceServer;
+use einsora_proto::internal::v1::idempotency_service_server::IdempotencyServiceServer;
 use einsora_proto::machines::v1::machine_service_server::MachineServiceServer;
 use einsora_proto::status::v1::status_service_server::StatusServiceServer;
 use einsora_proto::usage::v1::usage_service_server::UsageServiceServer;
@@ -59,6 +61,8 @@ pub struct Config {
     pub access_url: einsora_runtime::access_url::AccessUrl,
     /// Where the other roles listen, for `GET /v1/status`.
     pub peers: health::Peers,
+    /// How long an Idempotency-Key is kept (`EINSORA_IDEMPOTENCY_TTL`).
+    pub idempotency_ttl: std::time::Duration,
 }
 
 impl Config {
@@ -71,6 +75,8 @@ impl Config {
             auth_mode: setup::AuthMode::from_settings(settings)?,
             access_url: einsora_runtime::access_url::AccessUrl::from_settings(settings)?,
             peers: health::Peers::from_settings(settings)?,
+            idempotency_ttl: settings
+                .positive_duration(idempotency::TTL, idempotency::DEFAULT_TTL)?,
         })
     }
 }
@@ -96,11 +102,17 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let accounts = accounts::Accounts::new(Arc::clone(&auth), passwords);
     let tokens = accounts::Tokens::new(Arc::clone(&auth));
     let internal = internal::Internal::new(Arc::clone(&auth));
-    // The public services are the gateway's to call; the internal one, the access proxy's.
+    let idempotency = idempotency::Idempotency::new(Arc::clone(&auth), cfg.idempotency_ttl);
+    // The public services and the Idempotency-Key claims are the gateway's to call; the
+    // internal one, the access proxy's.
     let mut routes = Routes::default()
         .add_service(AccountServiceServer::with_interceptor(accounts, gateway()))
         .add_service(TokenServiceServer::with_interceptor(tokens, gateway()))
         .add_service(UserServiceServer::with_interceptor(users, gateway()))
+        .add_service(IdempotencyServiceServer::with_interceptor(
+            idempotency,
+            gateway(),
+        ))
         .add_service(ApiInternalServiceServer::with_interceptor(
             internal,
             grpc::only(&[RoleKind::Access]),

@@ -27,7 +27,7 @@ pub struct Scope {
 }
 
 impl Scope {
-    fn sees(&self, w: &Workload) -> bool {
+    pub fn sees(&self, w: &Workload) -> bool {
         self.owner.is_none_or(|owner| w.owner == Some(owner))
     }
 }

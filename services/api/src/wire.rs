@@ -108,6 +108,17 @@ pub fn machine(
                 ..machines_pb::Device::from(d)
             })
             .collect(),
+        owner_user_id: r
+            .machine
+            .owner_user
+            .map(|u| u.to_string())
+            .unwrap_or_default(),
+        trusted_user_ids: r
+            .machine
+            .trusted_users
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
         ..machines_pb::Machine::from(&r.machine)
     }
 }
@@ -160,6 +171,7 @@ mod tests {
     fn record(last_seen_at: Option<OffsetDateTime>) -> MachineRecord {
         MachineRecord {
             machine: Machine {
+                trusted_users: Vec::new(),
                 owner_user: None,
                 id: MachineId::new(),
                 owner: TenantId::new(),

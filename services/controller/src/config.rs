@@ -21,6 +21,9 @@ pub const BACKEND: &str = "EINSORA_CLUSTER_BACKEND";
 pub const LEASE: &str = "EINSORA_CONTROLLER_LEASE";
 /// How long a workload may stay provisioning before it fails.
 pub const PROVISIONING_TIMEOUT: &str = "EINSORA_PROVISIONING_TIMEOUT";
+/// A request waiting this long stops smaller requests of its class and region from
+/// backfilling ahead of it (aging: large requests don't starve).
+pub const AGING_AFTER: &str = "EINSORA_AGING_AFTER";
 /// A machine silent this long is offline (agent backend).
 pub const OFFLINE_AFTER: &str = "EINSORA_AGENT_OFFLINE_AFTER";
 /// A machine offline this long fails its running workloads and stops its stopping ones.
@@ -93,6 +96,8 @@ pub struct Timers {
     pub interval: Duration,
     pub lease: Duration,
     pub provisioning_timeout: Duration,
+    /// Waiting this long, a request holds back smaller ones of its class and region (aging).
+    pub aging_after: Duration,
     /// Agents: silent this long, a machine is offline; offline this long, its workloads fail.
     pub offline_after: Duration,
     pub offline_fail: Duration,
@@ -155,6 +160,7 @@ impl Config {
             interval,
             lease,
             provisioning_timeout: settings.positive_duration(PROVISIONING_TIMEOUT, "10m")?,
+            aging_after: settings.positive_duration(AGING_AFTER, "10m")?,
             offline_after: settings.positive_duration(OFFLINE_AFTER, "45s")?,
             offline_fail: settings.positive_duration(OFFLINE_FAIL, "10m")?,
             cert_lifetime: settings.positive_duration(CERT_LIFETIME, "720h")?,
@@ -240,6 +246,7 @@ mod tests {
         );
         assert_eq!(cfg.timers.offline_after, Duration::from_secs(45));
         assert_eq!(cfg.timers.lease, Duration::from_secs(30));
+        assert_eq!(cfg.timers.aging_after, Duration::from_secs(600));
         assert_eq!(cfg.limits.enrol_per_minute, 10);
         assert_eq!(cfg.limits.max_connections, 16384);
     }

@@ -1,10 +1,12 @@
 //! Placement: the one place that decides where a workload runs and whether it fits now. On a
 //! cluster backend that is the requested class, if the region has its units free; on node
-//! agents, a machine and a driver (`agents`).
+//! agents, a machine and a driver (`agents`). Either way, a workload that has waited long enough
+//! for its class tries its opt-in fallbacks (`fallback`).
 
 use std::collections::BTreeMap;
 
 pub mod agents;
+pub mod fallback;
 
 use einsora_core::backend::{Spec, Target};
 use einsora_core::catalog::{Catalog, ComputeClass, Image};
@@ -74,9 +76,39 @@ fn resolve<'c>(
     Ok((class, image))
 }
 
-/// Decides for one waiting workload, taking its units from `free` when it is admitted.
+/// Decides for one waiting workload on its requested class, taking its units from `free` when
+/// it is admitted.
 pub fn place(w: &Workload, catalog: &Catalog, trusted: bool, free: &mut Free) -> Decision {
-    let (class, image) = match resolve(w, &w.gpu_class, catalog) {
+    place_on(w, &w.gpu_class, catalog, trusted, free)
+}
+
+/// Tries its fallback classes in order (`open` says which it may take now), taking the first
+/// with room; `None` if none has.
+pub fn place_fallback(
+    w: &Workload,
+    catalog: &Catalog,
+    free: &mut Free,
+    open: impl Fn(&ComputeClass) -> bool,
+) -> Option<Decision> {
+    fallback::classes(w, catalog)
+        .into_iter()
+        .filter(|class| open(class))
+        .find_map(
+            |class| match place_on(w, class.name(), catalog, false, free) {
+                admit @ Decision::Admit { .. } => Some(fallback::admitted_as_fallback(admit, w)),
+                Decision::Wait(_) | Decision::Fail(_) => None,
+            },
+        )
+}
+
+fn place_on(
+    w: &Workload,
+    class: &str,
+    catalog: &Catalog,
+    trusted: bool,
+    free: &mut Free,
+) -> Decision {
+    let (class, image) = match resolve(w, class, catalog) {
         Ok(found) => found,
         Err(reason) => return Decision::Fail(reason),
     };
@@ -114,6 +146,7 @@ pub fn place(w: &Workload, catalog: &Catalog, trusted: bool, free: &mut Free) ->
             class: class.name().to_owned(),
             served_by,
             on: None,
+            fallback: None,
         },
     }
 }

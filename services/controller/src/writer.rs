@@ -41,6 +41,8 @@ pub struct Fenced {
     notes: Episodes,
     /// The latest reason noted for each queued workload, at its version.
     waits: HashMap<WorkloadId, (i64, String)>,
+    /// Queued workloads noted as holding back smaller requests (aging), at their version.
+    aged: HashMap<WorkloadId, i64>,
 }
 
 impl Fenced {
@@ -50,6 +52,7 @@ impl Fenced {
             lease,
             notes: Episodes::default(),
             waits: HashMap::new(),
+            aged: HashMap::new(),
         }
     }
 
@@ -123,6 +126,21 @@ impl Fenced {
         Ok(())
     }
 
+    /// That a queued workload holds back smaller requests (aging), once while it stays queued:
+    /// its waits noted meanwhile don't repeat it.
+    pub async fn note_aging(&mut self, w: &Workload, reason: &Reason) -> Result<(), StoreError> {
+        if self.aged.get(&w.id) == Some(&w.version) {
+            return Ok(());
+        }
+        match self.store.note(w, reason, Some(&self.lease)).await {
+            Ok(()) => {
+                self.aged.insert(w.id, w.version);
+            }
+            Err(e) => unwritten(w.id, e)?,
+        }
+        Ok(())
+    }
+
     /// The conditions noted for it are over: the next one is a new episode.
     pub fn settled(&mut self, id: WorkloadId) {
         self.notes.end(id);
@@ -132,6 +150,7 @@ impl Fenced {
     pub fn retain(&mut self, live: impl Fn(WorkloadId) -> bool) {
         self.notes.0.retain(|id, _| live(*id));
         self.waits.retain(|id, _| live(*id));
+        self.aged.retain(|id, _| live(*id));
     }
 }
 

@@ -244,6 +244,7 @@ fn run_on_machine(solo: &Solo, owner: TenantId, machine: MachineId, workload: Wo
         let store = einsora_store::open(&url).await.unwrap();
         let registration = MachineRegistration {
             machine: Machine {
+                trusted_users: Vec::new(),
                 id: machine,
                 owner,
                 owner_user: None,

@@ -13,10 +13,12 @@ from . import _wire
 from .errors import APIConnectionError, APIError, APITimeoutError, error_for
 
 # Refusals that are safe to send again whatever the method: the API refused before doing
-# anything. Anything else is retried only for reads and deletes (idempotent).
+# anything. Anything else is retried only for reads and deletes (idempotent), and for a POST
+# that carries an Idempotency-Key (the API does it once, however often it is sent).
 _RETRY_ANY_METHOD = {429}
 _RETRY_IDEMPOTENT = {502, 503, 504}
 _IDEMPOTENT = {"GET", "HEAD", "DELETE"}
+_IDEMPOTENCY_KEY = "Idempotency-Key"
 _MAX_BACKOFF = 8.0
 _MAX_RETRY_AFTER = 60.0
 
@@ -120,12 +122,14 @@ class Transport:
         *,
         query: Optional[Mapping[str, Any]] = None,
         body: Optional[Dict[str, Any]] = None,
+        headers: Optional[Mapping[str, Optional[str]]] = None,
         answer: Any = None,
     ) -> Any:
         """One request, retried as the policy allows; the answer decoded as `answer` (a model
         class), or the JSON when None. The model's `_request_id` is the answer's
-        X-Request-ID."""
-        response = self.send(method, path, query=query, body=body)
+        X-Request-ID. Headers left None aren't sent."""
+        sent = {k: v for k, v in (headers or {}).items() if v is not None}
+        response = self.send(method, path, query=query, body=body, headers=sent or None)
         data = json.loads(response.body.decode("utf-8")) if response.body else {}
         if answer is None:
             return data
@@ -143,16 +147,21 @@ class Transport:
         headers: Optional[Mapping[str, str]] = None,
     ) -> Response:
         attempt = 0
+        keyed = any(k.lower() == _IDEMPOTENCY_KEY.lower() for k in (headers or {}))
+        idempotent = method in _IDEMPOTENT or keyed
         while True:
             try:
                 response = self._once(method, path, query, body, headers, stream=False)
                 return response
             except APIError as error:
-                delay = self._retry_delay(method, attempt, error.status, error.retry_after)
+                delay = self._retry_delay(idempotent, attempt, error.status, error.retry_after)
+                # The same key's first request still running: wait as told, then ask again.
+                if delay is None and keyed and error.status == 409 and error.retry_after:
+                    delay = self._retry_delay(True, attempt, 429, error.retry_after)
                 if delay is None:
                     raise
             except APIConnectionError:
-                if method not in _IDEMPOTENT or attempt >= self.max_retries:
+                if not idempotent or attempt >= self.max_retries:
                     raise
                 delay = self._backoff(attempt)
             attempt += 1
@@ -176,7 +185,9 @@ class Transport:
                 raw = self._once(method, path, query, body, None, stream=True)
                 break
             except APIError as error:
-                delay = self._retry_delay(method, attempt, error.status, error.retry_after)
+                delay = self._retry_delay(
+                    method in _IDEMPOTENT, attempt, error.status, error.retry_after
+                )
                 if delay is None:
                     raise
             attempt += 1
@@ -208,11 +219,11 @@ class Transport:
             raw.close()
 
     def _retry_delay(
-        self, method: str, attempt: int, status: int, retry_after: Optional[float]
+        self, idempotent: bool, attempt: int, status: int, retry_after: Optional[float]
     ) -> Optional[float]:
         if attempt >= self.max_retries:
             return None
-        if status in _RETRY_ANY_METHOD or (status in _RETRY_IDEMPOTENT and method in _IDEMPOTENT):
+        if status in _RETRY_ANY_METHOD or (status in _RETRY_IDEMPOTENT and idempotent):
             if retry_after is not None:
                 return min(retry_after, _MAX_RETRY_AFTER)
             return self._backoff(attempt)

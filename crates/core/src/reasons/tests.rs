@@ -84,6 +84,7 @@ fn reasons_read_as_in_the_seeds() {
                 class: "l40s-48gb".into(),
                 served_by: None,
                 on: None,
+                fallback: None,
             },
             "admitted: 2 × l40s-48gb",
         ),
@@ -93,6 +94,7 @@ fn reasons_read_as_in_the_seeds() {
                 class: "l40s-48gb".into(),
                 served_by: Some("vllm".into()),
                 on: None,
+                fallback: None,
             },
             "admitted: 1 × l40s-48gb, served by vllm",
         ),
@@ -106,6 +108,7 @@ fn reasons_read_as_in_the_seeds() {
                     driver: "macos-native".into(),
                     reserves_apple_gpu: false,
                 }),
+                fallback: None,
             },
             "admitted: 1 × apple-silicon-32gb on studio with macos-native",
         ),
@@ -149,8 +152,84 @@ fn reasons_read_as_in_the_seeds() {
                     driver: "macos-native".into(),
                     reserves_apple_gpu: true,
                 }),
+                fallback: None,
             },
             "admitted: 1 × cpu-4c-16g on studio with macos-native; its Apple GPU is reserved too, since native code can use Metal",
+        ),
+        (
+            Reason::Admitted {
+                units: 1,
+                class: "cpu-16c-64g".into(),
+                served_by: Some("llama.cpp".into()),
+                on: Some(Placement {
+                    machine: "box".into(),
+                    driver: "docker".into(),
+                    reserves_apple_gpu: false,
+                }),
+                fallback: Some(Box::new(Fallback {
+                    requested: "l40s-48gb".into(),
+                    after: Duration::from_secs(300),
+                })),
+            },
+            "admitted: 1 × cpu-16c-64g, served by llama.cpp on box with docker; a fallback: l40s-48gb had no room for 5m0s",
+        ),
+        (
+            Reason::Admitted {
+                units: 1,
+                class: "a100-80gb".into(),
+                served_by: None,
+                on: None,
+                fallback: Some(Box::new(Fallback {
+                    requested: "l40s-48gb".into(),
+                    after: Duration::ZERO,
+                })),
+            },
+            "admitted: 1 × a100-80gb; a fallback: l40s-48gb had no room",
+        ),
+        (
+            Reason::WaitingWithFallbacks {
+                wait: Box::new(Reason::WaitingForCapacity {
+                    class: "l40s-48gb".into(),
+                    unit: CapacityUnit::Gpus,
+                    requested: 1,
+                    free: None,
+                }),
+                fallbacks: vec!["cpu".into()],
+                tried: FallbackTry::After(Duration::from_secs(300)),
+            },
+            "waiting for l40s-48gb capacity: requested 1 GPU(s), not enough free right now; its fallback is tried after 5m0s: cpu",
+        ),
+        (
+            Reason::WaitingWithFallbacks {
+                wait: Box::new(Reason::WaitingForMachineForClass {
+                    class: "l40s-48gb".into(),
+                }),
+                fallbacks: vec!["a100-80gb".into(), "cpu".into()],
+                tried: FallbackTry::NoRoom,
+            },
+            "waiting for a machine that can run l40s-48gb to come online; its fallbacks have no room either: a100-80gb, cpu",
+        ),
+        (
+            Reason::WaitingWithFallbacks {
+                wait: Box::new(Reason::WaitingForItsMachine),
+                fallbacks: vec!["cpu".into()],
+                tried: FallbackTry::NoRoom,
+            },
+            "waiting for its machine to come online: its disk is there; its fallback has no room either: cpu",
+        ),
+        (
+            Reason::HoldingBackSmaller {
+                class: "l40s-48gb".into(),
+                after: Duration::from_secs(600),
+            },
+            "holding back smaller l40s-48gb requests for it: it has waited over 10m0s",
+        ),
+        (
+            Reason::WaitingBehindOlder {
+                class: "l40s-48gb".into(),
+                after: Duration::from_secs(600),
+            },
+            "waiting behind a larger l40s-48gb request that has waited over 10m0s",
         ),
         (
             Reason::MachineOffline,

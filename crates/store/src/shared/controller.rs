@@ -16,6 +16,7 @@ impl crate::ControllerStore for ThisStore {
                     workload: workload_from_row(row)?,
                     tenant_trusted: row.try_get::<i32, _>("tenant_trusted")? != 0,
                     trace_context: row.try_get("trace_context")?,
+                    since: from_ms(row.try_get("waiting_since")?)?,
                 })
             })
             .collect()
@@ -40,14 +41,18 @@ impl crate::ControllerStore for ThisStore {
 }
 
 /// The queue's order is the sequence of each workload's latest step into pending; notes on a
-/// pending workload (from = to) don't move it.
+/// pending workload (from = to) don't move it. That step's time is when it started waiting
+/// (its update time if the step is missing, as in a hand-edited row).
 static WAITING: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    const INTO_PENDING: &str = "FROM workload_events e WHERE e.workload_id = workloads.id \
+         AND e.to_state = 'pending' AND (e.from_state IS NULL OR e.from_state <> 'pending')";
     format!(
         "SELECT {WORKLOAD_COLUMNS}, \
          (SELECT trusted FROM tenants WHERE tenants.id = workloads.tenant_id) AS tenant_trusted, \
-         trace_context \
+         trace_context, \
+         COALESCE((SELECT e.at {INTO_PENDING} ORDER BY e.seq DESC LIMIT 1), updated_at) \
+         AS waiting_since \
          FROM workloads WHERE region = $1 AND state IN ('pending', 'queued') \
-         ORDER BY (SELECT MAX(seq) FROM workload_events e WHERE e.workload_id = workloads.id \
-         AND e.to_state = 'pending' AND (e.from_state IS NULL OR e.from_state <> 'pending')), id"
+         ORDER BY (SELECT MAX(seq) {INTO_PENDING}), id"
     )
 });

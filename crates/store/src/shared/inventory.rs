@@ -186,6 +186,36 @@ impl crate::InventoryStore for ThisStore {
         self.machine_of(tenant, id).await
     }
 
+    #[tracing::instrument(level = "debug", name = "store.set_trusted_users", skip_all)]
+    async fn set_trusted_users(
+        &self,
+        tenant: TenantId,
+        id: MachineId,
+        by: einsora_core::ids::UserId,
+        users: &[einsora_core::ids::UserId],
+    ) -> Result<Option<MachineRecord>, StoreError> {
+        let list: Vec<String> = users.iter().map(ToString::to_string).collect();
+        let mut conn = self.writer().await?;
+        let mut tx = begin_write(&mut conn).await?;
+        let set = sqlx::query(
+            "UPDATE machines SET trusted_users = $1 \
+             WHERE id = $2 AND owner_id = $3 AND owner_user_id = $4",
+        )
+        .bind(serde_json::Value::from(list).to_string())
+        .bind(id.as_uuid())
+        .bind(tenant.as_uuid())
+        .bind(by.as_uuid())
+        .execute(&mut *tx)
+        .await?;
+        if set.rows_affected() == 0 {
+            return Ok(None);
+        }
+        commit_action(tx, Some(ActivityObject::of(id))).await?;
+        drop(conn);
+        self.committed();
+        self.machine_of(tenant, id).await
+    }
+
     #[tracing::instrument(level = "debug", name = "store.record_usage", skip_all)]
     async fn record_usage(&self, r: &UsageRecord) -> Result<(), StoreError> {
         upsert_usage(r)?.execute(&mut *self.writer().await?).await?;

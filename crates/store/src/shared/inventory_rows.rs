@@ -5,7 +5,7 @@ use einsora_core::machine::{CpuCores, Machine};
 
 use crate::{MachineRecord, UsageRecord};
 
-const MACHINE_COLUMNS: &str = "id, owner_id, owner_user_id, name, region, os, arch, cpus, memory_bytes, \
+const MACHINE_COLUMNS: &str = "id, owner_id, owner_user_id, trusted_users, name, region, os, arch, cpus, memory_bytes, \
      accelerators, drivers, sharing, last_seen_at, revoked_at, created_at, flagged_for, \
      flagged_at, flagged_last_at, models, gpu_note, gpu_usage, gpu_usage_at, performance_cores, \
      efficiency_cores";
@@ -43,6 +43,14 @@ fn machine_from_row(row: &<Db as sqlx::Database>::Row) -> Result<MachineRecord, 
     let drivers: String = row.try_get("drivers")?;
     Ok(MachineRecord {
         machine: Machine {
+            trusted_users: {
+                let text: String = row.try_get("trusted_users")?;
+                serde_json::from_str::<Vec<Uuid>>(&text)
+                    .map_err(|_| StoreError::corrupt("trusted user list", &text))?
+                    .into_iter()
+                    .map(einsora_core::ids::UserId::from_uuid)
+                    .collect()
+            },
             id: MachineId::from_uuid(row.try_get("id")?),
             owner: TenantId::from_uuid(row.try_get("owner_id")?),
             owner_user: row

@@ -35,3 +35,4 @@ include!("metering.rs");
 include!("output.rs");
 include!("activity.rs");
 include!("users.rs");
+include!("idempotency.rs");

@@ -11,8 +11,8 @@ mod users_sql {
     use crate::accounts::{SecretHash, User};
     use crate::time_ms::to_ms;
     use crate::users::{
-        AccountLinkRecord, Invitee, LinkKind, NewAccountLink, UserChange, UserRecord,
-        UserRefusal, email_taken,
+        AccountLinkRecord, Invitee, LinkKind, NewAccountLink, UserChange, UserRecord, UserRefusal,
+        email_taken,
     };
 
     type DbRow = <Db as sqlx::Database>::Row;
@@ -42,10 +42,13 @@ mod users_sql {
         let kind: String = row.try_get("kind")?;
         Ok(AccountLinkRecord {
             id: AccountLinkId::from_uuid(row.try_get("id")?),
-            kind: LinkKind::from_word(&kind).ok_or_else(|| StoreError::corrupt("link kind", &kind))?,
+            kind: LinkKind::from_word(&kind)
+                .ok_or_else(|| StoreError::corrupt("link kind", &kind))?,
             email: row.try_get("email")?,
             role: parse_word("role", &row.try_get::<String, _>("role")?)?,
-            user_id: row.try_get::<Option<Uuid>, _>("user_id")?.map(UserId::from_uuid),
+            user_id: row
+                .try_get::<Option<Uuid>, _>("user_id")?
+                .map(UserId::from_uuid),
             created_by: UserId::from_uuid(row.try_get("created_by")?),
             created_at: from_ms(row.try_get("created_at")?)?,
             expires_at: from_ms(row.try_get("expires_at")?)?,
@@ -59,9 +62,8 @@ mod users_sql {
         tenant: TenantId,
         id: UserId,
     ) -> Result<Option<UserRecord>, StoreError> {
-        let sql = format!(
-            "SELECT {USER_RECORD_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2"
-        );
+        let sql =
+            format!("SELECT {USER_RECORD_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2");
         let row = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(tenant.as_uuid())
             .bind(id.as_uuid())
@@ -73,17 +75,23 @@ mod users_sql {
     /// Locks the tenant's users (its row, which every change of its users takes first), so
     /// two admins can't each demote or disable one of the last two owners.
     async fn lock_tenant(tx: &mut Tx<'_>, tenant: TenantId) -> Result<(), StoreError> {
-        let found: Option<Uuid> =
-            sqlx::query_scalar(concat!("SELECT id FROM tenants WHERE id = $1", for_update!()))
-                .bind(tenant.as_uuid())
-                .fetch_optional(&mut **tx)
-                .await?;
+        let found: Option<Uuid> = sqlx::query_scalar(concat!(
+            "SELECT id FROM tenants WHERE id = $1",
+            for_update!()
+        ))
+        .bind(tenant.as_uuid())
+        .fetch_optional(&mut **tx)
+        .await?;
         found.map(|_| ()).ok_or(StoreError::NotFound)
     }
 
     /// Refuses a change that leaves the tenant without an enabled owner (`but`: the user being
     /// changed, whose row no longer counts).
-    async fn keep_an_owner(tx: &mut Tx<'_>, tenant: TenantId, but: UserId) -> Result<(), StoreError> {
+    async fn keep_an_owner(
+        tx: &mut Tx<'_>,
+        tenant: TenantId,
+        but: UserId,
+    ) -> Result<(), StoreError> {
         let others: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM users WHERE tenant_id = $1 AND role = 'owner' \
              AND disabled_at IS NULL AND id <> $2",
@@ -104,11 +112,13 @@ mod users_sql {
             .bind(user.as_uuid())
             .execute(&mut **tx)
             .await?;
-        sqlx::query("UPDATE api_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL")
-            .bind(now)
-            .bind(user.as_uuid())
-            .execute(&mut **tx)
-            .await?;
+        sqlx::query(
+            "UPDATE api_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(now)
+        .bind(user.as_uuid())
+        .execute(&mut **tx)
+        .await?;
         Ok(())
     }
 
@@ -163,9 +173,8 @@ mod users_sql {
             tenant: TenantId,
             id: UserId,
         ) -> Result<Option<UserRecord>, StoreError> {
-            let sql = format!(
-                "SELECT {USER_RECORD_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2"
-            );
+            let sql =
+                format!("SELECT {USER_RECORD_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2");
             let row = sqlx::query(sqlx::AssertSqlSafe(sql))
                 .bind(tenant.as_uuid())
                 .bind(id.as_uuid())
@@ -419,8 +428,7 @@ mod users_sql {
             let now = now_ms();
             let mut conn = self.writer().await?;
             let mut tx = begin_write(&mut conn).await?;
-            let Some(link) =
-                take_link(&mut tx, secret_hash, LinkKind::PasswordReset, now).await?
+            let Some(link) = take_link(&mut tx, secret_hash, LinkKind::PasswordReset, now).await?
             else {
                 return Ok(None);
             };

@@ -12,6 +12,7 @@ mod backup;
 mod capacity;
 mod changes;
 mod enrolment;
+mod idempotency;
 mod inventory;
 mod leases;
 mod metering;
@@ -58,10 +59,15 @@ einsora_testkit::on_both_engines! {
     workloads::names_are_unique_among_live_workloads,
     workloads::the_queue_is_first_come_first_by_the_latest_step_into_pending,
     accounts::users_are_unique_by_email,
+    idempotency::a_key_starts_once_then_keeps_its_answer,
+    idempotency::keys_are_scoped_by_user,
+    idempotency::keys_expire_and_abandoned_claims_are_taken_over,
+    idempotency::concurrent_claims_start_exactly_once,
     users::an_invite_is_taken_once_and_only_while_it_stands,
     users::a_disabled_user_authenticates_nothing,
     users::the_last_owner_stays_and_owners_of_things_stay,
     users::a_password_reset_works_once,
+    users::a_machines_owning_user_sets_whom_it_trusts,
     accounts::sessions_live_until_they_expire_or_end,
     accounts::tokens_live_until_revoked_or_expired,
     accounts::tickets_are_redeemed_exactly_once,

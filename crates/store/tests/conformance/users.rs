@@ -406,3 +406,47 @@ pub async fn a_password_reset_works_once(db: TestDb) {
             .is_none()
     );
 }
+
+/// Only the machine's owning user sets whom it trusts; the list is read back with the machine
+/// (and by placement's reads), and another tenant's or another user's call changes nothing.
+pub async fn a_machines_owning_user_sets_whom_it_trusts(db: TestDb) {
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let reg = einsora_testkit::fixtures::registration(t, "studio", None);
+    store.put_machine(&reg).await.unwrap();
+    let (id, owner) = (reg.machine.id, reg.machine.owner_user.unwrap());
+    let teammate = UserId::new();
+    let set = store
+        .set_trusted_users(t, id, owner, &[teammate])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(set.machine.trusted_users, [teammate]);
+    let in_region = store.machines_in(&reg.machine.region).await.unwrap();
+    assert_eq!(in_region[0].machine.trusted_users, [teammate]);
+    assert!(
+        store
+            .set_trusted_users(t, id, teammate, &[])
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let other = tenant(store, None).await;
+    assert!(
+        store
+            .set_trusted_users(other, id, owner, &[])
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // An agent's registration leaves it as it is.
+    store.put_machine(&reg).await.unwrap();
+    let read = store.machine_of(t, id).await.unwrap().unwrap();
+    assert_eq!(read.machine.trusted_users, [teammate]);
+    let cleared = store
+        .set_trusted_users(t, id, owner, &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(cleared.machine.trusted_users.is_empty());
+}

@@ -110,6 +110,17 @@ pub async fn the_queue_is_first_come_first_by_the_latest_step_into_pending(db: T
         waiting.iter().all(|e| e.tenant_trusted),
         "the harness's tenants are trusted"
     );
+    // Each has waited since its latest step into pending: the younger one since it was
+    // created (its note and move to queued don't count), the other since it was started again.
+    for entry in &waiting {
+        let events = store.events(entry.workload.id).await.unwrap();
+        let into_pending = events
+            .iter()
+            .rev()
+            .find(|e| e.to == State::Pending && e.from != Some(State::Pending))
+            .unwrap();
+        assert_eq!(entry.since, into_pending.at, "{}", entry.workload.name);
+    }
     assert_eq!(
         order(waiting),
         [younger.id, w.id],

@@ -2,7 +2,7 @@
 
 use einsora_core::reasons::SessionClient;
 use einsora_proto::accounts::v1 as pb;
-use einsora_proto::convert::timestamp;
+use einsora_proto::convert::{ProtoEnum, timestamp};
 use einsora_store::{ApiTokenRecord, User};
 
 use crate::caller::{Authenticated, Presented};
@@ -14,6 +14,7 @@ pub fn me(user: &User, credential: pb::Credential) -> pb::Me {
         tenant_id: user.tenant_id.to_string(),
         tenant_name: user.tenant_name.clone(),
         credential: Some(credential),
+        role: user.role.to_field(),
     }
 }
 

@@ -46,6 +46,7 @@ mod tests {
     fn known() -> MachineRecord {
         MachineRecord {
             machine: Machine {
+                trusted_users: Vec::new(),
                 owner_user: None,
                 id: MachineId::new(),
                 owner: TenantId::new(),

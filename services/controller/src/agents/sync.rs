@@ -277,9 +277,19 @@ impl Session {
     /// Sends the desired state if it changed (or `force`). A failed read sends nothing (it is
     /// never taken for "remove everything") and is tried again shortly.
     async fn send(&mut self, force: bool) -> Result<(), Ended> {
-        let on_machine = match self.store.workloads_on(self.machine.machine.id).await {
-            Ok(workloads) => {
+        let (id, owner) = (self.machine.machine.id, self.machine.machine.owner);
+        // Whom its owning user trusts with it changes through the API while the stream lasts:
+        // read afresh, as placement does, so the agent is told what placement decided on.
+        let read = async {
+            let trust = self.store.machine_of(owner, id).await?;
+            Ok::<_, einsora_store::StoreError>((self.store.workloads_on(id).await?, trust))
+        };
+        let on_machine = match read.await {
+            Ok((workloads, trust)) => {
                 self.read_failing = false;
+                if let Some(fresh) = trust {
+                    self.machine.machine.trusted_users = fresh.machine.trusted_users;
+                }
                 workloads
             }
             Err(e) => {

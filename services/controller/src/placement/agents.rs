@@ -24,7 +24,7 @@ use einsora_core::reasons::{CapacityUnit, Placement, Reason};
 use einsora_core::workload::Workload;
 use einsora_store::Admission;
 
-use super::{Decision, resolve};
+use super::{Decision, fallback, resolve};
 
 /// The driver whose CPU workloads can still use a Mac's GPU.
 const MACOS_NATIVE: &str = "macos-native";
@@ -54,15 +54,46 @@ pub struct Held {
     pub per_driver: HashMap<String, u32>,
 }
 
-/// Decides for one waiting workload, taking what it needs from its machine's `held`. A
-/// `trusted` tenant's wait for capacity says how much the roomiest machine has free.
+/// Decides for one waiting workload on its requested class, taking what it needs from its
+/// machine's `held`. A `trusted` tenant's wait for capacity says how much the roomiest machine
+/// has free.
 pub fn place(
     w: &Workload,
     catalog: &Catalog,
     trusted: bool,
     machines: &mut [Candidate],
 ) -> Decision {
-    let (class, image) = match resolve(w, &w.gpu_class, catalog) {
+    place_on(w, &w.gpu_class, catalog, trusted, machines)
+}
+
+/// Tries its fallback classes in order (`open` says which it may take now) on the machines it
+/// may use, taking the first with room; `None` if none has. A VM or notebook that ran before
+/// still goes back to its machine and driver.
+pub fn place_fallback(
+    w: &Workload,
+    catalog: &Catalog,
+    machines: &mut [Candidate],
+    open: impl Fn(&ComputeClass) -> bool,
+) -> Option<Decision> {
+    fallback::classes(w, catalog)
+        .into_iter()
+        .filter(|class| open(class))
+        .find_map(
+            |class| match place_on(w, class.name(), catalog, false, machines) {
+                admit @ Decision::Admit { .. } => Some(fallback::admitted_as_fallback(admit, w)),
+                Decision::Wait(_) | Decision::Fail(_) => None,
+            },
+        )
+}
+
+fn place_on(
+    w: &Workload,
+    class: &str,
+    catalog: &Catalog,
+    trusted: bool,
+    machines: &mut [Candidate],
+) -> Decision {
+    let (class, image) = match resolve(w, class, catalog) {
         Ok(found) => found,
         Err(reason) => return Decision::Fail(reason),
     };
@@ -191,6 +222,7 @@ pub fn place(
                     driver: driver.name.to_owned(),
                     reserves_apple_gpu: apple_gpu.is_some(),
                 }),
+                fallback: None,
             },
         };
     }

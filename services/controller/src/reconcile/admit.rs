@@ -1,23 +1,28 @@
 //! Admit: pending and queued workloads, first come first, each placed and moved to
 //! provisioning, then run; or queued with the reason. A workload that doesn't fit waits while
-//! later ones that do fit go ahead (backfill). A pass's decisions are written in one
-//! transaction. On a cluster backend the region's free units decide; on node agents, a machine
+//! later ones that do fit go ahead (backfill), unless it has waited longer than
+//! `EINSORA_AGING_AFTER`: then smaller requests of its class wait behind it (aging). Workloads
+//! that have waited their `fallback_after_s` try their fallbacks once every waiting workload
+//! has tried its requested class. A pass's decisions are written in one transaction. On a cluster backend the region's free units decide; on node agents, a machine
 //! and a driver (`placement::agents`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::catalog::ComputeClass;
 use einsora_core::ids::{MachineId, WorkloadId};
 use einsora_core::lifecycle::State;
 use einsora_core::reasons::Reason;
-use einsora_store::{StoreError, WorkloadFilter};
+use einsora_store::{StoreError, Waiting, WorkloadFilter};
+use time::OffsetDateTime;
 use tracing::Instrument;
 
 use super::Reconciler;
 use crate::agents::Hub;
 use crate::placement::agents::{Candidate, Held};
-use crate::placement::{self, Decision, Free};
+use crate::placement::{self, Decision, Free, fallback};
 use crate::writer::Step;
 
 /// What admission places against, for one pass.
@@ -65,20 +70,15 @@ impl Reconciler {
         for entry in &waiting {
             self.writer.settled(entry.workload.id);
         }
+        let now = OffsetDateTime::now_utc();
+        let decided = self.decide(waiting, &mut room, now);
         let mut steps = Vec::new();
         let mut still_waiting = Vec::new();
+        let mut holding_back = Vec::new();
         // The trace of the request that created each one, which its admission joins.
         let mut traces: HashMap<WorkloadId, String> = HashMap::new();
-        for entry in waiting {
+        for (entry, decision, aged) in decided {
             let w = entry.workload;
-            let decision = match &mut room {
-                Room::Cluster(free) => {
-                    placement::place(&w, &self.catalog, entry.tenant_trusted, free)
-                }
-                Room::Agents(machines) => {
-                    placement::agents::place(&w, &self.catalog, entry.tenant_trusted, machines)
-                }
-            };
             match decision {
                 Decision::Admit { admission, reason } => {
                     if let Some(parent) = entry.trace_context {
@@ -96,12 +96,23 @@ impl Reconciler {
                 Decision::Wait(reason) => {
                     still_waiting.push(w.gpu_class.clone());
                     self.writer.note_wait(&w, &reason).await?;
+                    if aged {
+                        holding_back.push(w);
+                    }
                 }
                 Decision::Fail(reason) => steps.push(Step::to(w, State::Failed, reason)),
             }
         }
         let written = self.writer.apply(&steps).await?;
         crate::metrics::waiting(&self.region, still_waiting.iter().map(String::as_str));
+        // Noted once it is queued: a pending one is noted on the next pass.
+        for w in &holding_back {
+            let note = Reason::HoldingBackSmaller {
+                class: w.gpu_class.clone(),
+                after: self.timers.aging_after,
+            };
+            self.writer.note_aging(w, &note).await?;
+        }
         let mut failed = Vec::new();
         for admitted in written.into_iter().flatten() {
             if admitted.state != State::Provisioning {
@@ -123,6 +134,86 @@ impl Reconciler {
         }
         self.writer.apply(&failed).await?;
         Ok(ids)
+    }
+
+    /// Decides for each waiting workload, in queue order: first every one on its requested class
+    /// (FIFO with backfill), so freed capacity goes to a class's own waiters first; then, for
+    /// those still waiting that have waited `fallback_after_s`, their fallbacks in order. A
+    /// request that has waited longer than `aging_after` for room in its class holds back
+    /// smaller requests of that class behind it, on their requested class and as a fallback
+    /// alike. Each decision comes with whether it is such an aged request.
+    fn decide(
+        &self,
+        waiting: Vec<Waiting>,
+        room: &mut Room,
+        now: OffsetDateTime,
+    ) -> Vec<(Waiting, Decision, bool)> {
+        let aging_after = self.timers.aging_after;
+        // The largest aged request of each class, in units.
+        let mut aged: HashMap<String, u32> = HashMap::new();
+        let mut decided = Vec::with_capacity(waiting.len());
+        for entry in waiting {
+            let w = &entry.workload;
+            let waited = Duration::try_from(now - entry.since).unwrap_or_default();
+            let behind = aged.get(&w.gpu_class).is_some_and(|&units| w.units < units);
+            let decision = if behind {
+                Decision::Wait(Reason::WaitingBehindOlder {
+                    class: w.gpu_class.clone(),
+                    after: aging_after,
+                })
+            } else {
+                match room {
+                    Room::Cluster(free) => {
+                        placement::place(w, &self.catalog, entry.tenant_trusted, free)
+                    }
+                    Room::Agents(machines) => {
+                        placement::agents::place(w, &self.catalog, entry.tenant_trusted, machines)
+                    }
+                }
+            };
+            let is_aged = waited > aging_after
+                && matches!(
+                    decision,
+                    Decision::Wait(
+                        Reason::WaitingForCapacity { .. } | Reason::WaitingForAppleGpu { .. }
+                    )
+                );
+            if is_aged {
+                let units = aged.entry(w.gpu_class.clone()).or_default();
+                *units = (*units).max(w.units);
+            }
+            decided.push((entry, decision, is_aged, waited));
+        }
+        decided
+            .into_iter()
+            .map(|(entry, decision, is_aged, waited)| {
+                let w = &entry.workload;
+                let Decision::Wait(wait) = decision else {
+                    return (entry, decision, false);
+                };
+                if !fallback::due(w, waited) {
+                    let decision = Decision::Wait(fallback::wait(w, wait, false));
+                    return (entry, decision, is_aged);
+                }
+                // A class whose aged request is larger isn't open to it.
+                let open = |class: &ComputeClass| {
+                    aged.get(class.name()).is_none_or(|&units| w.units >= units)
+                };
+                let admitted = match room {
+                    Room::Cluster(free) => placement::place_fallback(w, &self.catalog, free, open),
+                    Room::Agents(machines) => {
+                        placement::agents::place_fallback(w, &self.catalog, machines, open)
+                    }
+                };
+                match admitted {
+                    Some(admit) => (entry, admit, false),
+                    None => {
+                        let decision = Decision::Wait(fallback::wait(w, wait, true));
+                        (entry, decision, is_aged)
+                    }
+                }
+            })
+            .collect()
     }
 
     /// The region's machines as placement sees them: offered when online with an inventory

@@ -88,6 +88,7 @@ fn timers() -> Timers {
         interval: Duration::from_millis(100),
         lease: Duration::from_secs(30),
         provisioning_timeout: Duration::from_secs(600),
+        aging_after: Duration::from_secs(600),
         offline_after: Duration::from_secs(45),
         offline_fail: Duration::from_secs(600),
         cert_lifetime: Duration::from_secs(3600),
@@ -378,3 +379,5 @@ async fn a_restarted_controller_finds_the_runtime_as_it_was() {
     w.pass().await;
     assert_eq!(w.state(&nb).await, State::Running, "it didn't vanish");
 }
+
+mod fallback;

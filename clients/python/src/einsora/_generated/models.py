@@ -593,6 +593,7 @@ class Me:
     tenant_id: str = field(default="")
     tenant_name: str = field(default="")
     credential: Optional[Credential] = field(default=None)
+    role: Optional[Literal["owner", "admin", "member"]] = field(default=None)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
     """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
 
@@ -615,6 +616,9 @@ class Me:
         raw = data.pop('credential', None)
         if raw is not None:
             value.credential = Credential.from_dict(raw)
+        raw = data.pop('role', None)
+        if raw is not None:
+            value.role = raw
         value.extra = data
         return value
 
@@ -630,6 +634,8 @@ class Me:
             out['tenant_name'] = self.tenant_name
         if self.credential is not None:
             out['credential'] = self.credential.to_dict()
+        if self.role is not None:
+            out['role'] = self.role
         return out
 
 
@@ -1666,6 +1672,8 @@ class Machine:
     workload_count: int = field(default=0)
     models: List[ModelFile] = field(default_factory=list)
     gpu_note: str = field(default="")
+    owner_user_id: str = field(default="")
+    trusted_user_ids: List[str] = field(default_factory=list)
     cores: Optional[CpuCores] = field(default=None)
     created_at: Optional[datetime] = field(default=None)
     flag: Optional[MachineFlag] = field(default=None)
@@ -1716,6 +1724,12 @@ class Machine:
         raw = data.pop('gpu_note', None)
         if raw is not None:
             value.gpu_note = raw
+        raw = data.pop('owner_user_id', None)
+        if raw is not None:
+            value.owner_user_id = raw
+        raw = data.pop('trusted_user_ids', None)
+        if raw is not None:
+            value.trusted_user_ids = list(raw)
         raw = data.pop('cores', None)
         if raw is not None:
             value.cores = CpuCores.from_dict(raw)
@@ -1766,6 +1780,10 @@ class Machine:
             out['models'] = [x.to_dict() for x in self.models]
         if self.gpu_note is not None:
             out['gpu_note'] = self.gpu_note
+        if self.owner_user_id is not None:
+            out['owner_user_id'] = self.owner_user_id
+        if self.trusted_user_ids is not None:
+            out['trusted_user_ids'] = list(self.trusted_user_ids)
         if self.cores is not None:
             out['cores'] = self.cores.to_dict()
         if self.created_at is not None:

@@ -59,41 +59,41 @@ class Operations:
         body: Optional[Dict[str, Any]] = {'display_name': display_name, 'password': password, 'secret': secret}
         return self._transport.call("POST", "/v1/invites/accept", query=query, body=body, answer=AcceptInviteResponse)
 
-    def change_password(self, *, current_password: str, new_password: str) -> ChangePasswordResponse:
+    def change_password(self, *, current_password: str, new_password: str, idempotency_key: Optional[str] = None) -> ChangePasswordResponse:
         """POST /v1/me/password (ChangePassword)."""
         query = None
         body: Optional[Dict[str, Any]] = {'current_password': current_password, 'new_password': new_password}
-        return self._transport.call("POST", "/v1/me/password", query=query, body=body, answer=ChangePasswordResponse)
+        return self._transport.call("POST", "/v1/me/password", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=ChangePasswordResponse)
 
-    def create_enrolment_token(self, *, name: str, expires_at: Optional[Union[datetime, str]] = None, region: Optional[str] = None) -> CreateEnrolmentTokenResponse:
+    def create_enrolment_token(self, *, name: str, expires_at: Optional[Union[datetime, str]] = None, region: Optional[str] = None, idempotency_key: Optional[str] = None) -> CreateEnrolmentTokenResponse:
         """POST /v1/enrolment-tokens (CreateEnrolmentToken)."""
         query = None
         body: Optional[Dict[str, Any]] = {'expires_at': expires_at, 'name': name, 'region': region}
-        return self._transport.call("POST", "/v1/enrolment-tokens", query=query, body=body, answer=CreateEnrolmentTokenResponse)
+        return self._transport.call("POST", "/v1/enrolment-tokens", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=CreateEnrolmentTokenResponse)
 
-    def create_invite(self, *, email: str, expires_at: Optional[Union[datetime, str]] = None, role: Optional[Literal["owner", "admin", "member"]] = None) -> CreateInviteResponse:
+    def create_invite(self, *, email: str, expires_at: Optional[Union[datetime, str]] = None, role: Optional[Literal["owner", "admin", "member"]] = None, idempotency_key: Optional[str] = None) -> CreateInviteResponse:
         """POST /v1/invites (CreateInvite)."""
         query = None
         body: Optional[Dict[str, Any]] = {'email': email, 'expires_at': expires_at, 'role': role}
-        return self._transport.call("POST", "/v1/invites", query=query, body=body, answer=CreateInviteResponse)
+        return self._transport.call("POST", "/v1/invites", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=CreateInviteResponse)
 
-    def create_password_reset(self, id: str) -> CreatePasswordResetResponse:
+    def create_password_reset(self, id: str, *, idempotency_key: Optional[str] = None) -> CreatePasswordResetResponse:
         """POST /v1/users/{id}/password-reset (CreatePasswordReset)."""
         query = None
         body: Optional[Dict[str, Any]] = {}
-        return self._transport.call("POST", f"/v1/users/{_wire.segment(id)}/password-reset", query=query, body=body, answer=CreatePasswordResetResponse)
+        return self._transport.call("POST", f"/v1/users/{_wire.segment(id)}/password-reset", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=CreatePasswordResetResponse)
 
-    def create_token(self, *, name: str, expires_at: Optional[Union[datetime, str]] = None) -> CreateTokenResponse:
+    def create_token(self, *, name: str, expires_at: Optional[Union[datetime, str]] = None, idempotency_key: Optional[str] = None) -> CreateTokenResponse:
         """POST /v1/tokens (CreateToken)."""
         query = None
         body: Optional[Dict[str, Any]] = {'expires_at': expires_at, 'name': name}
-        return self._transport.call("POST", "/v1/tokens", query=query, body=body, answer=CreateTokenResponse)
+        return self._transport.call("POST", "/v1/tokens", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=CreateTokenResponse)
 
-    def create_workload(self, *, gpu_class: str, image: str, kind: Literal["vm", "notebook", "endpoint"], name: str, endpoint: Optional[Union[EndpointParamsInput, Dict[str, Any]]] = None, fallback: Optional[List[str]] = None, fallback_after_s: Optional[int] = None, notebook: Optional[Union[NotebookParamsInput, Dict[str, Any]]] = None, region: Optional[str] = None, vm: Optional[Union[VmParamsInput, Dict[str, Any]]] = None) -> Workload:
+    def create_workload(self, *, gpu_class: str, image: str, kind: Literal["vm", "notebook", "endpoint"], name: str, endpoint: Optional[Union[EndpointParamsInput, Dict[str, Any]]] = None, fallback: Optional[List[str]] = None, fallback_after_s: Optional[int] = None, notebook: Optional[Union[NotebookParamsInput, Dict[str, Any]]] = None, region: Optional[str] = None, vm: Optional[Union[VmParamsInput, Dict[str, Any]]] = None, idempotency_key: Optional[str] = None) -> Workload:
         """POST /v1/workloads (CreateWorkload)."""
         query = None
         body: Optional[Dict[str, Any]] = {'endpoint': endpoint, 'fallback': fallback, 'fallback_after_s': fallback_after_s, 'gpu_class': gpu_class, 'image': image, 'kind': kind, 'name': name, 'notebook': notebook, 'region': region, 'vm': vm}
-        return self._transport.call("POST", "/v1/workloads", query=query, body=body, answer=Workload)
+        return self._transport.call("POST", "/v1/workloads", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=Workload)
 
     def delete_workload(self, id: str) -> Workload:
         """DELETE /v1/workloads/{id} (DeleteWorkload)."""
@@ -221,11 +221,11 @@ class Operations:
         body = None
         return self._transport.call("DELETE", "/v1/sessions/current", query=query, body=body, answer=LogoutResponse)
 
-    def open_workload(self, id: str) -> AccessGrant:
+    def open_workload(self, id: str, *, idempotency_key: Optional[str] = None) -> AccessGrant:
         """POST /v1/workloads/{id}/access (OpenWorkload)."""
         query = None
         body: Optional[Dict[str, Any]] = {}
-        return self._transport.call("POST", f"/v1/workloads/{_wire.segment(id)}/access", query=query, body=body, answer=AccessGrant)
+        return self._transport.call("POST", f"/v1/workloads/{_wire.segment(id)}/access", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=AccessGrant)
 
     def remove_user(self, id: str) -> RemoveUserResponse:
         """DELETE /v1/users/{id} (RemoveUser)."""
@@ -251,11 +251,11 @@ class Operations:
         body = None
         return self._transport.call("DELETE", f"/v1/invites/{_wire.segment(id)}", query=query, body=body, answer=Invite)
 
-    def revoke_machine(self, id: str) -> Machine:
+    def revoke_machine(self, id: str, *, idempotency_key: Optional[str] = None) -> Machine:
         """POST /v1/machines/{id}/revoke (RevokeMachine)."""
         query = None
         body: Optional[Dict[str, Any]] = {}
-        return self._transport.call("POST", f"/v1/machines/{_wire.segment(id)}/revoke", query=query, body=body, answer=Machine)
+        return self._transport.call("POST", f"/v1/machines/{_wire.segment(id)}/revoke", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=Machine)
 
     def revoke_token(self, id: str) -> ApiToken:
         """DELETE /v1/tokens/{id} (RevokeToken)."""
@@ -263,17 +263,23 @@ class Operations:
         body = None
         return self._transport.call("DELETE", f"/v1/tokens/{_wire.segment(id)}", query=query, body=body, answer=ApiToken)
 
-    def start_workload(self, id: str) -> Workload:
+    def set_trusted_users(self, id: str, *, user_ids: Optional[List[str]] = None) -> Machine:
+        """PUT /v1/machines/{id}/trusted-users (SetTrustedUsers)."""
+        query = None
+        body: Optional[Dict[str, Any]] = {'user_ids': user_ids}
+        return self._transport.call("PUT", f"/v1/machines/{_wire.segment(id)}/trusted-users", query=query, body=body, answer=Machine)
+
+    def start_workload(self, id: str, *, idempotency_key: Optional[str] = None) -> Workload:
         """POST /v1/workloads/{id}/start (StartWorkload)."""
         query = None
         body: Optional[Dict[str, Any]] = {}
-        return self._transport.call("POST", f"/v1/workloads/{_wire.segment(id)}/start", query=query, body=body, answer=Workload)
+        return self._transport.call("POST", f"/v1/workloads/{_wire.segment(id)}/start", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=Workload)
 
-    def stop_workload(self, id: str) -> Workload:
+    def stop_workload(self, id: str, *, idempotency_key: Optional[str] = None) -> Workload:
         """POST /v1/workloads/{id}/stop (StopWorkload)."""
         query = None
         body: Optional[Dict[str, Any]] = {}
-        return self._transport.call("POST", f"/v1/workloads/{_wire.segment(id)}/stop", query=query, body=body, answer=Workload)
+        return self._transport.call("POST", f"/v1/workloads/{_wire.segment(id)}/stop", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=Workload)
 
     def update_user(self, id: str, *, disabled: Optional[bool] = None, role: Optional[Literal["owner", "admin", "member"]] = None) -> User:
         """PATCH /v1/users/{id} (UpdateUser)."""

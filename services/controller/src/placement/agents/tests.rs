@@ -470,3 +470,72 @@ fn a_cpu_notebook_elsewhere_holds_no_gpu() {
         "admitted: 1 × cpu-1c-2g on box with linux-native"
     );
 }
+
+/// A fallback goes where its own class would: on the tenant's machines with a driver for it;
+/// its reason says it is a fallback and for what.
+#[test]
+fn a_fallback_takes_a_cpu_class_on_a_machine_without_the_requested_gpu() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let mut machines = [candidate(
+        machine(owner, "box", 32, 128, vec![]),
+        &["docker"],
+    )];
+    let nb = Workload {
+        fallback: vec!["h100-80gb".into(), "cpu".into()],
+        fallback_after_s: Some(600),
+        ..workload(owner, WorkloadKind::Notebook, "l40s-48gb", "jupyterlab")
+    };
+    assert_eq!(
+        reason(&place(&nb, &catalog, false, &mut machines)),
+        "waiting for a machine that can run l40s-48gb to come online"
+    );
+    let Some(decision) = place_fallback(&nb, &catalog, &mut machines, |_| true) else {
+        panic!("the CPU class fits");
+    };
+    assert_eq!(
+        reason(&decision),
+        "admitted: 1 × cpu-16c-64g on box with docker; a fallback: l40s-48gb had no room for 10m0s"
+    );
+    let Decision::Admit { admission, .. } = decision else {
+        unreachable!()
+    };
+    assert_eq!(admission.placed_class, "cpu-16c-64g");
+    assert!(admission.devices.is_empty());
+    assert_eq!(
+        (machines[0].held.cpus, machines[0].held.memory_bytes),
+        (16, 64 * GIB)
+    );
+    // One more fits in the rest; then none does.
+    assert!(place_fallback(&nb, &catalog, &mut machines, |_| true).is_some());
+    assert_eq!(place_fallback(&nb, &catalog, &mut machines, |_| true), None);
+}
+
+/// A GPU fallback takes a device of its own class, by UUID.
+#[test]
+fn a_gpu_fallback_takes_a_device_of_the_fallback_class() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let mut machines = [candidate(
+        machine(owner, "box", 32, 256, vec![h100("GPU-h")]),
+        &["docker"],
+    )];
+    let endpoint = Workload {
+        fallback: vec!["h100-80gb".into()],
+        ..workload(
+            owner,
+            WorkloadKind::Endpoint,
+            "l40s-48gb",
+            "openai-endpoint",
+        )
+    };
+    let decision = place_fallback(&endpoint, &catalog, &mut machines, |_| true).unwrap();
+    assert_eq!(
+        reason(&decision),
+        "admitted: 1 × h100-80gb, served by vllm on box with docker; a fallback: l40s-48gb had no room"
+    );
+    let Decision::Admit { admission, .. } = decision else {
+        unreachable!()
+    };
+    assert_eq!(admission.devices, ["GPU-h"]);
+}

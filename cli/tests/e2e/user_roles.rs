@@ -1,0 +1,185 @@
+//! Roles over real HTTP, on every route: a member's and an admin's answers are each what the
+//! role is designed to get (docs/api.md, "Users and roles"). Every route is classified here,
+//! so a new route without a case fails the test. A member asking for another member's (here:
+//! the owner's) workload gets an answer byte-identical to an unknown ID's on every workload
+//! route; an admin reads it.
+
+use einsora_core::ids::WorkloadId;
+use einsora_proto::schema::Schema;
+use serde_json::json;
+
+use crate::harness::solo::Solo;
+use crate::harness::world::{
+    Credential, a_notebook, call, launch, login, tenant, without_request_id,
+};
+
+/// Routes only owners and admins may call: a member is refused (403) before anything is read.
+const ADMIN_ONLY: &[&str] = &[
+    "UserService/UpdateUser",
+    "UserService/RemoveUser",
+    "UserService/CreatePasswordReset",
+    "UserService/CreateInvite",
+    "UserService/ListInvites",
+    "UserService/RevokeInvite",
+    "EnrolmentTokenService/CreateEnrolmentToken",
+    "EnrolmentTokenService/ListEnrolmentTokens",
+    "EnrolmentTokenService/RevokeEnrolmentToken",
+    "MachineService/RevokeMachine",
+    "ActivityService/ListActivity",
+];
+
+/// Routes every user may call (on what their role lets them see).
+const EVERYONE: &[&str] = &[
+    "WorkloadService/CreateWorkload",
+    "WorkloadService/ListWorkloads",
+    "WorkloadService/GetWorkload",
+    "WorkloadService/DeleteWorkload",
+    "WorkloadService/StartWorkload",
+    "WorkloadService/StopWorkload",
+    "WorkloadService/ListWorkloadEvents",
+    "WorkloadService/ListWorkloadLogs",
+    "WorkloadService/ExportWorkload",
+    "AccessService/OpenWorkload",
+    "MachineService/ListMachines",
+    "MachineService/GetMachine",
+    "MachineService/SetTrustedUsers",
+    "CatalogService/GetCatalog",
+    "UsageService/ListUsage",
+    "StatusService/GetStatus",
+    "AccountService/GetMe",
+    "AccountService/ChangePassword",
+    "TokenService/CreateToken",
+    "TokenService/ListTokens",
+    "TokenService/RevokeToken",
+    "UserService/ListUsers",
+];
+
+/// Routes not called here: their credential is in the body (a password, a link's secret), or
+/// calling them ends the session the test goes on with.
+const NOT_CALLED: &[&str] = &[
+    "AccountService/Login",
+    "AccountService/Logout",
+    "UserService/AcceptInvite",
+    "UserService/ResetPassword",
+];
+
+/// A session of a new user of the owner's tenant with `role`, joined with an invite.
+fn invited(solo: &Solo, owner: &Credential, email: &str, role: &str) -> Credential {
+    let made = call(
+        solo,
+        owner,
+        "POST",
+        "/v1/invites",
+        Some(json!({ "email": email, "role": role })),
+    );
+    assert_eq!(made.status, 200, "{}", made.body);
+    let secret = made.json()["secret"].as_str().unwrap().to_owned();
+    let password = "a password of 12+";
+    let body = json!({ "secret": secret, "password": password });
+    let joined = call(
+        solo,
+        &Credential::Nobody,
+        "POST",
+        "/v1/invites/accept",
+        Some(body),
+    );
+    assert_eq!(joined.status, 200, "{}", joined.body);
+    login(solo, email, password)
+}
+
+#[test]
+fn each_role_gets_the_answers_it_is_designed_to_on_every_route() {
+    let solo = Solo::start(&[("EINSORA_AUTH_MODE", "dev")]);
+    let owner = tenant(&solo, "dev@acme");
+    let admin = invited(&solo, &owner.session, "admin@acme.example", "admin");
+    let member = invited(&solo, &owner.session, "member@acme.example", "member");
+    let theirs = launch(&solo, &owner.session, a_notebook("owners"));
+    let unknown = WorkloadId::new().to_string();
+
+    let mut cases = 0;
+    for route in Schema::load().unwrap().http_routes() {
+        let rpc = route.grpc_path();
+        let short = rpc.rsplit_once(".v1.").map_or(rpc.as_str(), |(_, s)| s);
+        let admin_only = ADMIN_ONLY.contains(&short);
+        assert!(
+            admin_only || EVERYONE.contains(&short) || NOT_CALLED.contains(&short),
+            "{short} ({} {}) is new: say which roles may call it",
+            route.method,
+            route.path
+        );
+        if NOT_CALLED.contains(&short) {
+            continue;
+        }
+        let path = route.path.replace("{id}", &unknown);
+        // An empty body: refused as invalid where a body is needed, after the role is checked.
+        let body = (!route.body.is_empty()).then(|| json!({}));
+        let as_member = call(&solo, &member, &route.method, &path, body.clone());
+        let as_admin = call(&solo, &admin, &route.method, &path, body.clone());
+        let what = format!("{} {}", route.method, route.path);
+        if admin_only {
+            assert_eq!(
+                as_member.status, 403,
+                "{what} as a member: {}",
+                as_member.body
+            );
+            assert!(
+                as_member.body.contains("only an owner or admin"),
+                "{what}: the refusal says why: {}",
+                as_member.body
+            );
+        } else {
+            assert_ne!(
+                as_member.status, 403,
+                "{what} as a member: {}",
+                as_member.body
+            );
+        }
+        assert_ne!(
+            as_admin.status, 403,
+            "{what} as an admin: {}",
+            as_admin.body
+        );
+        assert!(
+            as_admin.status < 500,
+            "{what} as an admin: {}",
+            as_admin.body
+        );
+        assert!(
+            as_member.status < 500,
+            "{what} as a member: {}",
+            as_member.body
+        );
+
+        // Another user's workload: as unknown to a member, byte for byte; an admin's to read.
+        if route.path.starts_with("/v1/workloads/{id}") || route.path.contains("{id}/access") {
+            let owners = route.path.replace("{id}", &theirs);
+            let read = matches!(route.method.as_str(), "GET");
+            let foreign = call(&solo, &member, &route.method, &owners, body.clone());
+            let never = call(&solo, &member, &route.method, &path, body.clone());
+            assert_eq!(foreign.status, 404, "{what}: {}", foreign.body);
+            assert_eq!(
+                without_request_id(&foreign),
+                without_request_id(&never),
+                "{what}"
+            );
+            if read {
+                let seen = call(&solo, &admin, &route.method, &owners, None);
+                assert_eq!(seen.status, 200, "{what} as an admin: {}", seen.body);
+            }
+        }
+        cases += 1;
+    }
+    assert!(cases >= 30, "only {cases} routes: did they go missing?");
+    let listed = call(&solo, &member, "GET", "/v1/workloads", None);
+    assert!(
+        !listed.body.contains(&theirs),
+        "a member's list: {}",
+        listed.body
+    );
+    let listed = call(&solo, &admin, "GET", "/v1/workloads", None);
+    assert!(
+        listed.body.contains(&theirs),
+        "an admin's list: {}",
+        listed.body
+    );
+}
