@@ -64,6 +64,8 @@ export interface Credential {
   token_prefix: string;
 }
 
+export type DeleteTeamResponse = Record<string, unknown>;
+
 export interface Invite {
   created_at?: string;
   created_by: string;
@@ -78,6 +80,14 @@ export interface Invite {
 
 export interface ListInvitesResponse {
   invites: Invite[];
+}
+
+export interface ListQuotasResponse {
+  quotas: Quota[];
+}
+
+export interface ListTeamsResponse {
+  teams: Team[];
 }
 
 export interface ListTokensResponse {
@@ -99,6 +109,15 @@ export interface Me {
   user_id: string;
 }
 
+export interface Quota {
+  gpu_class: string;
+  held: string;
+  limit?: number;
+  scope?: "tenant" | "team" | "user";
+  subject: string;
+  subject_id: string;
+}
+
 export type RemoveUserResponse = Record<string, unknown>;
 
 export interface ResetPasswordResponse {
@@ -111,6 +130,13 @@ export interface Session {
   me?: Me;
 }
 
+export interface Team {
+  created_at?: string;
+  id: string;
+  members: number;
+  name: string;
+}
+
 export interface User {
   created_at?: string;
   disabled_at?: string;
@@ -118,6 +144,7 @@ export interface User {
   email: string;
   id: string;
   role?: "owner" | "admin" | "member";
+  team_id: string;
 }
 
 export interface ActivityEntry {
@@ -304,6 +331,13 @@ export interface Status {
   workloads: Record<string, number>;
 }
 
+export interface GetUsageReportResponse {
+  by: string;
+  from?: string;
+  rows: UsageReportRow[];
+  to?: string;
+}
+
 export interface ListUsageResponse {
   next_page_token: string;
   records: UsageRecord[];
@@ -318,6 +352,16 @@ export interface UsageRecord {
   tenant_id: string;
   units: number;
   workload_id: string;
+}
+
+export interface UsageReportRow {
+  group_id: string;
+  label: string;
+  placed_class: string;
+  seconds: string;
+  unit_hours: string;
+  unit_seconds: string;
+  workloads: number;
 }
 
 export interface ListWorkloadEventsResponse {
@@ -400,9 +444,12 @@ export interface Get {
   '/v1/machines/{id}': Machine;
   '/v1/me': Me;
   '/v1/openapi.json': Record<string, unknown>;
+  '/v1/quotas': ListQuotasResponse;
   '/v1/status': Status;
+  '/v1/teams': ListTeamsResponse;
   '/v1/tokens': ListTokensResponse;
   '/v1/usage': ListUsageResponse;
+  '/v1/usage/report': GetUsageReportResponse;
   '/v1/users': ListUsersResponse;
   '/v1/workloads': ListWorkloadsResponse;
   '/v1/workloads/{id}': Workload;
@@ -463,6 +510,12 @@ export interface Post {
     };
     answer: Session;
   };
+  '/v1/teams': {
+    body: {
+      name: string;
+    };
+    answer: Team;
+  };
   '/v1/tokens': {
     body: {
       expires_at?: string;
@@ -509,6 +562,7 @@ export interface Patch {
     body: {
       disabled?: boolean;
       role?: "owner" | "admin" | "member";
+      team_id?: string;
     };
     answer: User;
   };
@@ -522,6 +576,15 @@ export interface Put {
     };
     answer: Machine;
   };
+  '/v1/quotas': {
+    body: {
+      gpu_class: string;
+      limit?: number;
+      scope: "tenant" | "team" | "user";
+      subject_id?: string;
+    };
+    answer: ListQuotasResponse;
+  };
 }
 
 /** What each route answers to DELETE. */
@@ -529,6 +592,7 @@ export interface Delete {
   '/v1/enrolment-tokens/{id}': EnrolmentToken;
   '/v1/invites/{id}': Invite;
   '/v1/sessions/current': LogoutResponse;
+  '/v1/teams/{id}': DeleteTeamResponse;
   '/v1/tokens/{id}': ApiToken;
   '/v1/users/{id}': RemoveUserResponse;
   '/v1/workloads/{id}': Workload;

@@ -14,6 +14,7 @@ import * as tokens from './pages/tokens.js';
 import * as usage from './pages/usage.js';
 import * as activity from './pages/activity.js';
 import * as users from './pages/users.js';
+import * as quotas from './pages/quotas.js';
 import * as link from './pages/link.js';
 import * as notfound from './pages/notfound.js';
 
@@ -38,6 +39,7 @@ const ROUTES = [
   { pattern: /^\/usage$/, page: usage, title: 'Usage' },
   { pattern: /^\/activity$/, page: activity, title: 'Activity' },
   { pattern: /^\/users$/, page: users, title: 'Users' },
+  { pattern: /^\/quotas$/, page: quotas, title: 'Quotas' },
 ];
 
 /** An invite or a password-reset link: its secret in the fragment, never sent to a server. */
@@ -51,6 +53,7 @@ const NAV = [
   ['/usage', 'Usage'],
   ['/activity', 'Activity'],
   ['/users', 'Users'],
+  ['/quotas', 'Quotas'],
 ];
 
 const state = {

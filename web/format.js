@@ -65,6 +65,20 @@ export function orDash(text) {
 }
 
 /**
+ * A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break, its quotes
+ * doubled; one a spreadsheet would take for a formula (`=`, `+`, `-`, `@`, a tab or a carriage
+ * return first: a token's name, an email) starts with `'`, as OWASP advises. As the CLI's
+ * `--format csv` writes them.
+ * @param {unknown} value
+ * @returns {string}
+ */
+export function csvField(value) {
+  const raw = value === undefined || value === null ? '' : String(value);
+  const text = /^[=+\-@\t\r]/.test(raw) ? `'${raw}` : raw;
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+/**
  * A local calendar date as `YYYY-MM-DD` (what `<input type="date">` reads and writes).
  * @param {Date} date
  * @returns {string}

@@ -50,6 +50,7 @@ pub(crate) const ASSETS: &[Asset] = assets![
     "pages/logs.js",
     "pages/users.js",
     "pages/link.js",
+    "pages/quotas.js",
     "pages/notfound.js",
 ];
 

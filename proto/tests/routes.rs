@@ -42,6 +42,7 @@ const UNPINNED: &[(&str, &str)] = &[
     ("GET", "/v1/enrolment-tokens"),
     ("DELETE", "/v1/enrolment-tokens/{id}"),
     ("GET", "/v1/activity"),
+    ("GET", "/v1/usage/report"),
     ("GET", "/v1/status"),
     ("GET", "/v1/users"),
     ("PATCH", "/v1/users/{id}"),
@@ -53,6 +54,11 @@ const UNPINNED: &[(&str, &str)] = &[
     ("POST", "/v1/invites/accept"),
     ("POST", "/v1/password-resets/accept"),
     ("PUT", "/v1/machines/{id}/trusted-users"),
+    ("POST", "/v1/teams"),
+    ("GET", "/v1/teams"),
+    ("DELETE", "/v1/teams/{id}"),
+    ("GET", "/v1/quotas"),
+    ("PUT", "/v1/quotas"),
 ];
 
 /// Which RPC serves each pinned route (gRPC path), so a route can't move to another RPC.
@@ -270,6 +276,8 @@ fn every_public_rpc_has_a_route_and_no_other_has_one() {
         "einsora.accounts.v1.AccountService",
         "einsora.accounts.v1.TokenService",
         "einsora.accounts.v1.UserService",
+        "einsora.accounts.v1.TeamService",
+        "einsora.accounts.v1.QuotaService",
         "einsora.usage.v1.UsageService",
         "einsora.enrolment.v1.EnrolmentTokenService",
         "einsora.activity.v1.ActivityService",
@@ -288,9 +296,10 @@ fn every_public_rpc_has_a_route_and_no_other_has_one() {
         routes.len(),
         "an RPC has two routes"
     );
-    // 9 workloads + 4 machines + 1 catalog + 1 access + 4 accounts + 3 tokens + 9 users + 1
-    // usage + 3 enrolment tokens + 1 activity + 1 status.
-    assert_eq!(rpcs_with_routes.len(), 37);
+    // 9 workloads + 4 machines + 1 catalog + 1 access + 4 accounts + 3 tokens + 9 users + 3
+    // teams + 2 quotas + 2 usage (records, report) + 3 enrolment tokens + 1 activity + 1
+    // status.
+    assert_eq!(rpcs_with_routes.len(), 43);
 }
 
 #[test]

@@ -86,6 +86,7 @@ fn every_field_the_api_requires_is_marked_required() {
         "accounts.v1.CreatePasswordResetRequest",
         "accounts.v1.RevokeInviteRequest",
         "machines.v1.SetTrustedUsersRequest",
+        "accounts.v1.DeleteTeamRequest",
     ]
     .map(|m| format!("{m}.id"));
     let others = [
@@ -100,6 +101,9 @@ fn every_field_the_api_requires_is_marked_required() {
         "accounts.v1.ChangePasswordRequest.new_password",
         "accounts.v1.CreateTokenRequest.name",
         "accounts.v1.CreateInviteRequest.email",
+        "accounts.v1.CreateTeamRequest.name",
+        "accounts.v1.SetQuotaRequest.scope",
+        "accounts.v1.SetQuotaRequest.gpu_class",
         "accounts.v1.AcceptInviteRequest.secret",
         "accounts.v1.AcceptInviteRequest.password",
         "accounts.v1.ResetPasswordRequest.secret",
@@ -107,6 +111,9 @@ fn every_field_the_api_requires_is_marked_required() {
         "enrolment.v1.CreateEnrolmentTokenRequest.name",
         "usage.v1.ListUsageRequest.from",
         "usage.v1.ListUsageRequest.to",
+        "usage.v1.GetUsageReportRequest.from",
+        "usage.v1.GetUsageReportRequest.to",
+        "usage.v1.GetUsageReportRequest.by",
     ]
     .map(String::from);
     let expected: BTreeSet<String> = ids
@@ -129,6 +136,8 @@ fn every_field_the_api_requires_is_marked_required() {
         "einsora.accounts.v1.ListTokensRequest",
         "einsora.accounts.v1.ListUsersRequest",
         "einsora.accounts.v1.ListInvitesRequest",
+        "einsora.accounts.v1.ListTeamsRequest",
+        "einsora.accounts.v1.ListQuotasRequest",
         "einsora.enrolment.v1.ListEnrolmentTokensRequest",
         "einsora.activity.v1.ListActivityRequest",
         "einsora.status.v1.GetStatusRequest",

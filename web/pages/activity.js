@@ -6,7 +6,7 @@
 
 import { api, listAll } from '../api.js';
 import { h, errorBox, field, saveFile, select, table } from '../dom.js';
-import { isoDate, orDash, startOfDate, time } from '../format.js';
+import { csvField, isoDate, orDash, startOfDate, time } from '../format.js';
 
 const COLUMNS = ['Time', 'Actor', 'Action', 'Object', 'Result', 'Request ID', 'From'];
 /** The CSV's columns: every field of an entry, as `einsora activity --format csv` writes them. */
@@ -244,17 +244,4 @@ function row(e) {
 function stacked(wrap) {
   wrap.classList.add('stacked');
   return wrap;
-}
-
-/**
- * A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break, its quotes
- * doubled; one a spreadsheet would take for a formula (`=`, `+`, `-`, `@`, a tab or a carriage
- * return first: a token's name, an email) starts with `'`, as OWASP advises.
- * @param {unknown} value
- * @returns {string}
- */
-function csvField(value) {
-  const raw = value === undefined || value === null ? '' : String(value);
-  const text = /^[=+\-@\t\r]/.test(raw) ? `'${raw}` : raw;
-  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }

@@ -1,14 +1,32 @@
 // Usage: hours per class per day for a chosen period (the last 7 days by default), from the
 // hourly usage records of `GET /v1/usage`, as a stacked bar chart drawn here in SVG and a
-// table with the same figures. Time only: never money.
+// table with the same figures; or, grouped by user, team or class, the period's report of
+// `GET /v1/usage/report` as a table that downloads as CSV. Time only: never money.
 
-import { listAll } from '../api.js';
-import { h, svg, errorBox, field } from '../dom.js';
-import { isoDate, startOfDate } from '../format.js';
+import { api, listAll } from '../api.js';
+import { h, svg, errorBox, field, saveFile, select, table } from '../dom.js';
+import { csvField, isoDate, startOfDate } from '../format.js';
 
 const DAY_MS = 86_400_000;
 const MAX_DAYS = 366;
 const SERIES = 8;
+/** What the report sums by, as the API's `by` says it; `records` is the chart. */
+const GROUPINGS = [
+  { value: 'records', text: 'Records (chart)' },
+  { value: 'user', text: 'User' },
+  { value: 'team', text: 'Team' },
+  { value: 'class', text: 'Class' },
+];
+/** The report's CSV: every field of a row, as `einsora usage --by … --format csv` writes them. */
+const REPORT_CSV = /** @type {const} */ ([
+  'group_id',
+  'label',
+  'placed_class',
+  'workloads',
+  'seconds',
+  'unit_seconds',
+  'unit_hours',
+]);
 
 /** @type {import('../app.js').Page['render']} */
 export function render(main) {
@@ -17,6 +35,7 @@ export function render(main) {
   const to = h('input', { id: 'usage-to', type: 'date', name: 'to', required: true });
   from.value = isoDate(new Date(today.getFullYear(), today.getMonth(), today.getDate() - 6));
   to.value = isoDate(today);
+  const by = select('usage-by', GROUPINGS, 'records');
   const problem = h('div', { class: 'problem' });
   const result = h('div', { class: 'usage' });
   const show = h('button', { type: 'submit' }, 'Show');
@@ -35,8 +54,15 @@ export function render(main) {
     const query = { from: start.toISOString(), to: end.toISOString(), page_size: '5000' };
     show.disabled = true;
     try {
-      const records = await listAll('/v1/usage', query);
-      if (ask === asked) result.replaceChildren(...draw(start, days, records));
+      if (by.value === 'records') {
+        const records = await listAll('/v1/usage', query);
+        if (ask === asked) result.replaceChildren(...draw(start, days, records));
+      } else {
+        const grouping = /** @type {'user' | 'team' | 'class'} */ (by.value);
+        const report = await api.get('/v1/usage/report', { query: { from: query.from, to: query.to, by: grouping } });
+        const name = `einsora-usage-by-${grouping}-${from.value}-to-${to.value}.csv`;
+        if (ask === asked) result.replaceChildren(...reportOf(grouping, report.rows ?? [], name));
+      }
     } catch (error) {
       if (ask === asked) problem.replaceChildren(errorBox(error));
     } finally {
@@ -49,15 +75,21 @@ export function render(main) {
     { class: 'filters', novalidate: true },
     field('From', from),
     field('To', to),
+    field('Group by', by),
     h('div', { class: 'field' }, show),
   );
   form.addEventListener('submit', (event) => {
     event.preventDefault();
     load();
   });
+  by.addEventListener('change', () => load());
   main.append(
     h('h1', { tabindex: -1 }, 'Usage'),
-    h('p', {}, 'Hours each compute class ran, per day (in your time zone), counted by the class a workload ran on.'),
+    h(
+      'p',
+      {},
+      'Hours each compute class ran, per day (in your time zone), counted by the class a workload ran on; or the period\u2019s unit-hours by user, team or class.',
+    ),
     form,
     problem,
     result,
@@ -201,6 +233,49 @@ function tableOf(dates, classes, at, totals) {
     { class: 'table-wrap', tabindex: 0, role: 'region', 'aria-label': `${label} (table)` },
     h('table', {}, h('caption', {}, `${label} (hours)`), h('thead', {}, head), h('tbody', {}, body), h('tfoot', {}, foot)),
   );
+}
+
+/**
+ * The report as a table, with a button that downloads it as CSV.
+ * @param {'user' | 'team' | 'class'} by
+ * @param {import('../api-types').UsageReportRow[]} rows
+ * @param {string} name  the CSV file's name
+ * @returns {HTMLElement[]}
+ */
+function reportOf(by, rows, name) {
+  const group = { user: 'User', team: 'Team', class: 'Class' }[by];
+  const columns = by === 'class' ? ['Class', 'Workloads', 'Unit-hours', 'Seconds'] : [group, 'Class', 'Workloads', 'Unit-hours', 'Seconds'];
+  const number = (/** @type {string | number} */ v) => h('td', { class: 'number' }, String(v));
+  const who = (/** @type {import('../api-types').UsageReportRow} */ r) =>
+    r.label || (by === 'team' ? 'No team' : r.group_id ? h('code', {}, r.group_id) : 'No owner');
+  const body = h(
+    'tbody',
+    {},
+    rows.map((r) =>
+      h(
+        'tr',
+        {},
+        by === 'class' ? null : h('th', { scope: 'row' }, who(r)),
+        by === 'class' ? h('th', { scope: 'row' }, r.placed_class) : h('td', {}, r.placed_class),
+        number(r.workloads),
+        number(r.unit_hours),
+        number(r.seconds),
+      ),
+    ),
+  );
+  const csv = h('button', { type: 'button', class: 'secondary' }, 'Download CSV');
+  csv.addEventListener('click', () => {
+    const lines = [
+      `${REPORT_CSV.join(',')}\r\n`,
+      ...rows.map((r) => `${REPORT_CSV.map((c) => csvField(r[c])).join(',')}\r\n`),
+    ];
+    saveFile(name, lines, 'text/csv;charset=utf-8');
+  });
+  return [
+    h('div', { class: 'actions', role: 'group', 'aria-label': 'Download' }, csv),
+    table(`Unit-hours by ${by}`, columns, body),
+    rows.length ? h('span') : h('p', { class: 'empty' }, 'No usage in this period.'),
+  ];
 }
 
 /** @param {number} v */

@@ -4,7 +4,6 @@
 use std::io::Write;
 
 use hyper::Method;
-use serde_json::Value;
 
 use super::http::Api;
 use super::output::{self, Column};
@@ -105,7 +104,7 @@ pub async fn show(api: &Api, args: &ActivityArgs, json: bool) -> anyhow::Result<
         for entry in page["entries"].as_array().into_iter().flatten() {
             match args.format {
                 Format::Ndjson => writeln!(out, "{entry}")?,
-                _ => writeln!(out, "{}", csv_row(entry))?,
+                _ => writeln!(out, "{}", output::csv_row(entry, &CSV))?,
             }
         }
         match page["next_page_token"].as_str() {
@@ -119,43 +118,4 @@ pub async fn show(api: &Api, args: &ActivityArgs, json: bool) -> anyhow::Result<
 
 fn rfc3339(at: time::OffsetDateTime) -> anyhow::Result<String> {
     Ok(at.format(&time::format_description::well_known::Rfc3339)?)
-}
-
-/// An entry as a CSV row (RFC 4180: a field with a comma, a quote or a line break is quoted,
-/// its quotes doubled; one a spreadsheet would take for a formula starts with `'`).
-fn csv_row(entry: &Value) -> String {
-    CSV.iter()
-        .map(|field| {
-            let raw = entry[*field].as_str().unwrap_or_default();
-            let formula = raw.starts_with(['=', '+', '-', '@', '\t', '\r']);
-            let text = if formula {
-                format!("'{raw}")
-            } else {
-                raw.to_owned()
-            };
-            if text.contains([',', '"', '\n', '\r']) {
-                format!("\"{}\"", text.replace('"', "\"\""))
-            } else {
-                text
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csv_rows_quote_what_needs_it() {
-        let entry = serde_json::json!({
-            "id": "1", "actor": "you@x.y (API token \"ci, nightly\" (tsk_Ab…))",
-            "action": "login", "result": "ok", "object_id": "=HYPERLINK(\"x\")",
-        });
-        assert_eq!(
-            csv_row(&entry),
-            "1,,,\"you@x.y (API token \"\"ci, nightly\"\" (tsk_Ab…))\",login,,\"'=HYPERLINK(\"\"x\"\")\",ok,,"
-        );
-    }
 }

@@ -76,6 +76,16 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Your tenant's teams.
+    Teams {
+        #[command(subcommand)]
+        command: super::quotas::TeamCommand,
+    },
+    /// Quotas of your tenant, its teams and its users.
+    Quotas {
+        #[command(subcommand)]
+        command: super::quotas::QuotaCommand,
+    },
     /// Your tenant's users: roles, invites, disabling, removal, password resets.
     Users {
         #[command(subcommand)]
@@ -111,15 +121,9 @@ pub enum ClientCommand {
     /// Your tenant's activity log: every action through the API, and every call it refused
     /// (the tenant's owner only).
     Activity(super::activity::ActivityArgs),
-    /// Usage records (never money) for a period.
-    Usage {
-        /// RFC 3339 start (inclusive).
-        #[arg(long)]
-        from: String,
-        /// RFC 3339 end (exclusive).
-        #[arg(long)]
-        to: String,
-    },
+    /// Usage (hours, never money) for a period: the hourly records, or with `--by user|team|class`
+    /// a report summed by user, team or class; `--format csv` for a spreadsheet.
+    Usage(super::usage::UsageArgs),
 }
 
 #[derive(Debug, Args)]
@@ -193,14 +197,6 @@ const TOKENS: &[Column] = &[
     ("PREFIX", "prefix"),
     ("CREATED", "created_at"),
     ("EXPIRES", "expires_at"),
-];
-const USAGE: &[Column] = &[
-    ("HOUR", "hour_start"),
-    ("WORKLOAD", "workload_id"),
-    ("CLASS", "placed_class"),
-    ("REGION", "region"),
-    ("SECONDS", "seconds"),
-    ("UNITS", "units"),
 ];
 
 pub fn run(global: Global, command: ClientCommand, http_addr: &str) -> anyhow::Result<()> {
@@ -339,6 +335,8 @@ async fn execute(
         }
         ClientCommand::Tokens { command } => tokens(api, global, command, show).await,
         ClientCommand::Users { command } => super::users::run(api, global.json, command).await,
+        ClientCommand::Teams { command } => super::quotas::teams(api, global.json, command).await,
+        ClientCommand::Quotas { command } => super::quotas::quotas(api, global.json, command).await,
         ClientCommand::Trust { machine, users } => {
             let machine = super::users::trust(api, &machine, &users).await?;
             show(machine, None, MACHINES)
@@ -349,14 +347,7 @@ async fn execute(
         ClientCommand::ResetPassword { link, .. } => super::users::reset_password(api, &link).await,
         ClientCommand::Activity(args) => super::activity::show(api, &args, global.json).await,
         ClientCommand::Status => super::status::show(api, global.json).await,
-        ClientCommand::Usage { from, to } => {
-            let path = format!("/v1/usage?from={}&to={}", query(&from), query(&to));
-            show(
-                api.call(Method::GET, &path, None).await?,
-                Some("records"),
-                USAGE,
-            )
-        }
+        ClientCommand::Usage(args) => super::usage::show(api, &args, global.json).await,
     }
 }
 

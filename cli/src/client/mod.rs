@@ -6,7 +6,9 @@ mod credentials;
 mod http;
 mod logs;
 mod output;
+mod quotas;
 mod status;
+mod usage;
 mod users;
 
 pub use commands::{ClientCommand, Global, run};

@@ -62,6 +62,31 @@ pub fn add_gib(rows: &mut Value, from: &str, to: &str) {
     }
 }
 
+/// A JSON object's `fields` as a CSV row (RFC 4180: a field with a comma, a quote or a line
+/// break is quoted, its quotes doubled; one a spreadsheet would take for a formula starts with
+/// `'`). Strings as they are, numbers and booleans as JSON writes them, absent ones empty.
+pub fn csv_row(entry: &Value, fields: &[&str]) -> String {
+    fields
+        .iter()
+        .map(|field| {
+            let raw = match &entry[*field] {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other @ (Value::Number(_) | Value::Bool(_)) => other.to_string(),
+                Value::Array(_) | Value::Object(_) => String::new(),
+            };
+            let formula = raw.starts_with(['=', '+', '-', '@', '\t', '\r']);
+            let text = if formula { format!("'{raw}") } else { raw };
+            if text.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", text.replace('"', "\"\""))
+            } else {
+                text
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// One value as a table shows it: strings bare, lists joined, absent as "-".
 fn cell(value: &Value) -> String {
     match value {
@@ -88,6 +113,30 @@ mod tests {
         assert_eq!(rows[0]["memory_gib"], "64.0");
         assert_eq!(rows[1]["memory_gib"], "3.0");
         assert_eq!(cell(&rows[2]["memory_gib"]), "-");
+    }
+
+    #[test]
+    fn csv_rows_quote_what_needs_it() {
+        let entry = serde_json::json!({
+            "id": "1", "actor": "you@x.y (API token \"ci, nightly\" (tsk_Ab…))",
+            "action": "login", "result": "ok", "object_id": "=HYPERLINK(\"x\")",
+            "seconds": 3600, "label": "-2+3", "list": ["x"],
+        });
+        let fields = [
+            "id",
+            "at",
+            "actor",
+            "action",
+            "object_id",
+            "result",
+            "seconds",
+            "label",
+            "list",
+        ];
+        assert_eq!(
+            csv_row(&entry, &fields),
+            "1,,\"you@x.y (API token \"\"ci, nightly\"\" (tsk_Ab…))\",login,\"'=HYPERLINK(\"\"x\"\")\",ok,3600,'-2+3,"
+        );
     }
 
     #[test]

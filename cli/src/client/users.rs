@@ -35,6 +35,8 @@ pub enum UserCommand {
     RevokeInvite { id: String },
     /// Give a user (by e-mail or ID) another role.
     SetRole { user: String, role: String },
+    /// Put a user in a team (by name or ID), or in none (`none`).
+    SetTeam { user: String, team: String },
     /// Disable a user: their sessions end and API tokens are revoked at once.
     Disable { user: String },
     /// Let a disabled user sign in again (their old tokens stay revoked).
@@ -77,7 +79,7 @@ fn secret_of(link_or_secret: &str) -> &str {
 }
 
 /// The ID of a user named by ID or e-mail.
-async fn user_id(api: &Api, user: &str) -> anyhow::Result<String> {
+pub(super) async fn user_id(api: &Api, user: &str) -> anyhow::Result<String> {
     if !user.contains('@') {
         return Ok(segment(user)?.to_owned());
     }
@@ -148,6 +150,17 @@ pub async fn run(api: &Api, json: bool, command: UserCommand) -> anyhow::Result<
             None,
             USERS,
         ),
+        UserCommand::SetTeam { user, team } => {
+            let team = match team.as_str() {
+                "none" => String::new(),
+                named => super::quotas::team_id(api, named).await?,
+            };
+            show(
+                change(api, &user, json!({ "team_id": team })).await?,
+                None,
+                USERS,
+            )
+        }
         UserCommand::Disable { user } => show(
             change(api, &user, json!({ "disabled": true })).await?,
             None,

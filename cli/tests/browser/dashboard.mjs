@@ -941,7 +941,7 @@ async function main() {
       return t.revoked_at;
     });
 
-    stepStart('usage: the chart and the table of this run');
+    stepStart('usage: the chart and the table of this run; grouped by class, its CSV');
     await nav(page, 'Usage');
     await page.waitForURL(/\/usage(\?.*)?$/);
     await heading(page, 'Usage').waitFor();
@@ -968,12 +968,44 @@ async function main() {
     await waitFor('a bar in the chart', async () => (await chart.locator('rect, path').count()) > 0);
     await page.getByRole('table').getByText('cpu-1c-2g').first().waitFor();
     await screenshot('usage');
+    // Grouped by class: the period's report as a table, downloaded as CSV.
+    await page.getByLabel('Group by', { exact: true }).selectOption('class');
+    const report = page.getByRole('region', { name: 'Unit-hours by class' });
+    await report.getByRole('row').filter({ hasText: 'cpu-1c-2g' }).first().waitFor();
+    const usageCsv = await downloaded(page, page.getByRole('button', { name: 'Download CSV', exact: true }));
+    assert(/^einsora-usage-by-class-[\d-]+-to-[\d-]+\.csv$/.test(usageCsv.name), `the report's CSV name: ${usageCsv.name}`);
+    const [usageHeader, ...usageRows] = parseCsv(usageCsv.text);
+    assert(
+      usageHeader.join(',') === 'group_id,label,placed_class,workloads,seconds,unit_seconds,unit_hours',
+      `the report's CSV header: ${usageHeader}`,
+    );
+    assert(
+      usageRows.some((r) => r[0] === 'cpu-1c-2g' && r[2] === 'cpu-1c-2g' && Number(r[5]) > 0 && /^\d+\.\d{4}$/.test(r[6])),
+      `the report's CSV has cpu-1c-2g's unit-hours: ${JSON.stringify(usageRows)}`,
+    );
 
     stepStart('activity: the test\'s own actions and a refused call; filters, Load more, CSV and NDJSON');
     await activityPage(page, id, screenshot);
 
     stepStart('users: an invite link, joined from another browser; a member sees no admin tools; disabled, signed out');
     await usersPage(browser, page, result, screenshot);
+
+    stepStart('quotas: a team, and a quota for it, shown with what it holds');
+    await nav(page, 'Quotas');
+    await page.waitForURL(/\/quotas$/);
+    await heading(page, 'Quotas').waitFor();
+    await page.getByLabel('Team name', { exact: true }).fill('ml');
+    await page.getByRole('button', { name: 'Create team', exact: true }).click();
+    await page.getByRole('row').filter({ hasText: 'ml' }).first().waitFor();
+    await page.getByLabel('For', { exact: true }).selectOption('team');
+    await page.getByLabel('Team or user', { exact: true }).selectOption({ label: 'ml' });
+    await page.getByLabel('Class', { exact: true }).selectOption('cpu-1c-2g');
+    await page.getByLabel('Limit', { exact: true }).fill('3');
+    await page.getByRole('button', { name: 'Set quota', exact: true }).click();
+    await page.getByRole('row').filter({ hasText: 'Team ml' }).filter({ hasText: 'cpu-1c-2g' }).waitFor();
+    const quotas = (await api('GET', '/v1/quotas')).quotas ?? [];
+    assert(quotas.some((q) => q.scope === 'team' && q.subject === 'ml' && q.limit === 3), `the team's quota: ${JSON.stringify(quotas)}`);
+    await screenshot('quotas');
 
     stepStart('sign out');
     await page.getByRole('button', { name: 'Sign out', exact: true }).click();

@@ -24,7 +24,7 @@ fn dashboard(solo: &Solo) -> String {
 
 /// Every page of the dashboard, as the screenshots name them (`status-banner`: a page with
 /// the banner of what is down).
-const PAGES: [&str; 12] = [
+const PAGES: [&str; 13] = [
     "signin",
     "workloads",
     "status-banner",
@@ -37,6 +37,7 @@ const PAGES: [&str; 12] = [
     "activity",
     "users",
     "join",
+    "quotas",
 ];
 /// 1280×800 and 390×844.
 const SIZES: [&str; 2] = ["desktop", "phone"];

@@ -102,6 +102,42 @@ fn cli_flow(engine: Engine) {
     assert_eq!(export["workload"]["id"], id.as_str());
     assert_eq!(reasons(&export), reasons(&cli.json(&["events", &id])));
     assert!(cli.ok(&["catalog"]).contains("cpu-1c-2g"));
+
+    // Usage: the records, and the report summed by class or user, as a table, CSV or JSON
+    // (with whatever metering has recorded by now).
+    let period = [
+        "--from",
+        "2000-01-01T00:00:00Z",
+        "--to",
+        "2100-01-01T00:00:00Z",
+    ];
+    let with = |more: &[&'static str]| [&["usage"][..], &period, more].concat();
+    assert!(cli.ok(&with(&[])).starts_with("HOUR"));
+    let by_class = cli.ok(&with(&["--by", "class"]));
+    assert!(
+        by_class.starts_with("CLASS") && by_class.contains("UNIT HOURS"),
+        "{by_class}"
+    );
+    let csv = cli.ok(&with(&["--by", "user", "--format", "csv"]));
+    assert_eq!(
+        csv.lines().next(),
+        Some("group_id,label,placed_class,workloads,seconds,unit_seconds,unit_hours"),
+        "{csv}"
+    );
+    let report = cli.json(&with(&["--by", "user"]));
+    assert_eq!(report["by"], "user", "{report}");
+    for row in report["rows"].as_array().unwrap() {
+        assert_eq!(row["label"], "dev@acme", "only the user's own: {report}");
+    }
+    assert_eq!(
+        csv.lines().count(),
+        report["rows"].as_array().unwrap().len() + 1
+    );
+    let records_csv = cli.ok(&with(&["--format", "csv"]));
+    assert!(
+        records_csv.starts_with("hour_start,tenant_id,workload_id,"),
+        "{records_csv}"
+    );
     cli.ok(&["logout"]);
     let after = cli.run(&["workloads"], None);
     assert!(!after.status.success());

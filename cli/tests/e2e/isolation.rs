@@ -83,6 +83,8 @@ fn isolation(engine: Engine) {
         "/v1/enrolment-tokens",
         "/v1/users",
         "/v1/invites",
+        "/v1/teams",
+        "/v1/quotas",
         "/v1/usage?from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z",
     ];
     let a_ids = [
@@ -92,6 +94,7 @@ fn isolation(engine: Engine) {
         objects.enrolment_token.as_str(),
         objects.user.as_str(),
         objects.invite.as_str(),
+        objects.team.as_str(),
     ];
     for path in lists {
         let own = call(&solo, &a.session, "GET", path, None);

@@ -8,7 +8,9 @@ use einsora_core::ids::WorkloadId;
 use einsora_proto::schema::Schema;
 use serde_json::json;
 
+use crate::harness::cli::{Cli, dev_password};
 use crate::harness::solo::Solo;
+use crate::harness::support::stderr;
 use crate::harness::world::{
     Credential, a_notebook, call, launch, login, tenant, without_request_id,
 };
@@ -26,6 +28,9 @@ const ADMIN_ONLY: &[&str] = &[
     "EnrolmentTokenService/RevokeEnrolmentToken",
     "MachineService/RevokeMachine",
     "ActivityService/ListActivity",
+    "TeamService/CreateTeam",
+    "TeamService/DeleteTeam",
+    "QuotaService/SetQuota",
 ];
 
 /// Routes every user may call (on what their role lets them see).
@@ -45,6 +50,7 @@ const EVERYONE: &[&str] = &[
     "MachineService/SetTrustedUsers",
     "CatalogService/GetCatalog",
     "UsageService/ListUsage",
+    "UsageService/GetUsageReport",
     "StatusService/GetStatus",
     "AccountService/GetMe",
     "AccountService/ChangePassword",
@@ -52,6 +58,8 @@ const EVERYONE: &[&str] = &[
     "TokenService/ListTokens",
     "TokenService/RevokeToken",
     "UserService/ListUsers",
+    "TeamService/ListTeams",
+    "QuotaService/ListQuotas",
 ];
 
 /// Routes not called here: their credential is in the body (a password, a link's secret), or
@@ -181,5 +189,70 @@ fn each_role_gets_the_answers_it_is_designed_to_on_every_route() {
         listed.body.contains(&theirs),
         "an admin's list: {}",
         listed.body
+    );
+}
+
+/// Teams and quotas through the CLI: the owner makes a team, puts a member in it and gives it a
+/// quota of none; the member's launch is refused naming the team's quota, and `einsora quotas
+/// list` shows each row with what it holds.
+#[test]
+fn teams_and_quotas_are_managed_from_the_cli_and_hold_on_launch() {
+    let solo = Solo::start(&[("EINSORA_AUTH_MODE", "dev")]);
+    let owner_cli = Cli::new(&solo, "owner");
+    owner_cli.login("dev@acme", &dev_password(&solo, "dev@acme"));
+    let owner = tenant(&solo, "dev@acme");
+    invited(&solo, &owner.session, "ann@acme.example", "member");
+    let ann = Cli::new(&solo, "ann");
+    ann.login("ann@acme.example", "a password of 12+");
+
+    let made = owner_cli.json(&["teams", "create", "ml"]);
+    assert_eq!(made["teams"][0]["name"], "ml", "{made}");
+    let moved = owner_cli.json(&["users", "set-team", "ann@acme.example", "ml"]);
+    assert_eq!(moved["team_id"], made["teams"][0]["id"], "{moved}");
+    owner_cli.ok(&["quotas", "set", "cpu-1c-2g", "0", "--team", "ml"]);
+    owner_cli.ok(&[
+        "quotas",
+        "set",
+        "cpu-1c-2g",
+        "5",
+        "--user",
+        "ann@acme.example",
+    ]);
+
+    let refused = ann.run(
+        &[
+            "launch",
+            "--kind",
+            "notebook",
+            "--name",
+            "nb",
+            "--class",
+            "cpu-1c-2g",
+            "--image",
+            "jupyterlab",
+        ],
+        None,
+    );
+    assert!(!refused.status.success());
+    let said = stderr(&refused);
+    assert!(
+        said.contains("team \"ml\"'s quota for cpu-1c-2g exceeded: 0 held, 1 requested, limit 0"),
+        "{said}"
+    );
+    let listed = ann.json(&["quotas", "list"]);
+    let rows = listed["quotas"].as_array().unwrap();
+    let row = |scope: &str| rows.iter().find(|q| q["scope"] == scope).cloned();
+    assert_eq!(row("team").unwrap()["limit"], 0, "{listed}");
+    assert_eq!(
+        row("user").unwrap()["subject"],
+        "ann@acme.example",
+        "{listed}"
+    );
+    // A member sets nothing.
+    let denied = ann.run(&["quotas", "set", "cpu-1c-2g", "9", "--team", "ml"], None);
+    assert!(
+        stderr(&denied).contains("only an owner or admin"),
+        "{}",
+        stderr(&denied)
     );
 }

@@ -87,6 +87,21 @@ class Requests(WithFake):
         )
         self.assertIn(f"page_token=1_{WID}", self.api.requests[1].path)
 
+    def test_a_usage_report_is_asked_by_period_and_grouping(self):
+        row = {"group_id": "u1", "label": "you@x.y", "placed_class": "cpu-1c-2g",
+               "workloads": 2, "seconds": "5400", "unit_seconds": "5400", "unit_hours": "1.5000"}
+        self.api.answer(200, {"by": "user", "from": "2026-03-01T09:00:00Z",
+                              "to": "2026-03-01T12:00:00Z", "rows": [row]})
+        start = datetime(2026, 3, 1, 9, tzinfo=timezone.utc)
+        end = datetime(2026, 3, 1, 12, tzinfo=timezone.utc)
+        rows = self.client.usage.report(start, end, by="user")
+        self.assertEqual([(r.label, r.seconds, r.unit_hours) for r in rows],
+                         [("you@x.y", 5400, "1.5000")])
+        self.assertEqual(
+            self.api.requests[0].path,
+            "/v1/usage/report?from=2026-03-01T09%3A00%3A00Z&to=2026-03-01T12%3A00%3A00Z&by=user",
+        )
+
     def test_list_follows_pages(self):
         self.api.answer(200, {"workloads": [workload()], "next_page_token": WID})
         self.api.answer(200, {"workloads": [workload(kind="endpoint")], "next_page_token": ""})

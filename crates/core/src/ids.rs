@@ -95,6 +95,8 @@ id_type! {
     UsageRecordId = "usage record ID", "usage_record";
     /// A one-time account link: an invite or a password reset (the ID, never the secret).
     AccountLinkId = "invite or reset link ID", "account_link";
+    /// A team of users within a tenant.
+    TeamId = "team ID", "team";
 }
 
 #[cfg(test)]

@@ -2,6 +2,26 @@
 
 use einsora_core::lifecycle::{State, TransitionError};
 
+/// Whose quota refused a create or start, as its message names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuotaHolder {
+    Tenant,
+    /// A team, by name.
+    Team(String),
+    /// A user, by email.
+    User(String),
+}
+
+impl std::fmt::Display for QuotaHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QuotaHolder::Tenant => f.write_str("the tenant's"),
+            QuotaHolder::Team(name) => write!(f, "team {name:?}'s"),
+            QuotaHolder::User(email) => write!(f, "{email}'s"),
+        }
+    }
+}
+
 /// Which unique name is taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Taken {
@@ -11,6 +31,8 @@ pub enum Taken {
     Email(String),
     #[error("a token called {0:?} already exists")]
     TokenName(String),
+    #[error("a team called {0:?} already exists")]
+    TeamName(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -50,8 +72,12 @@ pub enum StoreError {
     #[error(transparent)]
     InvalidTransition(#[from] TransitionError),
 
-    #[error("quota for {class} exceeded: {held} held, {requested} requested, limit {limit}")]
+    #[error(
+        "{holder} quota for {class} exceeded: {held} held, {requested} requested, limit {limit}"
+    )]
     QuotaExceeded {
+        /// Whose quota it is: the tenant's, a team's or a user's.
+        holder: QuotaHolder,
         class: String,
         held: u64,
         requested: u32,

@@ -24,7 +24,9 @@ mod output;
 mod postgres;
 mod sqlite;
 mod state_sql;
+mod teams;
 mod time_ms;
+mod usage_report;
 mod users;
 
 use std::collections::BTreeMap;
@@ -53,7 +55,7 @@ pub use enrolment::{
     EnrolledMachine, EnrolmentStore, EnrolmentTokenRecord, MachineCertificate, NewEnrolmentToken,
     Redemption,
 };
-pub use error::{StoreError, Taken};
+pub use error::{QuotaHolder, StoreError, Taken};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyStore, IdempotencyTimes};
 pub use inventory::{
     InventoryStore, MachineRecord, MachineRegistration, UsageCursor, UsagePage, UsageRecord,
@@ -70,6 +72,8 @@ pub use output::{
 };
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use teams::{QuotaRecord, QuotaSubject, TeamRecord, TeamStore};
+pub use usage_report::{UsageGrouping, UsageReportQuery, UsageReportRow, UsageReportStore};
 pub use users::{
     AccountLinkRecord, Invitee, LinkKind, NewAccountLink, UserChange, UserRecord, UserRefusal,
     UserStore,
@@ -87,7 +91,9 @@ pub trait Store:
     + InventoryStore
     + MeteringStore
     + OutputStore
+    + UsageReportStore
     + UserStore
+    + TeamStore
     + Send
     + Sync
     + std::fmt::Debug

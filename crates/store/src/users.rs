@@ -3,7 +3,7 @@
 //! their SHA-256 (the callers hash them).
 
 use async_trait::async_trait;
-use einsora_core::ids::{AccountLinkId, TenantId, UserId};
+use einsora_core::ids::{AccountLinkId, TeamId, TenantId, UserId};
 use einsora_core::role::Role;
 use time::OffsetDateTime;
 
@@ -17,6 +17,8 @@ pub struct UserRecord {
     pub email: String,
     pub display_name: String,
     pub role: Role,
+    /// Their team, if they are in one.
+    pub team_id: Option<TeamId>,
     pub created_at: OffsetDateTime,
     /// Set while they may not sign in.
     pub disabled_at: Option<OffsetDateTime>,

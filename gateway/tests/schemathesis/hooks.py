@@ -1,9 +1,9 @@
 """Schemathesis hooks: the rules of a request that an OpenAPI document can't state.
 
 The document states every rule one field carries (`einsora.options.v1.rules`). A few of the
-api's rules hold across fields, or against this installation's catalog: ListUsage's `to` comes
-after `from`, and both are instants from year 1 to 9999 in UTC (which no string format says),
-and so do ListActivity's when given;
+api's rules hold across fields, or against this installation's catalog: ListUsage's and
+GetUsageReport's `to` comes after `from`, and both are instants from year 1 to 9999 in UTC
+(which no string format says), and so do ListActivity's when given;
 CreateWorkload's class is offered in the region, its image runs the kind on the class's
 accelerator, its parameters are the kind's own, and its fallback classes are offered there
 too. These hooks make the cases Schemathesis generates as valid ones valid by those rules as
@@ -54,6 +54,12 @@ def range_forwards(context, case):
             start -= timedelta(seconds=1)
     case.query["from"], case.query["to"] = start.isoformat(), end.isoformat()
     return case
+
+
+@schemathesis.hook("map_case").apply_to(method="GET", path="/v1/usage/report")
+def report_range_forwards(context, case):
+    """The usage report's `from` and `to`, as the records'."""
+    return range_forwards(context, case)
 
 
 @schemathesis.hook("map_case").apply_to(method="GET", path="/v1/activity")

@@ -16,6 +16,7 @@ mod grants;
 pub mod health;
 pub mod idempotency;
 pub mod machines;
+pub mod quotas;
 mod scoped;
 pub mod status;
 pub mod usage;
@@ -29,6 +30,8 @@ use anyhow::Context;
 use einsora_core::catalog::Catalog;
 use einsora_proto::access::v1::access_service_server::AccessServiceServer;
 use einsora_proto::accounts::v1::account_service_server::AccountServiceServer;
+use einsora_proto::accounts::v1::quota_service_server::QuotaServiceServer;
+use einsora_proto::accounts::v1::team_service_server::TeamServiceServer;
 use einsora_proto::accounts::v1::token_service_server::TokenServiceServer;
 use einsora_proto::accounts::v1::user_service_server::UserServiceServer;
 use einsora_proto::activity::v1::activity_service_server::ActivityServiceServer;
@@ -126,6 +129,11 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let machines = machines::MachinesApi::new(Arc::clone(&store), Arc::clone(&auth));
+    let quotas = quotas::QuotasApi::new(
+        Arc::clone(&store),
+        Arc::clone(&auth),
+        Arc::clone(&cfg.catalog),
+    );
     let catalog_api = catalog::CatalogApi::new(&cfg.catalog, Arc::clone(&auth));
     let usage = usage::UsageApi::new(Arc::clone(&store), Arc::clone(&auth));
     let activity = activity::ActivityApi::new(Arc::clone(&store), Arc::clone(&auth));
@@ -149,6 +157,11 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             gateway(),
         ))
         .add_service(MachineServiceServer::with_interceptor(machines, gateway()))
+        .add_service(TeamServiceServer::with_interceptor(
+            quotas.clone(),
+            gateway(),
+        ))
+        .add_service(QuotaServiceServer::with_interceptor(quotas, gateway()))
         .add_service(CatalogServiceServer::with_interceptor(
             catalog_api,
             gateway(),

@@ -115,6 +115,7 @@ mod tests {
             ),
             (
                 StoreError::QuotaExceeded {
+                    holder: einsora_store::QuotaHolder::Tenant,
                     class: "l40s-48gb".into(),
                     held: 2,
                     requested: 1,
@@ -158,6 +159,7 @@ mod tests {
     #[test]
     fn the_409s_say_what_happened() {
         let status = store(StoreError::QuotaExceeded {
+            holder: einsora_store::QuotaHolder::Tenant,
             class: "l40s-48gb".into(),
             held: 2,
             requested: 1,
@@ -165,7 +167,7 @@ mod tests {
         });
         assert_eq!(
             status.message(),
-            "quota for l40s-48gb exceeded: 2 held, 1 requested, limit 2"
+            "the tenant's quota for l40s-48gb exceeded: 2 held, 1 requested, limit 2"
         );
         let status = store(StoreError::InvalidTransition(
             TransitionError::NotInDiagram {

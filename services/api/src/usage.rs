@@ -6,7 +6,9 @@ use einsora_core::ids::UsageRecordId;
 use einsora_proto::convert::required_time;
 use einsora_proto::usage::v1::usage_service_server::UsageService;
 use einsora_proto::usage::v1::{self as pb};
-use einsora_store::{Store, UsageCursor, UsagePage};
+use einsora_store::{
+    Store, UsageCursor, UsageGrouping, UsagePage, UsageReportQuery, UsageReportRow,
+};
 use time::OffsetDateTime;
 use tonic::{Request, Response, Status};
 
@@ -70,6 +72,93 @@ impl UsageService for UsageApi {
             next_page_token,
         }))
     }
+
+    async fn get_usage_report(
+        &self,
+        request: Request<pb::GetUsageReportRequest>,
+    ) -> Result<Response<pb::GetUsageReportResponse>, Status> {
+        let caller = self.auth.caller(request.metadata(), Access::Read).await?;
+        let req = request.into_inner();
+        let from = required_time("from", req.from.as_ref()).map_err(status::invalid)?;
+        let to = required_time("to", req.to.as_ref()).map_err(status::invalid)?;
+        if to <= from {
+            return Err(Status::invalid_argument(
+                "to is not valid: it must be after from",
+            ));
+        }
+        let by = grouping(&req.by)?;
+        let query = UsageReportQuery {
+            from,
+            to,
+            by,
+            owner: caller.scope().owner,
+        };
+        let mut rows = self
+            .store
+            .usage_report(caller.tenant, &query)
+            .await
+            .map_err(status::store)?;
+        rows.sort_by(|a, b| order(a).cmp(&order(b)));
+        Ok(Response::new(pb::GetUsageReportResponse {
+            by: req.by,
+            from: req.from,
+            to: req.to,
+            rows: rows.iter().map(|r| report_row(by, r)).collect(),
+        }))
+    }
+}
+
+/// The request's `by`.
+fn grouping(by: &str) -> Result<UsageGrouping, Status> {
+    match by {
+        "user" => Ok(UsageGrouping::User),
+        "team" => Ok(UsageGrouping::Team),
+        "class" => Ok(UsageGrouping::Class),
+        "" => Err(Status::invalid_argument(
+            "by is missing: user, team or class",
+        )),
+        _ => Err(Status::invalid_argument(
+            "by is not valid: user, team or class",
+        )),
+    }
+}
+
+/// Rows with a label first, by label; then by ID and class.
+fn order(r: &UsageReportRow) -> (bool, Option<&str>, Option<uuid::Uuid>, &str) {
+    (
+        r.label.is_none(),
+        r.label.as_deref(),
+        r.group_id,
+        &r.placed_class,
+    )
+}
+
+fn report_row(by: UsageGrouping, r: &UsageReportRow) -> pb::UsageReportRow {
+    let group_id = match by {
+        UsageGrouping::Class => r.placed_class.clone(),
+        UsageGrouping::User | UsageGrouping::Team => {
+            r.group_id.map(|id| id.to_string()).unwrap_or_default()
+        }
+    };
+    pb::UsageReportRow {
+        group_id,
+        label: r.label.clone().unwrap_or_default(),
+        placed_class: r.placed_class.clone(),
+        workloads: r.workloads,
+        seconds: r.seconds,
+        unit_seconds: r.unit_seconds,
+        unit_hours: unit_hours(r.unit_seconds),
+    }
+}
+
+/// `unit_seconds` / 3600 with four decimal places, rounded half up.
+fn unit_hours(unit_seconds: u64) -> String {
+    let ten_thousandths = (u128::from(unit_seconds) * 10_000 + 1_800) / 3_600;
+    format!(
+        "{}.{:04}",
+        ten_thousandths / 10_000,
+        ten_thousandths % 10_000
+    )
 }
 
 /// `<hour start, Unix seconds>_<record ID>`.
@@ -100,6 +189,32 @@ mod tests {
     use regex::Regex;
 
     use super::*;
+
+    #[test]
+    fn unit_hours_are_a_decimal_of_four_places() {
+        for (secs, hours) in [
+            (0, "0.0000"),
+            (1, "0.0003"),
+            (3600, "1.0000"),
+            (5400, "1.5000"),
+            (2400, "0.6667"),
+            (u64::MAX, "5124095576030431.0042"),
+        ] {
+            assert_eq!(unit_hours(secs), hours, "{secs}");
+        }
+    }
+
+    #[test]
+    fn by_is_user_team_or_class() {
+        assert_eq!(grouping("user").unwrap(), UsageGrouping::User);
+        assert_eq!(grouping("team").unwrap(), UsageGrouping::Team);
+        assert_eq!(grouping("class").unwrap(), UsageGrouping::Class);
+        for bad in ["", "User", "teams", "money"] {
+            let err = grouping(bad).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{bad}");
+            assert!(err.message().starts_with("by"), "{}", err.message());
+        }
+    }
 
     #[test]
     fn page_tokens_round_trip_and_bad_ones_are_refused() {

@@ -143,6 +143,7 @@ pub struct Objects {
     /// The tenant's owner's user ID.
     pub user: String,
     pub invite: String,
+    pub team: String,
 }
 
 impl Objects {
@@ -156,6 +157,7 @@ impl Objects {
             ("/v1/enrolment-tokens/{id}", &self.enrolment_token),
             ("/v1/users/{id}", &self.user),
             ("/v1/invites/{id}", &self.invite),
+            ("/v1/teams/{id}", &self.team),
         ];
         kinds
             .iter()
@@ -224,6 +226,14 @@ pub fn objects(solo: &Solo, a: &Tenant) -> Objects {
         Some(json!({ "email": "invited@example.com" })),
     );
     assert_eq!(invited.status, 200, "{}", invited.body);
+    let team = call(
+        solo,
+        &a.session,
+        "POST",
+        "/v1/teams",
+        Some(json!({ "name": "ml" })),
+    );
+    assert_eq!(team.status, 200, "{}", team.body);
     Objects {
         workload,
         token,
@@ -234,6 +244,7 @@ pub fn objects(solo: &Solo, a: &Tenant) -> Objects {
             .as_str()
             .unwrap_or_default()
             .to_owned(),
+        team: team.json()["id"].as_str().unwrap_or_default().to_owned(),
     }
 }
 

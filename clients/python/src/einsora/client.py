@@ -16,6 +16,7 @@ from ._generated.models import (
     Me,
     Status,
     UsageRecord,
+    UsageReportRow,
     Workload,
     WorkloadEvent,
     WorkloadExport,
@@ -359,7 +360,8 @@ class Tokens:
 
 
 class Usage:
-    """Hourly usage records (seconds and units per workload and hour; never money)."""
+    """Hourly usage records (seconds and units per workload and hour), and reports that sum
+    them by user, team or class; never money."""
 
     def __init__(self, client: Client) -> None:
         self._api = client.api
@@ -386,3 +388,10 @@ class Usage:
         """The records of the last `hours` hours."""
         end = datetime.now(timezone.utc)
         return list(self.list(end - timedelta(hours=hours), end))
+
+    def report(self, start: Time, end: Optional[Time] = None, *, by: str) -> List[UsageReportRow]:
+        """The records of hours from `start` to `end` (`end` defaults to now) summed by `by`:
+        "user" or "team" (a row per user or team and placed class) or "class"; each row's
+        `unit_hours` is a decimal string, `unit_seconds` the exact figure. Never money."""
+        end = end if end is not None else datetime.now(timezone.utc)
+        return list(self._api.get_usage_report(from_=start, to=end, by=by).rows)

@@ -23,7 +23,10 @@ pub use value::Value;
 /// are written in, so every reference finds its row).
 pub const TABLES: &[&str] = &[
     "tenants",
+    "teams",
     "users",
+    "team_quotas",
+    "user_quotas",
     "password_credentials",
     "sessions",
     "api_tokens",

@@ -35,4 +35,6 @@ include!("metering.rs");
 include!("output.rs");
 include!("activity.rs");
 include!("users.rs");
+include!("teams.rs");
 include!("idempotency.rs");
+include!("usage_report.rs");

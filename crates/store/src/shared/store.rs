@@ -108,7 +108,7 @@ impl crate::Store for ThisStore {
         let reason = reason.text();
         let mut conn = self.writer().await?;
         let mut tx = begin_write(&mut conn).await?;
-        check_quota(&mut tx, new.tenant_id, &new.gpu_class, new.units).await?;
+        check_quota(&mut tx, new.tenant_id, new.owner, &new.gpu_class, new.units).await?;
         // Read once the quota row is ours: a timeline's times follow the order of commits.
         let now = now_ms();
         sqlx::query(
@@ -287,7 +287,7 @@ impl crate::Store for ThisStore {
         let reason = reason.text();
         let mut conn = self.writer().await?;
         let mut tx = begin_write(&mut conn).await?;
-        check_quota(&mut tx, w.tenant_id, &w.gpu_class, w.units).await?;
+        check_quota(&mut tx, w.tenant_id, w.owner, &w.gpu_class, w.units).await?;
         let now = now_ms();
         let update = sqlx::query(
             "UPDATE workloads SET state = $1, reason = $2, version = version + 1, updated_at = $3 \

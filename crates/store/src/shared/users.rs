@@ -17,7 +17,8 @@ mod users_sql {
 
     type DbRow = <Db as sqlx::Database>::Row;
 
-    const USER_RECORD_COLUMNS: &str = "id, email, display_name, role, created_at, disabled_at";
+    const USER_RECORD_COLUMNS: &str =
+        "id, email, display_name, role, team_id, created_at, disabled_at";
     const LINK_COLUMNS: &str = "id, kind, email, role, user_id, created_by, created_at, \
          expires_at, used_at, revoked_at";
 
@@ -33,6 +34,9 @@ mod users_sql {
             email: row.try_get("email")?,
             display_name: row.try_get("display_name")?,
             role: parse_word("role", &row.try_get::<String, _>("role")?)?,
+            team_id: row
+                .try_get::<Option<Uuid>, _>("team_id")?
+                .map(einsora_core::ids::TeamId::from_uuid),
             created_at: from_ms(row.try_get("created_at")?)?,
             disabled_at: optional_ms(row, "disabled_at")?,
         })

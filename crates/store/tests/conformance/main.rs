@@ -20,7 +20,9 @@ mod migrations;
 mod output;
 mod quota;
 mod races;
+mod teams;
 mod transitions;
+mod usage_report;
 mod users;
 mod workloads;
 
@@ -67,6 +69,8 @@ einsora_testkit::on_both_engines! {
     users::a_disabled_user_authenticates_nothing,
     users::the_last_owner_stays_and_owners_of_things_stay,
     users::a_password_reset_works_once,
+    teams::concurrent_creates_overrun_no_users_teams_or_tenants_quota,
+    teams::team_and_user_quotas_follow_their_changes,
     users::a_machines_owning_user_sets_whom_it_trusts,
     accounts::sessions_live_until_they_expire_or_end,
     accounts::tokens_live_until_revoked_or_expired,
@@ -90,4 +94,5 @@ einsora_testkit::on_both_engines! {
     metering::metering_reads_changed_and_metered_workloads,
     metering::timelines_and_usage_of_many_workloads,
     metering::usage_changes_are_applied_whole_or_not_at_all,
+    usage_report::usage_is_summed_by_user_team_and_class,
 }

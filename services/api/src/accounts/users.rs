@@ -101,6 +101,7 @@ fn user(u: &UserRecord) -> pb::User {
         role: u.role.to_field(),
         created_at: Some(timestamp(u.created_at)),
         disabled_at: u.disabled_at.map(timestamp),
+        team_id: u.team_id.map(|t| t.to_string()).unwrap_or_default(),
     }
 }
 
@@ -179,17 +180,40 @@ impl UserService for Users {
         if let Some(role) = role {
             may_manage(&caller, role)?;
         }
+        let team = match req.team_id.as_deref() {
+            None => None,
+            Some("") => Some(None),
+            Some(raw) => Some(Some(
+                einsora_proto::convert::parse_id::<einsora_core::ids::TeamId>("team_id", raw)
+                    .map_err(status::invalid)?,
+            )),
+        };
         let change = UserChange {
             role,
             disabled: req.disabled,
         };
-        let updated = self
-            .auth
-            .store()
+        let store = self.auth.store();
+        let mut updated = store
             .update_user(caller.tenant, target.id, &change)
             .await
             .map_err(status::store)?
             .ok_or_else(status::not_found)?;
+        if let Some(team) = team {
+            store
+                .set_user_team(caller.tenant, target.id, team)
+                .await
+                .map_err(|e| match e {
+                    einsora_store::StoreError::NotFound => {
+                        Status::invalid_argument("team_id: your tenant has no such team")
+                    }
+                    other => status::store(other),
+                })?;
+            updated = store
+                .user_of(caller.tenant, target.id)
+                .await
+                .map_err(status::store)?
+                .ok_or_else(status::not_found)?;
+        }
         tracing::info!(user = %updated.id, role = %updated.role, disabled = updated.disabled_at.is_some(), "user changed");
         Ok(Response::new(user(&updated)))
     }

@@ -98,3 +98,171 @@ async fn usage_is_the_callers_tenants_in_the_period() {
         assert!(status.message().starts_with(field), "{}", status.message());
     }
 }
+
+#[tokio::test]
+async fn a_report_sums_the_period_by_user_team_or_class_and_a_member_sees_their_own() {
+    let env = env().await;
+    let owner = env.tenant("acme", None).await;
+    let member = env
+        .user(
+            owner.tenant,
+            "member@acme.example",
+            einsora_core::role::Role::Member,
+        )
+        .await;
+    let other = env.tenant("globex", None).await;
+    let ours = env
+        .create(&owner, notebook("nb", "cpu-1c-2g"))
+        .await
+        .unwrap();
+    let mine = env
+        .create(&member, notebook("mine", "cpu-1c-2g"))
+        .await
+        .unwrap();
+    let theirs = env
+        .create(&other, notebook("nb", "cpu-1c-2g"))
+        .await
+        .unwrap();
+    let h0 = datetime!(2025-03-01 10:00 UTC);
+    record(&env, &owner, &ours.id, h0, 3600).await;
+    record(&env, &owner, &ours.id, h0 + Duration::hours(1), 1800).await;
+    record(&env, &member, &mine.id, h0 + Duration::hours(1), 600).await;
+    record(&env, &owner, &ours.id, h0 + Duration::hours(2), 3600).await;
+    record(&env, &other, &theirs.id, h0, 3600).await;
+
+    let ask = |who: &crate::Who, by: &str| {
+        who.req(pb::GetUsageReportRequest {
+            from: Some(timestamp(h0)),
+            to: Some(timestamp(h0 + Duration::hours(2))),
+            by: by.into(),
+        })
+    };
+    let rows = |r: pb::GetUsageReportResponse| -> Vec<_> {
+        r.rows
+            .into_iter()
+            .map(|r| {
+                (
+                    r.group_id,
+                    r.label,
+                    r.placed_class,
+                    r.workloads,
+                    r.seconds,
+                    r.unit_hours,
+                )
+            })
+            .collect()
+    };
+    let report = env
+        .usage
+        .get_usage_report(ask(&owner, "user"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(report.by, "user");
+    let cpu = || "cpu-1c-2g".to_owned();
+    assert_eq!(
+        rows(report),
+        [
+            (
+                member.user.to_string(),
+                "member@acme.example".to_owned(),
+                cpu(),
+                1,
+                600,
+                "0.1667".to_owned()
+            ),
+            (
+                owner.user.to_string(),
+                "you@acme.example".to_owned(),
+                cpu(),
+                1,
+                5400,
+                "1.5000".to_owned()
+            ),
+        ],
+        "the whole tenant for its owner, by e-mail, [from, to)"
+    );
+    let by_class = env
+        .usage
+        .get_usage_report(ask(&owner, "class"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        rows(by_class),
+        [(cpu(), cpu(), cpu(), 2, 6000, "1.6667".to_owned())]
+    );
+
+    // A member's report: their own workloads' only, whatever it is by.
+    for by in ["user", "class"] {
+        let theirs = env
+            .usage
+            .get_usage_report(ask(&member, by))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(theirs.rows.len(), 1, "{by}");
+        assert_eq!(theirs.rows[0].seconds, 600, "{by}");
+        assert_eq!(theirs.rows[0].unit_seconds, 600, "{by}");
+    }
+
+    // By the team the owner is in now; the member is in none.
+    let research = einsora_core::ids::TeamId::new();
+    env.store
+        .create_team(owner.tenant, research, "research")
+        .await
+        .unwrap();
+    env.store
+        .set_user_team(owner.tenant, owner.user, Some(research))
+        .await
+        .unwrap();
+    let by_team = env
+        .usage
+        .get_usage_report(ask(&owner, "team"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        rows(by_team),
+        [
+            (
+                research.to_string(),
+                "research".to_owned(),
+                cpu(),
+                1,
+                5400,
+                "1.5000".to_owned()
+            ),
+            (
+                String::new(),
+                String::new(),
+                cpu(),
+                1,
+                600,
+                "0.1667".to_owned()
+            ),
+        ],
+        "a team's row by its name; no team's last, without ID or label"
+    );
+
+    for (by, says) in [
+        ("money", "by is not valid: user, team or class"),
+        ("", "by is missing: user, team or class"),
+    ] {
+        let status = assert_code(
+            env.usage.get_usage_report(ask(&owner, by)).await,
+            Code::InvalidArgument,
+        );
+        assert_eq!(status.message(), says);
+    }
+    let backwards = owner.req(pb::GetUsageReportRequest {
+        from: Some(timestamp(h0 + Duration::hours(2))),
+        to: Some(timestamp(h0)),
+        by: "class".into(),
+    });
+    let status = assert_code(
+        env.usage.get_usage_report(backwards).await,
+        Code::InvalidArgument,
+    );
+    assert!(status.message().starts_with("to"), "{}", status.message());
+}

@@ -32,6 +32,7 @@ fn update(who: &Who, role: Option<Role>, disabled: Option<bool>) -> users_pb::Up
         id: who.user.to_string(),
         role: role.map_or(0, Role::to_field),
         disabled,
+        team_id: None,
     }
 }
 

@@ -25,6 +25,7 @@ __all__ = [
     "CreatePasswordResetResponse",
     "CreateTokenResponse",
     "Credential",
+    "DeleteTeamResponse",
     "Device",
     "Driver",
     "DriverRef",
@@ -32,6 +33,7 @@ __all__ = [
     "EndpointParams",
     "EndpointParamsInput",
     "EnrolmentToken",
+    "GetUsageReportResponse",
     "GpuUse",
     "Image",
     "Invite",
@@ -39,6 +41,8 @@ __all__ = [
     "ListEnrolmentTokensResponse",
     "ListInvitesResponse",
     "ListMachinesResponse",
+    "ListQuotasResponse",
+    "ListTeamsResponse",
     "ListTokensResponse",
     "ListUsageResponse",
     "ListUsersResponse",
@@ -54,6 +58,7 @@ __all__ = [
     "NotebookLink",
     "NotebookParams",
     "NotebookParamsInput",
+    "Quota",
     "Region",
     "RemoveUserResponse",
     "ResetPasswordResponse",
@@ -61,7 +66,9 @@ __all__ = [
     "Runtime",
     "Session",
     "Status",
+    "Team",
     "UsageRecord",
+    "UsageReportRow",
     "User",
     "VmParams",
     "VmParamsInput",
@@ -418,6 +425,25 @@ class Credential:
 
 
 @dataclass
+class DeleteTeamResponse:
+    """`einsora.accounts.v1.DeleteTeamResponse`."""
+
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "DeleteTeamResponse":
+        data = dict(data)
+        value = cls()
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        return out
+
+
+@dataclass
 class Invite:
     """`einsora.accounts.v1.Invite`."""
 
@@ -512,6 +538,56 @@ class ListInvitesResponse:
         out: Dict[str, Any] = dict(self.extra)
         if self.invites is not None:
             out['invites'] = [x.to_dict() for x in self.invites]
+        return out
+
+
+@dataclass
+class ListQuotasResponse:
+    """`einsora.accounts.v1.ListQuotasResponse`."""
+
+    quotas: List[Quota] = field(default_factory=list)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "ListQuotasResponse":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('quotas', None)
+        if raw is not None:
+            value.quotas = [Quota.from_dict(x) for x in raw]
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.quotas is not None:
+            out['quotas'] = [x.to_dict() for x in self.quotas]
+        return out
+
+
+@dataclass
+class ListTeamsResponse:
+    """`einsora.accounts.v1.ListTeamsResponse`."""
+
+    teams: List[Team] = field(default_factory=list)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "ListTeamsResponse":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('teams', None)
+        if raw is not None:
+            value.teams = [Team.from_dict(x) for x in raw]
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.teams is not None:
+            out['teams'] = [x.to_dict() for x in self.teams]
         return out
 
 
@@ -640,6 +716,61 @@ class Me:
 
 
 @dataclass
+class Quota:
+    """`einsora.accounts.v1.Quota`."""
+
+    subject_id: str = field(default="")
+    subject: str = field(default="")
+    gpu_class: str = field(default="")
+    held: int = field(default=0)
+    limit: Optional[int] = field(default=None)
+    scope: Optional[Literal["tenant", "team", "user"]] = field(default=None)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Quota":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('subject_id', None)
+        if raw is not None:
+            value.subject_id = raw
+        raw = data.pop('subject', None)
+        if raw is not None:
+            value.subject = raw
+        raw = data.pop('gpu_class', None)
+        if raw is not None:
+            value.gpu_class = raw
+        raw = data.pop('held', None)
+        if raw is not None:
+            value.held = int(raw)
+        raw = data.pop('limit', None)
+        if raw is not None:
+            value.limit = raw
+        raw = data.pop('scope', None)
+        if raw is not None:
+            value.scope = raw
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.subject_id is not None:
+            out['subject_id'] = self.subject_id
+        if self.subject is not None:
+            out['subject'] = self.subject
+        if self.gpu_class is not None:
+            out['gpu_class'] = self.gpu_class
+        if self.held is not None:
+            out['held'] = str(self.held)
+        if self.limit is not None:
+            out['limit'] = self.limit
+        if self.scope is not None:
+            out['scope'] = self.scope
+        return out
+
+
+@dataclass
 class RemoveUserResponse:
     """`einsora.accounts.v1.RemoveUserResponse`."""
 
@@ -721,12 +852,56 @@ class Session:
 
 
 @dataclass
+class Team:
+    """`einsora.accounts.v1.Team`."""
+
+    id: str = field(default="")
+    name: str = field(default="")
+    members: int = field(default=0)
+    created_at: Optional[datetime] = field(default=None)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Team":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('id', None)
+        if raw is not None:
+            value.id = raw
+        raw = data.pop('name', None)
+        if raw is not None:
+            value.name = raw
+        raw = data.pop('members', None)
+        if raw is not None:
+            value.members = raw
+        raw = data.pop('created_at', None)
+        if raw is not None:
+            value.created_at = _wire.parse_time(raw)
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.id is not None:
+            out['id'] = self.id
+        if self.name is not None:
+            out['name'] = self.name
+        if self.members is not None:
+            out['members'] = self.members
+        if self.created_at is not None:
+            out['created_at'] = _wire.format_time(self.created_at)
+        return out
+
+
+@dataclass
 class User:
     """`einsora.accounts.v1.User`."""
 
     id: str = field(default="")
     email: str = field(default="")
     display_name: str = field(default="")
+    team_id: str = field(default="")
     created_at: Optional[datetime] = field(default=None)
     disabled_at: Optional[datetime] = field(default=None)
     role: Optional[Literal["owner", "admin", "member"]] = field(default=None)
@@ -746,6 +921,9 @@ class User:
         raw = data.pop('display_name', None)
         if raw is not None:
             value.display_name = raw
+        raw = data.pop('team_id', None)
+        if raw is not None:
+            value.team_id = raw
         raw = data.pop('created_at', None)
         if raw is not None:
             value.created_at = _wire.parse_time(raw)
@@ -766,6 +944,8 @@ class User:
             out['email'] = self.email
         if self.display_name is not None:
             out['display_name'] = self.display_name
+        if self.team_id is not None:
+            out['team_id'] = self.team_id
         if self.created_at is not None:
             out['created_at'] = _wire.format_time(self.created_at)
         if self.disabled_at is not None:
@@ -1919,6 +2099,49 @@ class Status:
 
 
 @dataclass
+class GetUsageReportResponse:
+    """`einsora.usage.v1.GetUsageReportResponse`."""
+
+    by: str = field(default="")
+    rows: List[UsageReportRow] = field(default_factory=list)
+    from_: Optional[datetime] = field(default=None)
+    to: Optional[datetime] = field(default=None)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "GetUsageReportResponse":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('by', None)
+        if raw is not None:
+            value.by = raw
+        raw = data.pop('rows', None)
+        if raw is not None:
+            value.rows = [UsageReportRow.from_dict(x) for x in raw]
+        raw = data.pop('from', None)
+        if raw is not None:
+            value.from_ = _wire.parse_time(raw)
+        raw = data.pop('to', None)
+        if raw is not None:
+            value.to = _wire.parse_time(raw)
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.by is not None:
+            out['by'] = self.by
+        if self.rows is not None:
+            out['rows'] = [x.to_dict() for x in self.rows]
+        if self.from_ is not None:
+            out['from'] = _wire.format_time(self.from_)
+        if self.to is not None:
+            out['to'] = _wire.format_time(self.to)
+        return out
+
+
+@dataclass
 class ListUsageResponse:
     """`einsora.usage.v1.ListUsageResponse`."""
 
@@ -2013,6 +2236,67 @@ class UsageRecord:
             out['units'] = self.units
         if self.hour_start is not None:
             out['hour_start'] = _wire.format_time(self.hour_start)
+        return out
+
+
+@dataclass
+class UsageReportRow:
+    """`einsora.usage.v1.UsageReportRow`."""
+
+    group_id: str = field(default="")
+    label: str = field(default="")
+    placed_class: str = field(default="")
+    workloads: int = field(default=0)
+    seconds: int = field(default=0)
+    unit_seconds: int = field(default=0)
+    unit_hours: str = field(default="")
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "UsageReportRow":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('group_id', None)
+        if raw is not None:
+            value.group_id = raw
+        raw = data.pop('label', None)
+        if raw is not None:
+            value.label = raw
+        raw = data.pop('placed_class', None)
+        if raw is not None:
+            value.placed_class = raw
+        raw = data.pop('workloads', None)
+        if raw is not None:
+            value.workloads = raw
+        raw = data.pop('seconds', None)
+        if raw is not None:
+            value.seconds = int(raw)
+        raw = data.pop('unit_seconds', None)
+        if raw is not None:
+            value.unit_seconds = int(raw)
+        raw = data.pop('unit_hours', None)
+        if raw is not None:
+            value.unit_hours = raw
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.group_id is not None:
+            out['group_id'] = self.group_id
+        if self.label is not None:
+            out['label'] = self.label
+        if self.placed_class is not None:
+            out['placed_class'] = self.placed_class
+        if self.workloads is not None:
+            out['workloads'] = self.workloads
+        if self.seconds is not None:
+            out['seconds'] = str(self.seconds)
+        if self.unit_seconds is not None:
+            out['unit_seconds'] = str(self.unit_seconds)
+        if self.unit_hours is not None:
+            out['unit_hours'] = self.unit_hours
         return out
 
 

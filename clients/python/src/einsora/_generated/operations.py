@@ -19,13 +19,17 @@ from .models import (
     CreateInviteResponse,
     CreatePasswordResetResponse,
     CreateTokenResponse,
+    DeleteTeamResponse,
     EndpointParamsInput,
     EnrolmentToken,
+    GetUsageReportResponse,
     Invite,
     ListActivityResponse,
     ListEnrolmentTokensResponse,
     ListInvitesResponse,
     ListMachinesResponse,
+    ListQuotasResponse,
+    ListTeamsResponse,
     ListTokensResponse,
     ListUsageResponse,
     ListUsersResponse,
@@ -40,6 +44,7 @@ from .models import (
     ResetPasswordResponse,
     Session,
     Status,
+    Team,
     User,
     VmParamsInput,
     Workload,
@@ -83,6 +88,12 @@ class Operations:
         body: Optional[Dict[str, Any]] = {}
         return self._transport.call("POST", f"/v1/users/{_wire.segment(id)}/password-reset", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=CreatePasswordResetResponse)
 
+    def create_team(self, *, name: str, idempotency_key: Optional[str] = None) -> Team:
+        """POST /v1/teams (CreateTeam)."""
+        query = None
+        body: Optional[Dict[str, Any]] = {'name': name}
+        return self._transport.call("POST", "/v1/teams", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=Team)
+
     def create_token(self, *, name: str, expires_at: Optional[Union[datetime, str]] = None, idempotency_key: Optional[str] = None) -> CreateTokenResponse:
         """POST /v1/tokens (CreateToken)."""
         query = None
@@ -94,6 +105,12 @@ class Operations:
         query = None
         body: Optional[Dict[str, Any]] = {'endpoint': endpoint, 'fallback': fallback, 'fallback_after_s': fallback_after_s, 'gpu_class': gpu_class, 'image': image, 'kind': kind, 'name': name, 'notebook': notebook, 'region': region, 'vm': vm}
         return self._transport.call("POST", "/v1/workloads", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=Workload)
+
+    def delete_team(self, id: str) -> DeleteTeamResponse:
+        """DELETE /v1/teams/{id} (DeleteTeam)."""
+        query = None
+        body = None
+        return self._transport.call("DELETE", f"/v1/teams/{_wire.segment(id)}", query=query, body=body, answer=DeleteTeamResponse)
 
     def delete_workload(self, id: str) -> Workload:
         """DELETE /v1/workloads/{id} (DeleteWorkload)."""
@@ -137,6 +154,12 @@ class Operations:
         body = None
         return self._transport.call("GET", "/v1/status", query=query, body=body, answer=Status)
 
+    def get_usage_report(self, *, from_: Union[datetime, str], to: Union[datetime, str], by: str) -> GetUsageReportResponse:
+        """GET /v1/usage/report (GetUsageReport)."""
+        query = {'from': from_, 'to': to, 'by': by}
+        body = None
+        return self._transport.call("GET", "/v1/usage/report", query=query, body=body, answer=GetUsageReportResponse)
+
     def get_workload(self, id: str, *, include_deleted: Optional[bool] = None) -> Workload:
         """GET /v1/workloads/{id} (GetWorkload)."""
         query = {'include_deleted': include_deleted}
@@ -166,6 +189,18 @@ class Operations:
         query = None
         body = None
         return self._transport.call("GET", "/v1/machines", query=query, body=body, answer=ListMachinesResponse)
+
+    def list_quotas(self) -> ListQuotasResponse:
+        """GET /v1/quotas (ListQuotas)."""
+        query = None
+        body = None
+        return self._transport.call("GET", "/v1/quotas", query=query, body=body, answer=ListQuotasResponse)
+
+    def list_teams(self) -> ListTeamsResponse:
+        """GET /v1/teams (ListTeams)."""
+        query = None
+        body = None
+        return self._transport.call("GET", "/v1/teams", query=query, body=body, answer=ListTeamsResponse)
 
     def list_tokens(self) -> ListTokensResponse:
         """GET /v1/tokens (ListTokens)."""
@@ -263,6 +298,12 @@ class Operations:
         body = None
         return self._transport.call("DELETE", f"/v1/tokens/{_wire.segment(id)}", query=query, body=body, answer=ApiToken)
 
+    def set_quota(self, *, gpu_class: str, scope: Literal["tenant", "team", "user"], limit: Optional[int] = None, subject_id: Optional[str] = None) -> ListQuotasResponse:
+        """PUT /v1/quotas (SetQuota)."""
+        query = None
+        body: Optional[Dict[str, Any]] = {'gpu_class': gpu_class, 'limit': limit, 'scope': scope, 'subject_id': subject_id}
+        return self._transport.call("PUT", "/v1/quotas", query=query, body=body, answer=ListQuotasResponse)
+
     def set_trusted_users(self, id: str, *, user_ids: Optional[List[str]] = None) -> Machine:
         """PUT /v1/machines/{id}/trusted-users (SetTrustedUsers)."""
         query = None
@@ -281,8 +322,8 @@ class Operations:
         body: Optional[Dict[str, Any]] = {}
         return self._transport.call("POST", f"/v1/workloads/{_wire.segment(id)}/stop", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=Workload)
 
-    def update_user(self, id: str, *, disabled: Optional[bool] = None, role: Optional[Literal["owner", "admin", "member"]] = None) -> User:
+    def update_user(self, id: str, *, disabled: Optional[bool] = None, role: Optional[Literal["owner", "admin", "member"]] = None, team_id: Optional[str] = None) -> User:
         """PATCH /v1/users/{id} (UpdateUser)."""
         query = None
-        body: Optional[Dict[str, Any]] = {'disabled': disabled, 'role': role}
+        body: Optional[Dict[str, Any]] = {'disabled': disabled, 'role': role, 'team_id': team_id}
         return self._transport.call("PATCH", f"/v1/users/{_wire.segment(id)}", query=query, body=body, answer=User)
