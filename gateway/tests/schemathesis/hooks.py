@@ -6,7 +6,7 @@ GetUsageReport's `to` comes after `from`, and both are instants from year 1 to 9
 (which no string format says), and so do ListActivity's when given;
 CreateWorkload's class is offered in the region, its image runs the kind on the class's
 accelerator, its parameters are the kind's own, and its fallback classes are offered there
-too. These hooks make the cases Schemathesis generates as valid ones valid by those rules as
+too; SetQuota's class is one of the catalog's, and its team or user one of the tenant's. These hooks make the cases Schemathesis generates as valid ones valid by those rules as
 well, so that the positive-data check asks what it means to ask. Negative cases go as
 generated: the document's rules are what they break.
 
@@ -142,6 +142,19 @@ def create_from_the_catalog(context, case):
             body.pop(other, None)
     if kind == "endpoint":
         body.setdefault("endpoint", {"model": "org/model"})
+    return case
+
+
+@schemathesis.hook("map_case").apply_to(method="PUT", path="/v1/quotas")
+def quota_of_a_known_class(context, case):
+    """A team's or user's quota names one by ID, which a generated case can't know: valid cases
+    set the tenant's quota, for one of the catalog's classes (or its default, `*`)."""
+    body = case.body
+    if not positive(case) or not isinstance(body, dict):
+        return case
+    classes = [c["name"] for c in catalog(case)["classes"]] + ["*"]
+    body["scope"], body["subject_id"] = "tenant", ""
+    body["gpu_class"] = classes[len(body.get("gpu_class", "")) % len(classes)]
     return case
 
 

@@ -45,17 +45,18 @@ impl Users {
     }
 
     /// The caller, an owner or admin, and the user of their tenant they name, whose role they
-    /// may manage; never themselves.
+    /// may manage; themselves only if `self_too`.
     async fn managed(
         &self,
         metadata: &tonic::metadata::MetadataMap,
         raw_id: &str,
         what: &str,
+        self_too: bool,
     ) -> Result<(Caller, UserRecord), Status> {
         let caller = self.auth.caller(metadata, Access::Write).await?;
         caller.must_administer(what)?;
         let id: UserId = scoped::id(raw_id)?;
-        if id == caller.user {
+        if id == caller.user && !self_too {
             return Err(status::failed(
                 status::Precondition::Conflict,
                 format!("you can't {what} for yourself: ask another owner or admin"),
@@ -68,7 +69,9 @@ impl Users {
             .await
             .map_err(status::store)?
             .ok_or_else(status::not_found)?;
-        may_manage(&caller, target.role)?;
+        if id != caller.user {
+            may_manage(&caller, target.role)?;
+        }
         Ok((caller, target))
     }
 }
@@ -169,8 +172,18 @@ impl UserService for Users {
         &self,
         request: Request<pb::UpdateUserRequest>,
     ) -> Result<Response<pb::User>, Status> {
+        // An owner or admin may move themselves between teams; nothing else of their own.
+        let only_team = {
+            let req = request.get_ref();
+            req.role == 0 && req.disabled.is_none() && req.team_id.is_some()
+        };
         let (caller, target) = self
-            .managed(request.metadata(), &request.get_ref().id, "change a user")
+            .managed(
+                request.metadata(),
+                &request.get_ref().id,
+                "change a user",
+                only_team,
+            )
             .await?;
         let req = request.into_inner();
         let role = match req.role {
@@ -223,7 +236,12 @@ impl UserService for Users {
         request: Request<pb::RemoveUserRequest>,
     ) -> Result<Response<pb::RemoveUserResponse>, Status> {
         let (caller, target) = self
-            .managed(request.metadata(), &request.get_ref().id, "remove a user")
+            .managed(
+                request.metadata(),
+                &request.get_ref().id,
+                "remove a user",
+                false,
+            )
             .await?;
         let removed = self
             .auth
@@ -247,6 +265,7 @@ impl UserService for Users {
                 request.metadata(),
                 &request.get_ref().id,
                 "reset a password",
+                false,
             )
             .await?;
         session_only(&caller, "make password resets")?;

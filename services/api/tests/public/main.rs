@@ -59,6 +59,7 @@ pub struct Env {
     pub access: AccessApi,
     pub enrolment: EnrolmentApi,
     pub users: einsora_api::accounts::Users,
+    pub quotas: einsora_api::quotas::QuotasApi,
     db: TestDb,
 }
 
@@ -94,6 +95,11 @@ pub async fn env() -> Env {
         usage: UsageApi::new(Arc::clone(&store), Arc::clone(&auth)),
         activity: einsora_api::activity::ActivityApi::new(Arc::clone(&store), Arc::clone(&auth)),
         access: AccessApi::new(Arc::clone(&store), Arc::clone(&auth), AccessUrl::default()),
+        quotas: einsora_api::quotas::QuotasApi::new(
+            Arc::clone(&store),
+            Arc::clone(&auth),
+            Arc::clone(&catalog),
+        ),
         users: einsora_api::accounts::Users::new(
             Arc::clone(&auth),
             Arc::new(

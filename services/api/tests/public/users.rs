@@ -194,6 +194,24 @@ async fn roles_decide_who_administers_whom() {
         .unwrap()
         .into_inner();
     assert_eq!(promoted.role, Role::Admin.to_field());
+    // The owner moves themselves into a team (nothing else of their own).
+    let ml = einsora_proto::accounts::v1::team_service_server::TeamService::create_team(
+        &env.quotas,
+        owner.browser(users_pb::CreateTeamRequest { name: "ml".into() }),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    let mine = users_pb::UpdateUserRequest {
+        team_id: Some(ml.id.clone()),
+        ..update(&owner, None, None)
+    };
+    let moved = users
+        .update_user(owner.browser(mine))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(moved.team_id, ml.id);
     // Another tenant's user is unknown.
     let other = env.tenant("globex", None).await;
     let foreign = users.update_user(other.browser(update(&ann, None, Some(true))));
