@@ -41,6 +41,40 @@ fn token_from_row(row: &DbRow) -> Result<ApiTokenRecord, StoreError> {
     })
 }
 
+/// A new user and their password, in the caller's transaction: `Taken(Email)` if the address
+/// has an account.
+pub(super) async fn insert_user(
+    tx: &mut Tx<'_>,
+    user: &NewUser,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO users (id, tenant_id, email, display_name, role, created_at) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(user.id.as_uuid())
+    .bind(user.tenant_id.as_uuid())
+    .bind(&user.email)
+    .bind(&user.display_name)
+    .bind(user.role.as_str())
+    .bind(now)
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| match e.as_database_error() {
+        Some(db) if db.is_unique_violation() => {
+            StoreError::Taken(crate::Taken::Email(user.email.clone()))
+        }
+        _ => e.into(),
+    })?;
+    sqlx::query("INSERT INTO password_credentials (user_id, phc, updated_at) VALUES ($1, $2, $3)")
+        .bind(user.id.as_uuid())
+        .bind(&user.phc)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 fn hash_from(what: &'static str, bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
     let len = bytes.len();
     bytes

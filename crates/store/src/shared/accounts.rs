@@ -43,35 +43,9 @@ mod accounts_sql {
 
         #[tracing::instrument(level = "debug", name = "store.create_user", skip_all)]
         async fn create_user(&self, user: &NewUser) -> Result<(), StoreError> {
-            let now = now_ms();
             let mut conn = self.writer().await?;
             let mut tx = begin_write(&mut conn).await?;
-            sqlx::query(
-                "INSERT INTO users (id, tenant_id, email, display_name, role, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(user.id.as_uuid())
-            .bind(user.tenant_id.as_uuid())
-            .bind(&user.email)
-            .bind(&user.display_name)
-            .bind(user.role.as_str())
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| match e.as_database_error() {
-                Some(db) if db.is_unique_violation() => {
-                    StoreError::Taken(crate::Taken::Email(user.email.clone()))
-                }
-                _ => e.into(),
-            })?;
-            sqlx::query(
-                "INSERT INTO password_credentials (user_id, phc, updated_at) VALUES ($1, $2, $3)",
-            )
-            .bind(user.id.as_uuid())
-            .bind(&user.phc)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            insert_user(&mut tx, user, now_ms()).await?;
             tx.commit().await?;
             Ok(())
         }

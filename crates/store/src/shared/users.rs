@@ -7,8 +7,8 @@ mod users_sql {
     use einsora_core::ids::{AccountLinkId, UserId};
     use einsora_core::role::Role;
 
-    use super::accounts_sql::{USER_BY_ID, user_from_row};
-    use crate::accounts::{SecretHash, User};
+    use super::accounts_sql::{USER_BY_ID, insert_user, user_from_row};
+    use crate::accounts::{NewUser, SecretHash, User};
     use crate::time_ms::to_ms;
     use crate::users::{
         AccountLinkRecord, Invitee, LinkKind, NewAccountLink, UserChange, UserRecord, UserRefusal,
@@ -394,30 +394,25 @@ mod users_sql {
                     .bind(link.id.as_uuid())
                     .fetch_one(&mut *tx)
                     .await?;
-            sqlx::query(
-                "INSERT INTO users (id, tenant_id, email, display_name, role, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6)",
-            )
-            .bind(invitee.id.as_uuid())
-            .bind(tenant)
-            .bind(&link.email)
-            .bind(&invitee.display_name)
-            .bind(link.role.as_str())
-            .bind(now)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| match e.as_database_error() {
-                Some(db) if db.is_unique_violation() => email_taken(&link.email),
-                _ => e.into(),
-            })?;
-            sqlx::query(
-                "INSERT INTO password_credentials (user_id, phc, updated_at) VALUES ($1, $2, $3)",
-            )
-            .bind(invitee.id.as_uuid())
-            .bind(&invitee.phc)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            // Without a name of their own, the e-mail's local part.
+            let display_name = match invitee.display_name.trim() {
+                "" => link
+                    .email
+                    .split('@')
+                    .next()
+                    .unwrap_or(&link.email)
+                    .to_owned(),
+                name => name.to_owned(),
+            };
+            let user = NewUser {
+                id: invitee.id,
+                tenant_id: TenantId::from_uuid(tenant),
+                email: link.email.clone(),
+                display_name,
+                role: link.role,
+                phc: invitee.phc.clone(),
+            };
+            insert_user(&mut tx, &user, now).await?;
             let user = user_by_id(&mut tx, invitee.id).await?;
             commit_action(tx, Some(ActivityObject::of(invitee.id))).await?;
             Ok(user)

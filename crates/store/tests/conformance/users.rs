@@ -177,6 +177,16 @@ pub async fn an_invite_is_taken_once_and_only_while_it_stands(db: TestDb) {
         .unwrap();
     assert!(race.used_at.is_none(), "the failed acceptance used nothing");
     assert_eq!(listed.len(), 4, "{listed:#?}");
+    // Without a name of their own, the e-mail's local part.
+    let plain = invite(t, owner.id, "plain@example.com", 6, Duration::hours(1));
+    store.create_account_link(&plain).await.unwrap();
+    let joined = store
+        .accept_invite(&[6; 32], &invitee(" "))
+        .await
+        .unwrap()
+        .unwrap();
+    let shown = store.user_of(t, joined.id).await.unwrap().unwrap();
+    assert_eq!(shown.display_name, "plain");
     assert!(
         store
             .account_links(other, LinkKind::Invite)
