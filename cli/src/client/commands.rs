@@ -227,18 +227,8 @@ async fn execute(
     global: &Global,
     command: ClientCommand,
 ) -> anyhow::Result<()> {
-    let show = |value: Value, field: Option<&str>, columns: &[Column]| -> anyhow::Result<()> {
-        if global.json {
-            return output::json(&value);
-        }
-        match field {
-            Some(field) => output::table(
-                value[field].as_array().map_or(&[][..], Vec::as_slice),
-                columns,
-            ),
-            None => output::table(std::slice::from_ref(&value), columns),
-        }
-        Ok(())
+    let show = |value: Value, field: Option<&str>, columns: &[Column]| {
+        output::show(global.json, &value, field, columns)
     };
     match command {
         ClientCommand::Login { email, .. } => login(api, saved, global, email).await,

@@ -10,6 +10,27 @@ pub fn json(value: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// An answer as the user asked for it: the API's JSON with `--json`, else a table of `columns`,
+/// of the answer's `field` (a list) or of the answer itself.
+pub fn show(
+    json: bool,
+    value: &Value,
+    field: Option<&str>,
+    columns: &[Column],
+) -> anyhow::Result<()> {
+    if json {
+        return self::json(value);
+    }
+    match field {
+        Some(field) => table(
+            value[field].as_array().map_or(&[][..], Vec::as_slice),
+            columns,
+        ),
+        None => table(std::slice::from_ref(value), columns),
+    }
+    Ok(())
+}
+
 /// Prints `rows` as a table of `columns`, each as wide as its widest cell.
 pub fn table(rows: &[Value], columns: &[Column]) {
     let cells: Vec<Vec<String>> = rows

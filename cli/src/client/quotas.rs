@@ -48,18 +48,17 @@ const QUOTAS: &[Column] = &[
     ("HELD", "held"),
 ];
 
+/// [`output::show`], a quota without a limit saying `unlimited` in the table.
 fn show(json: bool, value: &Value, field: &str, columns: &[Column]) -> anyhow::Result<()> {
-    if json {
-        return output::json(value);
-    }
-    let mut rows = value[field].as_array().cloned().unwrap_or_default();
-    for row in &mut rows {
-        if row.get("limit").is_none_or(Value::is_null) && row.get("gpu_class").is_some() {
-            row["limit"] = "unlimited".into();
+    let mut value = value.clone();
+    if !json {
+        for row in value[field].as_array_mut().into_iter().flatten() {
+            if row.get("limit").is_none_or(Value::is_null) && row.get("gpu_class").is_some() {
+                row["limit"] = "unlimited".into();
+            }
         }
     }
-    output::table(&rows, columns);
-    Ok(())
+    output::show(json, &value, Some(field), columns)
 }
 
 /// A team's ID, from its name or ID.

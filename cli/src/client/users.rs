@@ -103,15 +103,7 @@ async fn change(api: &Api, user: &str, body: Value) -> anyhow::Result<Value> {
 
 pub async fn run(api: &Api, json: bool, command: UserCommand) -> anyhow::Result<()> {
     let show = |value: Value, field: Option<&str>, columns: &[Column]| {
-        if json {
-            return output::json(&value);
-        }
-        let rows = match field {
-            Some(f) => value[f].as_array().cloned().unwrap_or_default(),
-            None => vec![value],
-        };
-        output::table(&rows, columns);
-        Ok(())
+        output::show(json, &value, field, columns)
     };
     match command {
         UserCommand::List => show(

@@ -277,12 +277,21 @@ impl Session {
     /// Sends the desired state if it changed (or `force`). A failed read sends nothing (it is
     /// never taken for "remove everything") and is tried again shortly.
     async fn send(&mut self, force: bool) -> Result<(), Ended> {
-        let (id, owner) = (self.machine.machine.id, self.machine.machine.owner);
+        let machine = &self.machine.machine;
+        let (id, owner, owning_user) = (machine.id, machine.owner, machine.owner_user);
         // Whom its owning user trusts with it changes through the API while the stream lasts:
-        // read afresh, as placement does, so the agent is told what placement decided on.
+        // read afresh, as placement does, so the agent is told what placement decided on; only
+        // while a teammate's workload is there (the owning user's own never need it).
         let read = async {
-            let trust = self.store.machine_of(owner, id).await?;
-            Ok::<_, einsora_store::StoreError>((self.store.workloads_on(id).await?, trust))
+            let workloads = self.store.workloads_on(id).await?;
+            let teammates = workloads
+                .iter()
+                .any(|w| w.tenant_id == owner && w.owner != owning_user);
+            let trust = match teammates {
+                true => self.store.machine_of(owner, id).await?,
+                false => None,
+            };
+            Ok::<_, einsora_store::StoreError>((workloads, trust))
         };
         let on_machine = match read.await {
             Ok((workloads, trust)) => {
