@@ -531,6 +531,24 @@ async function statusBanner(page, screenshot) {
 }
 
 /**
+ * Opens `url` in `page` (a context the watchers don't follow) until the page headed `name`
+ * shows: a load this host's changing network aborted (see `networkChanged`) is tried again, at
+ * most three times, and says so.
+ */
+async function openTo(page, url, name) {
+  for (let tries = 1; ; tries++) {
+    await page.goto(url).catch((error) => log(`loading ${new URL(url).pathname} failed: ${error.message}`));
+    try {
+      await heading(page, name).waitFor({ timeout: 15_000 });
+      return;
+    } catch (error) {
+      if (tries === 3) throw error;
+      log(`no "${name}" page after loading it (try ${tries}); again`);
+    }
+  }
+}
+
+/**
  * The owner invites someone on the Users page; the link, opened in a browser of the invitee's
  * own (another profile: no cookie of the owner's), makes their account; they sign in as a
  * member (no invite form, no admin actions); the owner disables them, and their next page is
@@ -551,8 +569,7 @@ async function usersPage(browser, page, result, screenshot) {
   const theirs = await browser.newContext({ viewport: DESKTOP });
   const invitee = await theirs.newPage();
   invitee.setDefaultTimeout(30_000);
-  await invitee.goto(link);
-  await heading(invitee, 'Join Einsora').waitFor();
+  await openTo(invitee, link, 'Join Einsora');
   assert(!invitee.url().includes('#'), `the secret leaves the address bar: ${invitee.url()}`);
   misfits.push(...(await shoot(invitee, SHOTS, 'join')));
   const password = 'a member password 123';
@@ -572,8 +589,7 @@ async function usersPage(browser, page, result, screenshot) {
   assert(!(await invitee.getByRole('heading', { name: 'Invite someone' }).count()), 'a member has no invite form');
   assert(!(await invitee.getByRole('button', { name: 'Disable' }).count()), 'a member has no admin actions');
   // The link worked once: used again, it is refused, and the page says so.
-  await invitee.goto(link);
-  await heading(invitee, 'Join Einsora').waitFor();
+  await openTo(invitee, link, 'Join Einsora');
   await invitee.getByLabel('Password', { exact: true }).fill(password);
   await invitee.getByLabel('Password again', { exact: true }).fill(password);
   await invitee.getByRole('button', { name: 'Join', exact: true }).click();
