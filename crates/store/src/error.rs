@@ -1,5 +1,7 @@
 //! The store's one error type. Messages name what is wrong and never carry a password.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use einsora_core::lifecycle::{State, TransitionError};
 
 /// Whose quota refused a create or start, as its message names it.
@@ -139,10 +141,28 @@ impl From<sqlx::Error> for StoreError {
                     tracing::warn!(error = %db, "the database refused a value");
                     StoreError::InvalidInput("the database refused a value as invalid".into())
                 }
-                _ => StoreError::Unavailable(db.to_string()),
+                _ => {
+                    connection_failed();
+                    StoreError::Unavailable(db.to_string())
+                }
             },
             // sqlx's own messages name the host and the problem but never the password.
-            other => StoreError::Unavailable(other.to_string()),
+            other => {
+                connection_failed();
+                StoreError::Unavailable(other.to_string())
+            }
         }
     }
+}
+
+/// How many times a connection of this process failed: whoever holds a connection outside the
+/// pool (crate::held_connection) replaces it when this moved.
+static CONNECTION_FAILURES: AtomicU64 = AtomicU64::new(0);
+
+fn connection_failed() {
+    CONNECTION_FAILURES.fetch_add(1, Ordering::Relaxed);
+}
+
+pub(crate) fn connection_failures() -> u64 {
+    CONNECTION_FAILURES.load(Ordering::Relaxed)
 }

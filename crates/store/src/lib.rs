@@ -13,6 +13,7 @@ mod database_url;
 mod devices;
 mod enrolment;
 mod error;
+mod held_connection;
 mod idempotency;
 mod inventory;
 mod metering;

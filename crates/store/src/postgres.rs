@@ -12,6 +12,7 @@ use sqlx::{Connection, PgConnection, Postgres};
 use tokio::task::JoinHandle;
 
 use crate::changes::ChangeSender;
+use crate::held_connection::{HeldConnection, StepConnection};
 use crate::{DatabaseUrl, StoreError};
 
 type Db = Postgres;
@@ -43,6 +44,7 @@ const MAX_CONNECTIONS: u32 = 32;
 #[derive(Debug)]
 pub struct PostgresStore {
     pool: PgPool,
+    steps: HeldConnection,
     changes: Arc<ChangeSender>,
     listener: JoinHandle<()>,
 }
@@ -68,6 +70,7 @@ impl PostgresStore {
         let listener = tokio::spawn(forward_notifications(listen, Arc::clone(&changes)));
         let store = PostgresStore {
             pool,
+            steps: HeldConnection::default(),
             changes,
             listener,
         };
@@ -76,6 +79,11 @@ impl PostgresStore {
 
     async fn writer(&self) -> Result<PoolConnection<Postgres>, StoreError> {
         Ok(self.pool.acquire().await?)
+    }
+
+    /// Where the controller's lifecycle steps write (crate::held_connection).
+    async fn step_writer(&self) -> Result<StepConnection<'_>, StoreError> {
+        self.steps.take(&self.pool).await
     }
 
     fn reader(&self) -> &PgPool {

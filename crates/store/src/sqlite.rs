@@ -106,6 +106,11 @@ impl SqliteStore {
         Ok(self.writer.lock().await)
     }
 
+    /// The controller's lifecycle steps write on the one writer, as everything else does.
+    async fn step_writer(&self) -> Result<MutexGuard<'_, SqliteConnection>, StoreError> {
+        self.writer().await
+    }
+
     fn reader(&self) -> &SqlitePool {
         &self.reader
     }

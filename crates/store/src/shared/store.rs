@@ -208,21 +208,22 @@ impl crate::Store for ThisStore {
     async fn transition(&self, change: &Transition<'_>) -> Result<Workload, StoreError> {
         let next = check_step(change)?;
         // The clock is read once the writer is ours, so a wait can't stretch a lease.
-        let mut conn = self.writer().await?;
-        let now = now_ms();
         // A user's action writes its activity entry in its own transaction; the controller's
-        // transitions (the busy path) are one statement, with none.
-        let applied = if crate::activity::records_actions() {
+        // transitions (the busy path) are one statement, with none, on the step writer.
+        let (applied, now) = if crate::activity::records_actions() {
+            let mut conn = self.writer().await?;
+            let now = now_ms();
             let mut tx = begin_write(&mut conn).await?;
             let applied = apply_step(&mut tx, change, now).await?;
             if applied {
                 commit_action(tx, Some(ActivityObject::of(change.workload.id))).await?;
             }
-            applied
+            (applied, now)
         } else {
-            apply_step(&mut conn, change, now).await?
+            let mut conn = self.step_writer().await?;
+            let now = now_ms();
+            (apply_step(&mut conn, change, now).await?, now)
         };
-        drop(conn);
         if !applied {
             return Err(why_unchanged(self, change.workload.id, change.fence).await);
         }
@@ -245,7 +246,7 @@ impl crate::Store for ThisStore {
             return Ok(self.one_by_one(changes).await);
         }
         let eligible = (0..changes.len()).filter(|i| checked[*i].is_ok());
-        let mut conn = self.writer().await?;
+        let mut conn = self.step_writer().await?;
         let mut tx = begin_write(&mut conn).await?;
         let now = now_ms();
         let mut changed = std::collections::HashSet::with_capacity(changes.len());

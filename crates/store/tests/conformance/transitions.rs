@@ -370,3 +370,30 @@ pub async fn a_step_the_database_refuses_fails_alone(db: TestDb) {
     assert_eq!(store.workload(refused.id).await.unwrap().unwrap(), refused);
     assert_eq!(store.events(refused.id).await.unwrap().len(), 1);
 }
+
+/// Postgres: the controller's steps write on a connection the store holds outside the pool.
+/// When the server drops the store's connections, a step fails as unavailable (once per dead
+/// connection it meets) and the steps after go on, on new ones: none stays broken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_steps_go_on_after_the_server_drops_the_stores_connections() {
+    let db = TestDb::postgres().await;
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let w = workload_in(store, t, State::Running).await;
+    let w = step(store, &w, State::Stopping).await;
+    db.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    );
+    let mut failed = 0;
+    let stopped = loop {
+        match try_step(store, &w, State::Stopped).await {
+            Ok(stopped) => break stopped,
+            Err(StoreError::Unavailable(_)) if failed < 40 => failed += 1,
+            Err(e) => panic!("after {failed} unavailable steps: {e}"),
+        }
+    };
+    assert_eq!(stopped.state, State::Stopped);
+    let w = step(store, &stopped, State::Deleting).await;
+    assert_eq!(w.state, State::Deleting, "a step after the first good one");
+}
