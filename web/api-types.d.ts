@@ -110,9 +110,13 @@ export interface Me {
 }
 
 export interface Quota {
+  cpus?: number;
   gpu_class: string;
   held: string;
+  held_cpus: string;
+  held_memory_gib: string;
   limit?: number;
+  memory_gib?: number;
   scope?: "tenant" | "team" | "user";
   subject: string;
   subject_id: string;
@@ -578,8 +582,10 @@ export interface Put {
   };
   '/v1/quotas': {
     body: {
+      cpus?: number;
       gpu_class: string;
       limit?: number;
+      memory_gib?: number;
       scope: "tenant" | "team" | "user";
       subject_id?: string;
     };

@@ -301,6 +301,11 @@ pub fn notebook(
         name: name.to_owned(),
         gpu_class: "cpu-1c-2g".into(),
         units: 1,
+        // cpu-1c-2g's shape in the built-in catalog.
+        shape: einsora_store::UnitShape {
+            cpus: 1,
+            memory_gib: 2,
+        },
         image: "jupyterlab".into(),
         region: einsora_core::region::Region::new("local").expect("a valid region"),
         fallback: vec![],

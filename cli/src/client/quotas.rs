@@ -25,12 +25,20 @@ pub enum QuotaCommand {
     /// Every quota of your tenant, its teams and its users, with what each holds now.
     List,
     /// Set a quota for a class: the tenant's (`*` for its default), a team's (--team) or a
-    /// user's (--user), in the class's units (GPUs; workloads for CPU classes).
+    /// user's (--user), in the class's units (GPUs; workloads for CPU classes), and for a CPU
+    /// class in CPUs and GiB of memory. It sets the whole row: a limit left out is none, and
+    /// with none at all the tenant's is unlimited and a team's or user's row goes.
     Set {
         /// A class (see `einsora catalog`), or `*` for the tenant's default.
         class: String,
-        /// A number, or `unlimited` (for a team or user: no limit of its own).
-        limit: String,
+        /// A number, or `unlimited` (the same as leaving it out).
+        limit: Option<String>,
+        /// The CPUs its workloads of a CPU class may hold at once.
+        #[arg(long)]
+        cpus: Option<u32>,
+        /// The GiB of memory its workloads of a CPU class may hold at once.
+        #[arg(long)]
+        memory_gib: Option<u32>,
         #[arg(long, conflicts_with = "user")]
         team: Option<String>,
         /// By e-mail or ID.
@@ -46,14 +54,20 @@ const QUOTAS: &[Column] = &[
     ("CLASS", "gpu_class"),
     ("LIMIT", "limit"),
     ("HELD", "held"),
+    ("CPUS", "cpus"),
+    ("HELD CPUS", "held_cpus"),
+    ("MEMORY GIB", "memory_gib"),
+    ("HELD GIB", "held_memory_gib"),
 ];
 
-/// [`output::show`], a quota without a limit saying `unlimited` in the table.
+/// [`output::show`], a quota without a limit in units saying `unlimited` in the table (or
+/// `-` where it limits CPUs or memory instead).
 fn show(json: bool, value: &Value, field: &str, columns: &[Column]) -> anyhow::Result<()> {
     let mut value = value.clone();
     if !json {
         for row in value[field].as_array_mut().into_iter().flatten() {
-            if row.get("limit").is_none_or(Value::is_null) && row.get("gpu_class").is_some() {
+            let unset = |field: &str| row.get(field).is_none_or(Value::is_null);
+            if unset("limit") && unset("cpus") && unset("memory_gib") && !unset("gpu_class") {
                 row["limit"] = "unlimited".into();
             }
         }
@@ -106,20 +120,33 @@ pub async fn quotas(api: &Api, json: bool, command: QuotaCommand) -> anyhow::Res
         QuotaCommand::Set {
             class,
             limit,
+            cpus,
+            memory_gib,
             team,
             user,
         } => {
+            if limit.is_none() && cpus.is_none() && memory_gib.is_none() {
+                anyhow::bail!(
+                    "say the limit: a number of units, `unlimited`, or --cpus or --memory-gib"
+                );
+            }
             let (scope, subject) = match (team, user) {
                 (Some(team), _) => ("team", team_id(api, &team).await?),
                 (_, Some(user)) => ("user", super::users::user_id(api, &user).await?),
                 _ => ("tenant", String::new()),
             };
             let mut body = json!({ "scope": scope, "subject_id": subject, "gpu_class": class });
-            if limit != "unlimited" {
+            if let Some(limit) = limit.filter(|l| l != "unlimited") {
                 let units: u32 = limit
                     .parse()
                     .with_context(|| format!("{limit:?} is neither a number nor `unlimited`"))?;
                 body["limit"] = units.into();
+            }
+            if let Some(cpus) = cpus {
+                body["cpus"] = cpus.into();
+            }
+            if let Some(memory_gib) = memory_gib {
+                body["memory_gib"] = memory_gib.into();
             }
             api.call(Method::PUT, "/v1/quotas", Some(body)).await?
         }

@@ -1017,10 +1017,15 @@ async function main() {
     await page.getByLabel('Team or user', { exact: true }).selectOption({ label: 'ml' });
     await page.getByLabel('Class', { exact: true }).selectOption('cpu-1c-2g');
     await page.getByLabel('Limit', { exact: true }).fill('3');
+    // A CPU class's row limits CPUs too.
+    await page.getByLabel('CPUs', { exact: true }).fill('2');
     await page.getByRole('button', { name: 'Set quota', exact: true }).click();
-    await page.getByRole('row').filter({ hasText: 'Team ml' }).filter({ hasText: 'cpu-1c-2g' }).waitFor();
+    await page.getByRole('row').filter({ hasText: 'Team ml' }).filter({ hasText: 'cpu-1c-2g' }).filter({ hasText: 'of 2' }).waitFor();
     const quotas = (await api('GET', '/v1/quotas')).quotas ?? [];
-    assert(quotas.some((q) => q.scope === 'team' && q.subject === 'ml' && q.limit === 3), `the team's quota: ${JSON.stringify(quotas)}`);
+    assert(
+      quotas.some((q) => q.scope === 'team' && q.subject === 'ml' && q.limit === 3 && q.cpus === 2),
+      `the team's quota: ${JSON.stringify(quotas)}`,
+    );
     await screenshot('quotas');
 
     stepStart('sign out');

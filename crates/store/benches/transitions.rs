@@ -156,6 +156,10 @@ async fn setup(url: &DatabaseUrl, n: usize) -> anyhow::Result<Arc<dyn Store>> {
                         name: format!("bench-{i}"),
                         gpu_class: "cpu-1c-2g".into(),
                         units: 1,
+                        shape: einsora_store::UnitShape {
+                            cpus: 1,
+                            memory_gib: 2,
+                        },
                         image: "jupyterlab".into(),
                         region: Region::new("local")?,
                         fallback: vec![],

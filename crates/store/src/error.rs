@@ -24,6 +24,29 @@ impl std::fmt::Display for QuotaHolder {
     }
 }
 
+/// What a quota's refused limit counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaMeasure {
+    /// The class's units: GPUs for a GPU class, workloads for a CPU class.
+    Units,
+    /// CPUs (a CPU class's).
+    Cpus,
+    /// GiB of memory (a CPU class's).
+    MemoryGib,
+}
+
+impl std::fmt::Display for QuotaMeasure {
+    /// What follows a held amount in a refusal: nothing for units ("2 held"), " CPUs" or
+    /// " GiB of memory".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            QuotaMeasure::Units => "",
+            QuotaMeasure::Cpus => " CPUs",
+            QuotaMeasure::MemoryGib => " GiB of memory",
+        })
+    }
+}
+
 /// Which unique name is taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Taken {
@@ -75,14 +98,17 @@ pub enum StoreError {
     InvalidTransition(#[from] TransitionError),
 
     #[error(
-        "{holder} quota for {class} exceeded: {held} held, {requested} requested, limit {limit}"
+        "{holder} quota for {class} exceeded: {held}{measure} held, {requested} requested, \
+         limit {limit}"
     )]
     QuotaExceeded {
         /// Whose quota it is: the tenant's, a team's or a user's.
         holder: QuotaHolder,
         class: String,
+        /// What `held`, `requested` and `limit` count.
+        measure: QuotaMeasure,
         held: u64,
-        requested: u32,
+        requested: u64,
         limit: u64,
     },
 

@@ -56,7 +56,7 @@ pub use enrolment::{
     EnrolledMachine, EnrolmentStore, EnrolmentTokenRecord, MachineCertificate, NewEnrolmentToken,
     Redemption,
 };
-pub use error::{QuotaHolder, StoreError, Taken};
+pub use error::{QuotaHolder, QuotaMeasure, StoreError, Taken};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyStore, IdempotencyTimes};
 pub use inventory::{
     InventoryStore, MachineRecord, MachineRegistration, UsageCursor, UsagePage, UsageRecord,
@@ -65,7 +65,8 @@ pub use inventory::{
 pub use metering::{MeteringStore, UsageChange};
 pub use migrations::MigrationReport;
 pub use model::{
-    Admission, Event, Lease, NewTenant, NewWorkload, QuotaClass, Transition, WorkloadFilter,
+    Admission, Event, Lease, NewTenant, NewWorkload, QuotaClass, Transition, UnitShape,
+    WorkloadFilter,
 };
 pub use output::{
     MAX_PAGE_LINES, OutputBatch, OutputCaps, OutputHead, OutputLine, OutputPage, OutputQuery,
@@ -73,7 +74,7 @@ pub use output::{
 };
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
-pub use teams::{QuotaRecord, QuotaSubject, TeamRecord, TeamStore};
+pub use teams::{QuotaLimits, QuotaRecord, QuotaSubject, TeamRecord, TeamStore};
 pub use usage_report::{UsageGrouping, UsageReportQuery, UsageReportRow, UsageReportStore};
 pub use users::{
     AccountLinkRecord, Invitee, LinkKind, NewAccountLink, UserChange, UserRecord, UserRefusal,
@@ -110,7 +111,8 @@ pub trait Store:
 
     async fn create_tenant(&self, tenant: &NewTenant) -> Result<(), StoreError>;
 
-    /// Sets a tenant's quota for a class (`None`: unlimited).
+    /// Sets a tenant's quota row for a class to a limit in the class's units alone (`None`:
+    /// unlimited), as `set_quota_of` sets a whole row.
     async fn set_quota(
         &self,
         tenant: TenantId,
@@ -118,7 +120,9 @@ pub trait Store:
         limit: Option<u32>,
     ) -> Result<(), StoreError>;
 
-    /// Records a new workload in `pending` under the tenant's locked quota row.
+    /// Records a new workload in `pending` under the tenant's locked quota row, if it fits the
+    /// quotas of the tenant, the owner's team and the owner (units, and CPUs and memory by its
+    /// `shape`).
     async fn create_workload(
         &self,
         workload: &NewWorkload,
@@ -142,8 +146,13 @@ pub trait Store:
     ) -> Result<Vec<Result<Workload, StoreError>>, StoreError>;
 
     /// Starts a stopped or failed workload again (to `pending`), re-checking quota under the
-    /// tenant's locked quota row.
-    async fn start(&self, workload: &Workload, reason: &Reason) -> Result<Workload, StoreError>;
+    /// tenant's locked quota row; `shape` is its class's, as the catalog says now.
+    async fn start(
+        &self,
+        workload: &Workload,
+        shape: UnitShape,
+        reason: &Reason,
+    ) -> Result<Workload, StoreError>;
 
     /// A timeline row that changes no state (from = to). Fails if the workload moved on; adds
     /// nothing when the timeline's latest row is the same note.

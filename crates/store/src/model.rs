@@ -1,6 +1,7 @@
 //! What goes into and comes out of the store, beside the core's domain types.
 
 use einsora_core::attempt::Attempt;
+use einsora_core::catalog::ComputeClass;
 use einsora_core::ids::{MachineId, TenantId, UserId, WorkloadId};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
@@ -37,6 +38,24 @@ impl QuotaClass {
     }
 }
 
+/// What one unit of a class counts against a quota's CPU and memory limits: the catalog's `cpus`
+/// and `memory_gib` of the class (a CPU class's unit is a workload). The caller looks it up in
+/// the catalog at each create and start; a class the catalog no longer has counts nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnitShape {
+    pub cpus: u32,
+    pub memory_gib: u32,
+}
+
+impl UnitShape {
+    pub fn of(class: &ComputeClass) -> UnitShape {
+        UnitShape {
+            cpus: class.cpus(),
+            memory_gib: class.memory_gib(),
+        }
+    }
+}
+
 /// A workload as the API records it at create. Validation against the catalog happened before.
 #[derive(Debug, Clone)]
 pub struct NewWorkload {
@@ -48,6 +67,8 @@ pub struct NewWorkload {
     pub name: String,
     pub gpu_class: String,
     pub units: u32,
+    /// What each unit of `gpu_class` counts against CPU and memory quotas.
+    pub shape: UnitShape,
     pub image: String,
     pub region: Region,
     pub fallback: Vec<String>,

@@ -25,17 +25,45 @@ pub enum QuotaSubject {
     User(UserId),
 }
 
-/// A quota row: a limit per class (`Default`: the tenant's for classes without a row of their
-/// own; only the tenant has one), in the class's units (GPUs; a workload for CPU classes).
+/// The limits a quota row states, each `None` when it has none of that kind; a create or start
+/// must fit every one it states.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuotaLimits {
+    /// In the class's units: GPUs for a GPU class, workloads for a CPU class.
+    pub units: Option<u32>,
+    /// CPUs its workloads of the class may hold (CPU classes: the API refuses it on others).
+    pub cpus: Option<u32>,
+    /// GiB of memory its workloads of the class may hold, likewise.
+    pub memory_gib: Option<u32>,
+}
+
+impl QuotaLimits {
+    /// A limit in the class's units alone (`None`: no limit).
+    pub fn units(units: Option<u32>) -> QuotaLimits {
+        QuotaLimits {
+            units,
+            ..QuotaLimits::default()
+        }
+    }
+
+    /// Whether it states no limit at all.
+    pub fn is_empty(&self) -> bool {
+        *self == QuotaLimits::default()
+    }
+}
+
+/// A quota row: limits per class (`Default`: the tenant's for classes without a row of their
+/// own; only the tenant has one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuotaRecord {
     pub subject: QuotaSubject,
     /// The team's name or the user's email; empty for the tenant.
     pub label: String,
     pub class: QuotaClass,
-    /// `None`: unlimited (the tenant's only; a team or user without a row has no limit).
-    pub limit: Option<u32>,
-    /// The units its workloads of that class hold now (the default row: none counted).
+    /// None at all: unlimited (the tenant's only; a team or user without a row has no limit).
+    pub limits: QuotaLimits,
+    /// The units its workloads of that class hold now (the default row: none counted); what
+    /// they hold in CPUs and memory is that many times the class's shape.
     pub held: u64,
 }
 
@@ -68,14 +96,14 @@ pub trait TeamStore: Send + Sync {
     /// Every quota row of the tenant, its teams and its users, with what each holds.
     async fn quotas_of(&self, tenant: TenantId) -> Result<Vec<QuotaRecord>, StoreError>;
 
-    /// Sets a quota row: the tenant's (`None`: unlimited), a team's or a user's (`None`: no
-    /// row, no limit of theirs). `NotFound` for a team or user not the tenant's;
-    /// `InvalidInput` for a team's or user's default row.
+    /// Sets a quota row, every limit of it: the tenant's (none: unlimited), a team's or a
+    /// user's (none: no row, no limit of theirs). `NotFound` for a team or user not the
+    /// tenant's; `InvalidInput` for a team's or user's default row.
     async fn set_quota_of(
         &self,
         tenant: TenantId,
         subject: QuotaSubject,
         class: &QuotaClass,
-        limit: Option<u32>,
+        limits: QuotaLimits,
     ) -> Result<(), StoreError>;
 }

@@ -3,6 +3,7 @@
 //! care about; a test sets what it does (struct update syntax on what they return).
 
 use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::catalog::Catalog;
 use einsora_core::ids::{MachineId, TenantId, UsageRecordId, UserId, WorkloadId};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
@@ -13,13 +14,20 @@ use einsora_core::sharing::SharingLevel;
 use einsora_core::workload::Workload;
 use einsora_store::{
     Admission, MachineRegistration, NewTenant, NewWorkload, QuotaClass, Store, StoreError,
-    Transition, UsageRecord,
+    Transition, UnitShape, UsageRecord,
 };
 use time::OffsetDateTime;
 
 /// The default region's ID.
 pub fn local() -> Region {
     Region::new("local").unwrap()
+}
+
+/// What a unit of `class` counts against CPU and memory quotas by the built-in catalog (nothing
+/// for a class it lacks), as the API looks it up in its own.
+pub fn shape_of(class: &str) -> UnitShape {
+    static CATALOG: std::sync::LazyLock<Catalog> = std::sync::LazyLock::new(Catalog::builtin);
+    CATALOG.class(class).map(UnitShape::of).unwrap_or_default()
 }
 
 /// Why a test's workload was created: by a user in the dashboard.
@@ -73,6 +81,7 @@ pub fn new_workload(tenant: TenantId, name: &str) -> NewWorkload {
         name: name.into(),
         gpu_class: "cpu-1c-2g".into(),
         units: 1,
+        shape: shape_of("cpu-1c-2g"),
         image: "jupyterlab".into(),
         region: local(),
         fallback: vec![],
@@ -109,7 +118,7 @@ impl Lifecycle {
         to: State,
     ) -> Result<Workload, StoreError> {
         if to == State::Pending {
-            return store.start(w, &created()).await;
+            return store.start(w, shape_of(&w.gpu_class), &created()).await;
         }
         let change = Transition {
             workload: w,

@@ -4,13 +4,14 @@
 
 use std::sync::Arc;
 
-use einsora_core::catalog::Catalog;
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::catalog::{Catalog, ComputeClass};
 use einsora_core::ids::{TeamId, UserId};
 use einsora_proto::accounts::v1 as pb;
 use einsora_proto::accounts::v1::quota_service_server::QuotaService;
 use einsora_proto::accounts::v1::team_service_server::TeamService;
 use einsora_proto::convert::{parse_id, timestamp};
-use einsora_store::{QuotaClass, QuotaRecord, QuotaSubject, Store, TeamRecord};
+use einsora_store::{QuotaClass, QuotaLimits, QuotaRecord, QuotaSubject, Store, TeamRecord};
 use tonic::{Request, Response, Status};
 
 use crate::accounts::check_name;
@@ -42,7 +43,7 @@ impl QuotasApi {
     ) -> Result<pb::ListQuotasResponse, Status> {
         let quotas = self.store.quotas_of(tenant).await.map_err(status::store)?;
         Ok(pb::ListQuotasResponse {
-            quotas: quotas.iter().map(quota).collect(),
+            quotas: quotas.iter().map(|q| self.quota(q)).collect(),
         })
     }
 
@@ -63,6 +64,70 @@ impl QuotasApi {
         }
         Ok(QuotaClass::Class(name.to_owned()))
     }
+
+    /// The CPU class a row is for, if it is one: only a CPU class's row limits CPUs and memory.
+    fn cpu_class(&self, class: &QuotaClass) -> Option<&ComputeClass> {
+        match class {
+            QuotaClass::Class(name) => self
+                .catalog
+                .class(name)
+                .filter(|c| c.accelerator() == AcceleratorKind::Cpu),
+            QuotaClass::Default => None,
+        }
+    }
+
+    /// A request's limits for `class`: CPUs and memory only for a CPU class of the catalog.
+    fn limits(&self, req: &pb::SetQuotaRequest, class: &QuotaClass) -> Result<QuotaLimits, Status> {
+        let field = match (req.cpus, req.memory_gib) {
+            (Some(_), _) => Some("cpus"),
+            (None, Some(_)) => Some("memory_gib"),
+            (None, None) => None,
+        };
+        if let Some(field) = field
+            && self.cpu_class(class).is_none()
+        {
+            let what = match class {
+                QuotaClass::Default => "`*` stands for every class without a row".to_owned(),
+                QuotaClass::Class(name) => format!("{name} is a GPU class"),
+            };
+            return Err(Status::invalid_argument(format!(
+                "{field}: cpus and memory_gib limit CPU classes; {what}"
+            )));
+        }
+        Ok(QuotaLimits {
+            units: req.limit,
+            cpus: req.cpus,
+            memory_gib: req.memory_gib,
+        })
+    }
+
+    fn quota(&self, q: &QuotaRecord) -> pb::Quota {
+        let (scope, subject_id) = match q.subject {
+            QuotaSubject::Tenant => (pb::QuotaScope::Tenant, String::new()),
+            QuotaSubject::Team(id) => (pb::QuotaScope::Team, id.to_string()),
+            QuotaSubject::User(id) => (pb::QuotaScope::User, id.to_string()),
+        };
+        // What its units hold in CPUs and memory, by the class's shape now.
+        let shape = self.cpu_class(&q.class);
+        let held_by = |per: fn(&ComputeClass) -> u32| {
+            shape.map_or(0, |c| q.held.saturating_mul(u64::from(per(c))))
+        };
+        pb::Quota {
+            scope: scope.into(),
+            subject_id,
+            subject: q.label.clone(),
+            gpu_class: match &q.class {
+                QuotaClass::Class(c) => c.clone(),
+                QuotaClass::Default => DEFAULT_CLASS.to_owned(),
+            },
+            limit: q.limits.units,
+            held: q.held,
+            cpus: q.limits.cpus,
+            memory_gib: q.limits.memory_gib,
+            held_cpus: held_by(ComputeClass::cpus),
+            held_memory_gib: held_by(ComputeClass::memory_gib),
+        }
+    }
 }
 
 /// A quota row's owner, as the API names it.
@@ -79,25 +144,6 @@ fn team(t: &TeamRecord) -> pb::Team {
         name: t.name.clone(),
         created_at: Some(timestamp(t.created_at)),
         members: t.members,
-    }
-}
-
-fn quota(q: &QuotaRecord) -> pb::Quota {
-    let (scope, subject_id) = match q.subject {
-        QuotaSubject::Tenant => (pb::QuotaScope::Tenant, String::new()),
-        QuotaSubject::Team(id) => (pb::QuotaScope::Team, id.to_string()),
-        QuotaSubject::User(id) => (pb::QuotaScope::User, id.to_string()),
-    };
-    pb::Quota {
-        scope: scope.into(),
-        subject_id,
-        subject: q.label.clone(),
-        gpu_class: match &q.class {
-            QuotaClass::Class(c) => c.clone(),
-            QuotaClass::Default => DEFAULT_CLASS.to_owned(),
-        },
-        limit: q.limit,
-        held: q.held,
     }
 }
 
@@ -195,11 +241,12 @@ impl QuotaService for QuotasApi {
             ));
         }
         let class = self.class(&req.gpu_class, scope)?;
+        let limits = self.limits(&req, &class)?;
         self.store
-            .set_quota_of(caller.tenant, subject, &class, req.limit)
+            .set_quota_of(caller.tenant, subject, &class, limits)
             .await
             .map_err(status::store)?;
-        tracing::info!(class = %req.gpu_class, limit = ?req.limit, "quota set");
+        tracing::info!(class = %req.gpu_class, ?limits, "quota set");
         Ok(Response::new(self.all(caller.tenant).await?))
     }
 }

@@ -117,6 +117,7 @@ mod tests {
                 StoreError::QuotaExceeded {
                     holder: einsora_store::QuotaHolder::Tenant,
                     class: "l40s-48gb".into(),
+                    measure: einsora_store::QuotaMeasure::Units,
                     held: 2,
                     requested: 1,
                     limit: 2,
@@ -161,6 +162,7 @@ mod tests {
         let status = store(StoreError::QuotaExceeded {
             holder: einsora_store::QuotaHolder::Tenant,
             class: "l40s-48gb".into(),
+            measure: einsora_store::QuotaMeasure::Units,
             held: 2,
             requested: 1,
             limit: 2,
@@ -168,6 +170,18 @@ mod tests {
         assert_eq!(
             status.message(),
             "the tenant's quota for l40s-48gb exceeded: 2 held, 1 requested, limit 2"
+        );
+        let status = store(StoreError::QuotaExceeded {
+            holder: einsora_store::QuotaHolder::Team("ml".into()),
+            class: "cpu-4c-16g".into(),
+            measure: einsora_store::QuotaMeasure::Cpus,
+            held: 4,
+            requested: 4,
+            limit: 6,
+        });
+        assert_eq!(
+            status.message(),
+            "team \"ml\"'s quota for cpu-4c-16g exceeded: 4 CPUs held, 4 requested, limit 6"
         );
         let status = store(StoreError::InvalidTransition(
             TransitionError::NotInDiagram {

@@ -12,7 +12,7 @@ use einsora_core::reasons::{Reason, UserAction};
 use einsora_proto::convert::{CreateWorkload, timestamp};
 use einsora_proto::workloads::v1::workload_service_server::WorkloadService;
 use einsora_proto::workloads::v1::{self as pb};
-use einsora_store::{MAX_PAGE_LINES, OutputQuery, Store, Transition, WorkloadPage};
+use einsora_store::{MAX_PAGE_LINES, OutputQuery, Store, Transition, UnitShape, WorkloadPage};
 
 use time::OffsetDateTime;
 use tonic::metadata::MetadataMap;
@@ -75,10 +75,18 @@ impl WorkloadsApi {
             action,
             by: caller.actor,
         };
-        let (store, reason) = (&*self.store, &reason);
+        let (store, reason, catalog) = (&*self.store, &reason, &*self.catalog);
         let w = scoped::write_workload(store, &scope, id, |w| async move {
             let to = match action {
-                UserAction::Start => return store.start(&w, reason).await.map_err(status::store),
+                UserAction::Start => {
+                    // Its class's shape as the catalog says now (none for a class it no longer
+                    // has), for the quotas' CPU and memory limits.
+                    let shape = catalog
+                        .class(&w.gpu_class)
+                        .map(UnitShape::of)
+                        .unwrap_or_default();
+                    return store.start(&w, shape, reason).await.map_err(status::store);
+                }
                 UserAction::Stop => State::Stopping,
                 UserAction::Delete => State::Deleting,
             };

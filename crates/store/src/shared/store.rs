@@ -80,16 +80,9 @@ impl crate::Store for ThisStore {
         class: &QuotaClass,
         limit: Option<u32>,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO quotas (tenant_id, gpu_class, limit_units) VALUES ($1, $2, $3) \
-             ON CONFLICT (tenant_id, gpu_class) DO UPDATE SET limit_units = excluded.limit_units",
-        )
-        .bind(tenant.as_uuid())
-        .bind(class.key())
-        .bind(limit.map(i64::from))
-        .execute(&mut *self.writer().await?)
-        .await?;
-        Ok(())
+        let limits = crate::QuotaLimits::units(limit);
+        crate::TeamStore::set_quota_of(self, tenant, crate::QuotaSubject::Tenant, class, limits)
+            .await
     }
 
     #[tracing::instrument(level = "debug", name = "store.create_workload", skip_all)]
@@ -108,7 +101,12 @@ impl crate::Store for ThisStore {
         let reason = reason.text();
         let mut conn = self.writer().await?;
         let mut tx = begin_write(&mut conn).await?;
-        check_quota(&mut tx, new.tenant_id, new.owner, &new.gpu_class, new.units).await?;
+        let asked = Asked {
+            class: &new.gpu_class,
+            units: new.units,
+            shape: new.shape,
+        };
+        check_quota(&mut tx, new.tenant_id, new.owner, asked).await?;
         // Read once the quota row is ours: a timeline's times follow the order of commits.
         let now = now_ms();
         sqlx::query(
@@ -283,12 +281,22 @@ impl crate::Store for ThisStore {
     }
 
     #[tracing::instrument(level = "debug", name = "store.start", skip_all)]
-    async fn start(&self, w: &Workload, reason: &Reason) -> Result<Workload, StoreError> {
+    async fn start(
+        &self,
+        w: &Workload,
+        shape: crate::UnitShape,
+        reason: &Reason,
+    ) -> Result<Workload, StoreError> {
         lifecycle::transition(w.state, State::Pending, w.is_placed())?;
         let reason = reason.text();
         let mut conn = self.writer().await?;
         let mut tx = begin_write(&mut conn).await?;
-        check_quota(&mut tx, w.tenant_id, w.owner, &w.gpu_class, w.units).await?;
+        let asked = Asked {
+            class: &w.gpu_class,
+            units: w.units,
+            shape,
+        };
+        check_quota(&mut tx, w.tenant_id, w.owner, asked).await?;
         let now = now_ms();
         let update = sqlx::query(
             "UPDATE workloads SET state = $1, reason = $2, version = version + 1, updated_at = $3 \

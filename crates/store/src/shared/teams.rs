@@ -6,7 +6,7 @@ mod teams_sql {
 
     use einsora_core::ids::{TeamId, UserId};
 
-    use crate::teams::{QuotaRecord, QuotaSubject, TeamRecord};
+    use crate::teams::{QuotaLimits, QuotaRecord, QuotaSubject, TeamRecord};
 
     type DbRow = <Db as sqlx::Database>::Row;
 
@@ -30,20 +30,29 @@ mod teams_sql {
         }
     }
 
-    fn limit(row: &DbRow) -> Result<Option<u32>, StoreError> {
-        row.try_get::<Option<i64>, _>("limit_units")?
-            .map(|l| to_u32("quota limit", l))
-            .transpose()
+    fn limits(row: &DbRow) -> Result<QuotaLimits, StoreError> {
+        let limit = |column: &str| -> Result<Option<u32>, StoreError> {
+            row.try_get::<Option<i64>, _>(column)?
+                .map(|l| to_u32("quota limit", l))
+                .transpose()
+        };
+        Ok(QuotaLimits {
+            units: limit("limit_units")?,
+            cpus: limit("limit_cpus")?,
+            memory_gib: limit("limit_memory_gib")?,
+        })
     }
 
     fn held(row: &DbRow) -> Result<u64, StoreError> {
         Ok(row.try_get::<i64, _>("held")?.max(0).unsigned_abs())
     }
 
+    const LIMIT_COLUMNS: &str = "q.limit_units, q.limit_cpus, q.limit_memory_gib";
+
     /// Each kind of quota row of a tenant (`$1`), with what it holds now.
     static TENANT_QUOTAS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         format!(
-            "SELECT q.gpu_class, q.limit_units, (SELECT CAST(COALESCE(SUM(w.units), 0) AS BIGINT) \
+            "SELECT q.gpu_class, {LIMIT_COLUMNS}, (SELECT CAST(COALESCE(SUM(w.units), 0) AS BIGINT) \
              FROM workloads w WHERE w.tenant_id = q.tenant_id AND w.gpu_class = q.gpu_class \
              AND w.state IN ({})) AS held FROM quotas q WHERE q.tenant_id = $1 \
              ORDER BY q.gpu_class",
@@ -52,7 +61,7 @@ mod teams_sql {
     });
     static TEAM_QUOTAS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         format!(
-            "SELECT q.team_id, t.name, q.gpu_class, q.limit_units, \
+            "SELECT q.team_id, t.name, q.gpu_class, {LIMIT_COLUMNS}, \
              (SELECT CAST(COALESCE(SUM(w.units), 0) AS BIGINT) FROM workloads w \
              JOIN users m ON m.id = w.owner_id WHERE m.team_id = q.team_id \
              AND w.gpu_class = q.gpu_class AND w.state IN ({})) AS held \
@@ -63,7 +72,7 @@ mod teams_sql {
     });
     static USER_QUOTAS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         format!(
-            "SELECT q.user_id, u.email, q.gpu_class, q.limit_units, \
+            "SELECT q.user_id, u.email, q.gpu_class, {LIMIT_COLUMNS}, \
              (SELECT CAST(COALESCE(SUM(w.units), 0) AS BIGINT) FROM workloads w \
              WHERE w.owner_id = q.user_id AND w.gpu_class = q.gpu_class \
              AND w.state IN ({})) AS held \
@@ -198,7 +207,7 @@ mod teams_sql {
                         held(row)?
                     },
                     class,
-                    limit: limit(row)?,
+                    limits: limits(row)?,
                 });
             }
             let rows = sqlx::query(sqlx::AssertSqlSafe(TEAM_QUOTAS.as_str()))
@@ -210,7 +219,7 @@ mod teams_sql {
                     subject: QuotaSubject::Team(TeamId::from_uuid(row.try_get("team_id")?)),
                     label: row.try_get("name")?,
                     class: quota_class(row.try_get("gpu_class")?),
-                    limit: limit(row)?,
+                    limits: limits(row)?,
                     held: held(row)?,
                 });
             }
@@ -223,7 +232,7 @@ mod teams_sql {
                     subject: QuotaSubject::User(UserId::from_uuid(row.try_get("user_id")?)),
                     label: row.try_get("email")?,
                     class: quota_class(row.try_get("gpu_class")?),
-                    limit: limit(row)?,
+                    limits: limits(row)?,
                     held: held(row)?,
                 });
             }
@@ -236,11 +245,26 @@ mod teams_sql {
             tenant: TenantId,
             subject: QuotaSubject,
             class: &QuotaClass,
-            limit: Option<u32>,
+            limits: QuotaLimits,
         ) -> Result<(), StoreError> {
+            let limit = |l: Option<u32>| l.map(i64::from);
             let (table, column, id) = match subject {
                 QuotaSubject::Tenant => {
-                    return crate::Store::set_quota(self, tenant, class, limit).await;
+                    sqlx::query(
+                        "INSERT INTO quotas (tenant_id, gpu_class, limit_units, limit_cpus, \
+                         limit_memory_gib) VALUES ($1, $2, $3, $4, $5) \
+                         ON CONFLICT (tenant_id, gpu_class) DO UPDATE SET \
+                         limit_units = excluded.limit_units, limit_cpus = excluded.limit_cpus, \
+                         limit_memory_gib = excluded.limit_memory_gib",
+                    )
+                    .bind(tenant.as_uuid())
+                    .bind(class.key())
+                    .bind(limit(limits.units))
+                    .bind(limit(limits.cpus))
+                    .bind(limit(limits.memory_gib))
+                    .execute(&mut *self.writer().await?)
+                    .await?;
+                    return Ok(());
                 }
                 QuotaSubject::Team(team) => ("team_quotas", "team_id", *team.as_uuid()),
                 QuotaSubject::User(user) => ("user_quotas", "user_id", *user.as_uuid()),
@@ -266,14 +290,17 @@ mod teams_sql {
                 .bind(class.key())
                 .execute(&mut *tx)
                 .await?;
-            if let Some(limit) = limit {
+            if !limits.is_empty() {
                 let insert = format!(
-                    "INSERT INTO {table} ({column}, gpu_class, limit_units) VALUES ($1, $2, $3)"
+                    "INSERT INTO {table} ({column}, gpu_class, limit_units, limit_cpus, \
+                     limit_memory_gib) VALUES ($1, $2, $3, $4, $5)"
                 );
                 sqlx::query(sqlx::AssertSqlSafe(insert))
                     .bind(id)
                     .bind(class.key())
-                    .bind(i64::from(limit))
+                    .bind(limit(limits.units))
+                    .bind(limit(limits.cpus))
+                    .bind(limit(limits.memory_gib))
                     .execute(&mut *tx)
                     .await?;
             }

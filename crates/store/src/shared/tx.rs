@@ -23,23 +23,92 @@ macro_rules! fenced {
     };
 }
 
-/// Locks the tenant's quota row for `class` (or its default row) and checks that `units` more
-/// fit the tenant's quota, then, for a workload of `owner`, the owner's team's and the owner's
-/// own. Concurrent creates and starts of one tenant serialise on that row, so none of the three
-/// can be overrun.
+/// What a create or start asks of its class's quotas: `units` more of `class`, each counting
+/// `shape` against CPU and memory limits.
+#[derive(Debug, Clone, Copy)]
+struct Asked<'a> {
+    class: &'a str,
+    units: u32,
+    shape: crate::UnitShape,
+}
+
+/// A limit that a create or start would pass: what it counts, and what is held, requested and
+/// allowed, in those terms.
+#[derive(Debug, Clone, Copy)]
+struct Over {
+    measure: crate::QuotaMeasure,
+    held: i64,
+    requested: i64,
+    limit: i64,
+}
+
+impl Asked<'_> {
+    /// The first of a row's limits (units, CPUs, memory: `None` where it has none) that this
+    /// would pass, the holder holding `held` units of the class now.
+    fn exceeds(&self, limits: [Option<i64>; 3], held: i64) -> Option<Over> {
+        use crate::QuotaMeasure::{Cpus, MemoryGib, Units};
+        let per_unit = [
+            (Units, 1),
+            (Cpus, i64::from(self.shape.cpus)),
+            (MemoryGib, i64::from(self.shape.memory_gib)),
+        ];
+        per_unit
+            .into_iter()
+            .zip(limits)
+            .find_map(|((measure, per), limit)| {
+                let over = Over {
+                    measure,
+                    held: held.saturating_mul(per),
+                    requested: i64::from(self.units) * per,
+                    limit: limit?,
+                };
+                (over.held.saturating_add(over.requested) > over.limit).then_some(over)
+            })
+    }
+
+    fn refusal(&self, holder: crate::QuotaHolder, over: Over) -> StoreError {
+        StoreError::QuotaExceeded {
+            holder,
+            class: self.class.to_owned(),
+            measure: over.measure,
+            held: over.held.max(0).unsigned_abs(),
+            requested: over.requested.max(0).unsigned_abs(),
+            limit: over.limit.max(0).unsigned_abs(),
+        }
+    }
+}
+
+/// A row's limits, as `Asked::exceeds` takes them, from its columns for units, CPUs and
+/// memory.
+fn limits_of(
+    row: &<Db as sqlx::Database>::Row,
+    columns: [&str; 3],
+) -> Result<[Option<i64>; 3], StoreError> {
+    let mut limits = [None; 3];
+    for (limit, column) in limits.iter_mut().zip(columns) {
+        *limit = row.try_get::<Option<i64>, _>(column)?;
+    }
+    Ok(limits)
+}
+
+/// Locks the tenant's quota row for the class (or its default row) and checks that what is
+/// asked fits every limit of the tenant's quota, then, for a workload of `owner`, of the
+/// owner's team's and the owner's own: in units, and in CPUs and memory by the class's shape.
+/// Concurrent creates and starts of one tenant serialise on that row, so none of the three can
+/// be overrun.
 async fn check_quota(
     tx: &mut Tx<'_>,
     tenant: TenantId,
     owner: Option<einsora_core::ids::UserId>,
-    class: &str,
-    units: u32,
+    asked: Asked<'_>,
 ) -> Result<(), StoreError> {
     let rows = sqlx::query(concat!(
-        "SELECT gpu_class, limit_units FROM quotas WHERE tenant_id = $1 AND gpu_class IN ($2, $3)",
+        "SELECT gpu_class, limit_units, limit_cpus, limit_memory_gib FROM quotas \
+         WHERE tenant_id = $1 AND gpu_class IN ($2, $3)",
         for_update!()
     ))
     .bind(tenant.as_uuid())
-    .bind(class)
+    .bind(asked.class)
     .bind(QuotaClass::DEFAULT_KEY)
     .fetch_all(&mut **tx)
     .await?;
@@ -47,72 +116,73 @@ async fn check_quota(
         rows.iter()
             .find(|r| r.try_get::<String, _>("gpu_class").is_ok_and(|c| c == key))
     };
-    let exceeded = |holder: crate::QuotaHolder, held: i64, limit: i64| StoreError::QuotaExceeded {
-        holder,
-        class: class.to_owned(),
-        held: held.max(0).unsigned_abs(),
-        requested: units,
-        limit: limit.max(0).unsigned_abs(),
+    let Some(row) = pick(asked.class).or_else(|| pick(QuotaClass::DEFAULT_KEY)) else {
+        // No row for the class and no default: nothing may be held.
+        let none = Over {
+            measure: crate::QuotaMeasure::Units,
+            held: 0,
+            requested: i64::from(asked.units),
+            limit: 0,
+        };
+        return Err(asked.refusal(crate::QuotaHolder::Tenant, none));
     };
-    let Some(row) = pick(class).or_else(|| pick(QuotaClass::DEFAULT_KEY)) else {
-        return Err(exceeded(crate::QuotaHolder::Tenant, 0, 0));
-    };
-    if let Some(limit) = row.try_get::<Option<i64>, _>("limit_units")? {
+    let limits = limits_of(row, ["limit_units", "limit_cpus", "limit_memory_gib"])?;
+    if limits.iter().any(Option::is_some) {
         let held: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(HELD_BY_TENANT.as_str()))
             .bind(tenant.as_uuid())
-            .bind(class)
+            .bind(asked.class)
             .fetch_one(&mut **tx)
             .await?;
-        if held + i64::from(units) > limit {
-            return Err(exceeded(crate::QuotaHolder::Tenant, held, limit));
+        if let Some(over) = asked.exceeds(limits, held) {
+            return Err(asked.refusal(crate::QuotaHolder::Tenant, over));
         }
     }
     let Some(owner) = owner else {
         return Ok(());
     };
-    // The owner's own limit and their team's, each with what it holds now.
-    let limits = sqlx::query(sqlx::AssertSqlSafe(OWNER_LIMITS.as_str()))
+    // The owner's own limits and their team's, each with what it holds now.
+    let found = sqlx::query(sqlx::AssertSqlSafe(OWNER_LIMITS.as_str()))
         .bind(owner.as_uuid())
-        .bind(class)
+        .bind(asked.class)
         .fetch_optional(&mut **tx)
         .await?;
-    let Some(limits) = limits else {
+    let Some(found) = found else {
         return Ok(());
     };
-    if let Some(limit) = limits.try_get::<Option<i64>, _>("user_limit")? {
-        let held: i64 = limits.try_get("user_held")?;
-        if held + i64::from(units) > limit {
-            let email: String = limits.try_get("email")?;
-            return Err(exceeded(crate::QuotaHolder::User(email), held, limit));
-        }
+    let user_limits = limits_of(&found, ["user_units", "user_cpus", "user_memory_gib"])?;
+    if let Some(over) = asked.exceeds(user_limits, found.try_get("user_held")?) {
+        let email: String = found.try_get("email")?;
+        return Err(asked.refusal(crate::QuotaHolder::User(email), over));
     }
-    if let Some(limit) = limits.try_get::<Option<i64>, _>("team_limit")? {
-        let held: i64 = limits.try_get("team_held")?;
-        if held + i64::from(units) > limit {
-            let team: String = limits.try_get("team_name")?;
-            return Err(exceeded(crate::QuotaHolder::Team(team), held, limit));
-        }
+    let team_limits = limits_of(&found, ["team_units", "team_cpus", "team_memory_gib"])?;
+    if let Some(over) = asked.exceeds(team_limits, found.try_get("team_held")?) {
+        let team: String = found.try_get("team_name")?;
+        return Err(asked.refusal(crate::QuotaHolder::Team(team), over));
     }
     Ok(())
 }
 
-/// A user's (`$1`) limit for a class (`$2`) and their team's, each with the units its workloads
-/// of that class hold now (the team's: by each workload's owner's team today).
+/// A user's (`$1`) limits for a class (`$2`) and their team's (NULL where there is no row),
+/// each with the units its workloads of that class hold now (the team's: by each workload's
+/// owner's team today).
 static OWNER_LIMITS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let holds = &*crate::state_sql::HOLDS_QUOTA;
     format!(
         "SELECT u.email, t.name AS team_name, \
-         (SELECT q.limit_units FROM user_quotas q WHERE q.user_id = u.id AND q.gpu_class = $2) \
-           AS user_limit, \
-         (SELECT q.limit_units FROM team_quotas q WHERE q.team_id = u.team_id \
-           AND q.gpu_class = $2) AS team_limit, \
+         uq.limit_units AS user_units, uq.limit_cpus AS user_cpus, \
+         uq.limit_memory_gib AS user_memory_gib, \
+         tq.limit_units AS team_units, tq.limit_cpus AS team_cpus, \
+         tq.limit_memory_gib AS team_memory_gib, \
          (SELECT CAST(COALESCE(SUM(w.units), 0) AS BIGINT) FROM workloads w \
            WHERE w.owner_id = u.id AND w.gpu_class = $2 AND w.state IN ({holds})) AS user_held, \
          (SELECT CAST(COALESCE(SUM(w.units), 0) AS BIGINT) FROM workloads w \
            JOIN users m ON m.id = w.owner_id \
            WHERE m.team_id = u.team_id AND w.gpu_class = $2 AND w.state IN ({holds})) \
            AS team_held \
-         FROM users u LEFT JOIN teams t ON t.id = u.team_id WHERE u.id = $1"
+         FROM users u LEFT JOIN teams t ON t.id = u.team_id \
+         LEFT JOIN user_quotas uq ON uq.user_id = u.id AND uq.gpu_class = $2 \
+         LEFT JOIN team_quotas tq ON tq.team_id = u.team_id AND tq.gpu_class = $2 \
+         WHERE u.id = $1"
     )
 });
 

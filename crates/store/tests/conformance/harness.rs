@@ -8,7 +8,7 @@ use einsora_store::{Admission, QuotaClass, Store, StoreError};
 use einsora_testkit::fixtures::{self, Lifecycle, path_to};
 
 pub use einsora_testkit::db::TestDb;
-pub use einsora_testkit::fixtures::{created as reason, local, new_workload};
+pub use einsora_testkit::fixtures::{created as reason, local, new_workload, shape_of};
 
 const CLASS: &str = "cpu-1c-2g";
 

@@ -11,6 +11,7 @@ mod activity;
 mod backup;
 mod capacity;
 mod changes;
+mod cpu_quotas;
 mod enrolment;
 mod idempotency;
 mod inventory;
@@ -71,6 +72,8 @@ einsora_testkit::on_both_engines! {
     users::a_password_reset_works_once,
     teams::concurrent_creates_overrun_no_users_teams_or_tenants_quota,
     teams::team_and_user_quotas_follow_their_changes,
+    cpu_quotas::cpu_and_memory_limits_refuse_what_would_pass_them,
+    cpu_quotas::concurrent_creates_overrun_no_cpu_or_memory_limit,
     users::a_machines_owning_user_sets_whom_it_trusts,
     accounts::sessions_live_until_they_expire_or_end,
     accounts::tokens_live_until_revoked_or_expired,

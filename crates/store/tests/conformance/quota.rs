@@ -3,7 +3,9 @@ use std::sync::Arc;
 use einsora_core::lifecycle::State;
 use einsora_store::{QuotaClass, StoreError, WorkloadFilter};
 
-use crate::harness::{TestDb, create, new_workload, reason, step, tenant, workload_in};
+use crate::harness::{TestDb, create, new_workload, reason, shape_of, step, tenant, workload_in};
+
+const CLASS: &str = "cpu-1c-2g";
 
 /// 50 creates at once against a quota of 7, from two stores as from two processes: exactly 7
 /// succeed, because the quota row is locked.
@@ -49,7 +51,10 @@ pub async fn start_rechecks_quota(db: TestDb) {
     let t = tenant(store, Some(1)).await;
     let a = workload_in(store, t, State::Failed).await;
     let b = create(store, t, "b").await;
-    let err = store.start(&a, &reason()).await.unwrap_err();
+    let err = store
+        .start(&a, shape_of(CLASS), &reason())
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, StoreError::QuotaExceeded { held: 1, .. }),
         "{err}"
@@ -59,10 +64,13 @@ pub async fn start_rechecks_quota(db: TestDb) {
         State::Failed
     );
     step(store, &b, State::Deleting).await;
-    let started = store.start(&a, &reason()).await.unwrap();
+    let started = store.start(&a, shape_of(CLASS), &reason()).await.unwrap();
     assert_eq!(started.state, State::Pending);
     let running = step(store, &started, State::Provisioning).await;
-    let err = store.start(&running, &reason()).await.unwrap_err();
+    let err = store
+        .start(&running, shape_of(CLASS), &reason())
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::InvalidTransition(_)), "{err}");
 }
 

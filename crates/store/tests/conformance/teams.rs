@@ -7,14 +7,15 @@ use std::sync::Arc;
 use einsora_core::ids::{TeamId, TenantId, UserId};
 use einsora_core::role::Role;
 use einsora_store::{
-    NewUser, NewWorkload, QuotaClass, QuotaHolder, QuotaSubject, Store, StoreError, Taken,
+    NewUser, NewWorkload, QuotaClass, QuotaHolder, QuotaLimits, QuotaMeasure, QuotaSubject, Store,
+    StoreError, Taken,
 };
 
-use crate::harness::{TestDb, new_workload, reason, tenant};
+use crate::harness::{TestDb, new_workload, reason, shape_of, tenant};
 
 const CLASS: &str = "cpu-1c-2g";
 
-async fn user(store: &dyn Store, tenant: TenantId, email: &str) -> UserId {
+pub(crate) async fn user(store: &dyn Store, tenant: TenantId, email: &str) -> UserId {
     let id = UserId::new();
     let new = NewUser {
         id,
@@ -28,26 +29,39 @@ async fn user(store: &dyn Store, tenant: TenantId, email: &str) -> UserId {
     id
 }
 
-fn by(tenant: TenantId, owner: UserId, name: &str) -> NewWorkload {
+/// A `class` workload by `owner`, of the class's shape in the built-in catalog.
+pub(crate) fn by_of(class: &str, tenant: TenantId, owner: UserId, name: &str) -> NewWorkload {
     NewWorkload {
         owner: Some(owner),
+        gpu_class: class.into(),
+        shape: shape_of(class),
         ..new_workload(tenant, name)
     }
 }
 
-/// Creates `n` workloads at once, each by `owners[i % len]`, from two stores; the refusals, by
-/// whose quota refused them.
-async fn burst(
+fn by(tenant: TenantId, owner: UserId, name: &str) -> NewWorkload {
+    by_of(CLASS, tenant, owner, name)
+}
+
+/// Creates `n` workloads of `class` at once, each by `owners[i % len]`, from two stores; the
+/// refusals, by whose quota refused them and what it counted.
+pub(crate) async fn burst_of(
     stores: &[Arc<dyn Store>; 2],
+    class: &str,
     tenant: TenantId,
     owners: &[UserId],
     n: usize,
     tag: &str,
-) -> (usize, Vec<QuotaHolder>) {
+) -> (usize, Vec<(QuotaHolder, QuotaMeasure)>) {
     let tasks: Vec<_> = (0..n)
         .map(|i| {
             let store = Arc::clone(&stores[i % 2]);
-            let w = by(tenant, owners[i % owners.len()], &format!("{tag}{i}"));
+            let w = by_of(
+                class,
+                tenant,
+                owners[i % owners.len()],
+                &format!("{tag}{i}"),
+            );
             tokio::spawn(async move { store.create_workload(&w, &reason()).await })
         })
         .collect();
@@ -55,11 +69,28 @@ async fn burst(
     for task in tasks {
         match task.await.unwrap() {
             Ok(_) => made += 1,
-            Err(StoreError::QuotaExceeded { holder, .. }) => refused.push(holder),
+            Err(StoreError::QuotaExceeded {
+                holder, measure, ..
+            }) => refused.push((holder, measure)),
             Err(e) => panic!("unexpected: {e}"),
         }
     }
     (made, refused)
+}
+
+/// [`burst_of`] `cpu-1c-2g`, the refusals by whose quota refused them.
+async fn burst(
+    stores: &[Arc<dyn Store>; 2],
+    tenant: TenantId,
+    owners: &[UserId],
+    n: usize,
+    tag: &str,
+) -> (usize, Vec<QuotaHolder>) {
+    let (made, refused) = burst_of(stores, CLASS, tenant, owners, n, tag).await;
+    (
+        made,
+        refused.into_iter().map(|(holder, _)| holder).collect(),
+    )
 }
 
 /// A user's limit of 2, their team's of 3 (two members), the tenant's of 4: 40 creates at once
@@ -81,11 +112,21 @@ pub async fn concurrent_creates_overrun_no_users_teams_or_tenants_quota(db: Test
     store.set_user_team(t, bob, Some(ml.id)).await.unwrap();
     let class = QuotaClass::Class(CLASS.into());
     store
-        .set_quota_of(t, QuotaSubject::User(ann), &class, Some(2))
+        .set_quota_of(
+            t,
+            QuotaSubject::User(ann),
+            &class,
+            QuotaLimits::units(Some(2)),
+        )
         .await
         .unwrap();
     store
-        .set_quota_of(t, QuotaSubject::Team(ml.id), &class, Some(3))
+        .set_quota_of(
+            t,
+            QuotaSubject::Team(ml.id),
+            &class,
+            QuotaLimits::units(Some(3)),
+        )
         .await
         .unwrap();
     let stores = [Arc::clone(&db.store), db.open_again().await];
@@ -112,7 +153,7 @@ pub async fn concurrent_creates_overrun_no_users_teams_or_tenants_quota(db: Test
         quotas
             .iter()
             .find(|q| q.subject == subject && q.class == class)
-            .map(|q| (q.limit, q.held))
+            .map(|q| (q.limits.units, q.held))
     };
     assert_eq!(held(QuotaSubject::Tenant), Some((Some(4), 4)));
     assert_eq!(held(QuotaSubject::Team(ml.id)), Some((Some(3), 3)));
@@ -120,6 +161,7 @@ pub async fn concurrent_creates_overrun_no_users_teams_or_tenants_quota(db: Test
     let message = StoreError::QuotaExceeded {
         holder: QuotaHolder::Team("ml".into()),
         class: CLASS.into(),
+        measure: QuotaMeasure::Units,
         held: 3,
         requested: 1,
         limit: 3,
@@ -140,7 +182,12 @@ pub async fn team_and_user_quotas_follow_their_changes(db: TestDb) {
     store.set_user_team(t, ann, Some(ml.id)).await.unwrap();
     let class = QuotaClass::Class(CLASS.into());
     store
-        .set_quota_of(t, QuotaSubject::Team(ml.id), &class, Some(0))
+        .set_quota_of(
+            t,
+            QuotaSubject::Team(ml.id),
+            &class,
+            QuotaLimits::units(Some(0)),
+        )
         .await
         .unwrap();
     let refused = store.create_workload(&by(t, ann, "one"), &reason()).await;
@@ -167,13 +214,18 @@ pub async fn team_and_user_quotas_follow_their_changes(db: TestDb) {
     );
 
     store
-        .set_quota_of(t, QuotaSubject::User(ann), &class, Some(2))
+        .set_quota_of(
+            t,
+            QuotaSubject::User(ann),
+            &class,
+            QuotaLimits::units(Some(2)),
+        )
         .await
         .unwrap();
     let refused = store.create_workload(&by(t, ann, "three"), &reason()).await;
     assert!(matches!(refused, Err(StoreError::QuotaExceeded { .. })));
     store
-        .set_quota_of(t, QuotaSubject::User(ann), &class, None)
+        .set_quota_of(t, QuotaSubject::User(ann), &class, QuotaLimits::units(None))
         .await
         .unwrap();
     store
@@ -184,7 +236,12 @@ pub async fn team_and_user_quotas_follow_their_changes(db: TestDb) {
     let other = tenant(store, None).await;
     assert!(matches!(
         store
-            .set_quota_of(other, QuotaSubject::User(ann), &class, Some(1))
+            .set_quota_of(
+                other,
+                QuotaSubject::User(ann),
+                &class,
+                QuotaLimits::units(Some(1))
+            )
             .await,
         Err(StoreError::NotFound)
     ));
@@ -194,7 +251,12 @@ pub async fn team_and_user_quotas_follow_their_changes(db: TestDb) {
     ));
     assert!(matches!(
         store
-            .set_quota_of(t, QuotaSubject::User(ann), &QuotaClass::Default, Some(1))
+            .set_quota_of(
+                t,
+                QuotaSubject::User(ann),
+                &QuotaClass::Default,
+                QuotaLimits::units(Some(1))
+            )
             .await,
         Err(StoreError::InvalidInput(_))
     ));

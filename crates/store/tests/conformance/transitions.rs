@@ -3,7 +3,7 @@ use einsora_core::lifecycle::{self, State, TransitionError};
 use einsora_core::reasons::Reason;
 use einsora_store::{StoreError, Transition};
 
-use crate::harness::{TestDb, admission, create, step, tenant, try_step, workload_in};
+use crate::harness::{TestDb, admission, create, shape_of, step, tenant, try_step, workload_in};
 
 pub async fn every_legal_step_is_recorded(db: TestDb) {
     let store = &*db.store;
@@ -119,7 +119,11 @@ pub async fn admission_records_placement_and_a_new_attempt(db: TestDb) {
     assert_eq!(first.attempt, Attempt::new(1));
     let failed = step(store, &first, State::Failed).await;
     let again = store
-        .start(&failed, &crate::harness::reason())
+        .start(
+            &failed,
+            shape_of(&failed.gpu_class),
+            &crate::harness::reason(),
+        )
         .await
         .unwrap();
     // Admitted again, it is given devices: recorded with the placement, read back as given.

@@ -4,7 +4,7 @@
 use einsora_core::catalog::Catalog;
 use einsora_core::ids::{TenantId, WorkloadId};
 use einsora_proto::convert::{ConvertError, CreateWorkload};
-use einsora_store::NewWorkload;
+use einsora_store::{NewWorkload, UnitShape};
 
 /// What a fallback list may name besides catalog classes: any CPU class (the seeds' fallbacks).
 const CPU_FALLBACK: &str = "cpu";
@@ -86,6 +86,7 @@ pub fn check(
         name: req.name,
         // A CPU class takes no devices, but counts as one unit per workload against quota.
         units: class.devices().max(1),
+        shape: UnitShape::of(class),
         gpu_class: req.gpu_class,
         image: req.image,
         region,

@@ -61,6 +61,7 @@ async fn a_ticket_is_redeemed_once() {
     let new = einsora_store::NewWorkload {
         id: workload,
         gpu_class: "cpu-4c-16g".into(),
+        shape: einsora_testkit::fixtures::shape_of("cpu-4c-16g"),
         ..einsora_testkit::fixtures::new_workload(tenant, "nb")
     };
     let by = einsora_core::reasons::Actor {

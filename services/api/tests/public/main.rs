@@ -15,6 +15,7 @@ mod enrolment;
 mod isolation;
 mod machines;
 mod outage;
+mod quotas;
 mod reads;
 mod usage;
 mod users;

@@ -13,7 +13,7 @@ use einsora_core::reasons::{Actor, Credential, Reason, UserAction};
 use einsora_core::workload::Workload;
 use einsora_store::{NewWorkload, QuotaClass, Store, StoreError, Transition};
 use einsora_testkit::db::TestDb;
-use einsora_testkit::fixtures::{local, new_workload, tenant_as};
+use einsora_testkit::fixtures::{local, new_workload, shape_of, tenant_as};
 
 use super::Reconciler;
 use crate::config::Timers;
@@ -112,6 +112,7 @@ impl World {
             kind,
             gpu_class: class.into(),
             units,
+            shape: shape_of(class),
             image: image.into(),
             ..new_workload(self.tenant, name)
         };
@@ -176,6 +177,7 @@ async fn a_workload_goes_through_its_whole_life_with_the_seeds_reasons() {
     w.store
         .start(
             &stopped,
+            shape_of(&stopped.gpu_class),
             &Reason::Requested {
                 action: UserAction::Start,
                 by: user(),

@@ -33,6 +33,7 @@ pub async fn workload(store: &dyn Store, tenant: TenantId, steps: &[State]) -> W
     let new = NewWorkload {
         gpu_class: REQUESTED_CLASS.into(),
         units: UNITS,
+        shape: fixtures::shape_of(REQUESTED_CLASS),
         fallback: vec![PLACED_CLASS.into()],
         ..new_workload(tenant, &format!("w-{}", WorkloadId::new()))
     };

@@ -723,7 +723,11 @@ class Quota:
     subject: str = field(default="")
     gpu_class: str = field(default="")
     held: int = field(default=0)
+    held_cpus: int = field(default=0)
+    held_memory_gib: int = field(default=0)
+    cpus: Optional[int] = field(default=None)
     limit: Optional[int] = field(default=None)
+    memory_gib: Optional[int] = field(default=None)
     scope: Optional[Literal["tenant", "team", "user"]] = field(default=None)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
     """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
@@ -744,9 +748,21 @@ class Quota:
         raw = data.pop('held', None)
         if raw is not None:
             value.held = int(raw)
+        raw = data.pop('held_cpus', None)
+        if raw is not None:
+            value.held_cpus = int(raw)
+        raw = data.pop('held_memory_gib', None)
+        if raw is not None:
+            value.held_memory_gib = int(raw)
+        raw = data.pop('cpus', None)
+        if raw is not None:
+            value.cpus = raw
         raw = data.pop('limit', None)
         if raw is not None:
             value.limit = raw
+        raw = data.pop('memory_gib', None)
+        if raw is not None:
+            value.memory_gib = raw
         raw = data.pop('scope', None)
         if raw is not None:
             value.scope = raw
@@ -763,8 +779,16 @@ class Quota:
             out['gpu_class'] = self.gpu_class
         if self.held is not None:
             out['held'] = str(self.held)
+        if self.held_cpus is not None:
+            out['held_cpus'] = str(self.held_cpus)
+        if self.held_memory_gib is not None:
+            out['held_memory_gib'] = str(self.held_memory_gib)
+        if self.cpus is not None:
+            out['cpus'] = self.cpus
         if self.limit is not None:
             out['limit'] = self.limit
+        if self.memory_gib is not None:
+            out['memory_gib'] = self.memory_gib
         if self.scope is not None:
             out['scope'] = self.scope
         return out

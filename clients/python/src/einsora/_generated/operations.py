@@ -298,10 +298,10 @@ class Operations:
         body = None
         return self._transport.call("DELETE", f"/v1/tokens/{_wire.segment(id)}", query=query, body=body, answer=ApiToken)
 
-    def set_quota(self, *, gpu_class: str, scope: Literal["tenant", "team", "user"], limit: Optional[int] = None, subject_id: Optional[str] = None) -> ListQuotasResponse:
+    def set_quota(self, *, gpu_class: str, scope: Literal["tenant", "team", "user"], cpus: Optional[int] = None, limit: Optional[int] = None, memory_gib: Optional[int] = None, subject_id: Optional[str] = None) -> ListQuotasResponse:
         """PUT /v1/quotas (SetQuota)."""
         query = None
-        body: Optional[Dict[str, Any]] = {'gpu_class': gpu_class, 'limit': limit, 'scope': scope, 'subject_id': subject_id}
+        body: Optional[Dict[str, Any]] = {'cpus': cpus, 'gpu_class': gpu_class, 'limit': limit, 'memory_gib': memory_gib, 'scope': scope, 'subject_id': subject_id}
         return self._transport.call("PUT", "/v1/quotas", query=query, body=body, answer=ListQuotasResponse)
 
     def set_trusted_users(self, id: str, *, user_ids: Optional[List[str]] = None) -> Machine:

@@ -9,7 +9,7 @@ use einsora_core::machine::Machine;
 use einsora_core::reasons::{Reason, UserAction};
 use einsora_core::workload::Workload;
 use einsora_store::NewWorkload;
-use einsora_testkit::fixtures::{l40s, new_workload, registration};
+use einsora_testkit::fixtures::{l40s, new_workload, registration, shape_of};
 use time::OffsetDateTime;
 
 use super::{World, timers, user, world};
@@ -30,6 +30,7 @@ impl World {
             kind: einsora_core::kind::WorkloadKind::Endpoint,
             gpu_class: class.into(),
             units,
+            shape: shape_of(class),
             image: "openai-endpoint".into(),
             fallback: fallback.iter().map(|f| (*f).to_owned()).collect(),
             fallback_after_s: after_s,
