@@ -1,8 +1,9 @@
-//! Roles over real HTTP, on every route: a member's and an admin's answers are each what the
-//! role is designed to get (docs/api.md, "Users and roles"). Every route is classified here,
-//! so a new route without a case fails the test. A member asking for another member's (here:
-//! the owner's) workload gets an answer byte-identical to an unknown ID's on every workload
-//! route; an admin reads it.
+//! Roles over real HTTP, on every route: an owner's, an admin's and a member's answers are each
+//! what the role is designed to get (docs/api.md, "Users and roles"). Every route is classified
+//! here, so a new route without a case fails the test. A member asking for a workload of anyone
+//! else (the owner's, or a member's of another team) gets an answer byte-identical to an unknown
+//! ID's on every workload route; an admin reads it. Another tenant's answers on every route are
+//! isolation.rs's.
 
 use einsora_core::ids::WorkloadId;
 use einsora_proto::schema::Schema;
@@ -101,7 +102,15 @@ fn each_role_gets_the_answers_it_is_designed_to_on_every_route() {
     let owner = tenant(&solo, "dev@acme");
     let admin = invited(&solo, &owner.session, "admin@acme.example", "admin");
     let member = invited(&solo, &owner.session, "member@acme.example", "member");
-    let theirs = launch(&solo, &owner.session, a_notebook("owners"));
+    let elsewhere = invited(&solo, &owner.session, "infra@acme.example", "member");
+    for (team, who) in [
+        ("ml", "member@acme.example"),
+        ("infra", "infra@acme.example"),
+    ] {
+        in_team(&solo, &owner.session, team, who);
+    }
+    let owners = launch(&solo, &owner.session, a_notebook("owners"));
+    let other_teams = launch(&solo, &elsewhere, a_notebook("infras"));
     let unknown = WorkloadId::new().to_string();
 
     let mut cases = 0;
@@ -123,7 +132,13 @@ fn each_role_gets_the_answers_it_is_designed_to_on_every_route() {
         let body = (!route.body.is_empty()).then(|| json!({}));
         let as_member = call(&solo, &member, &route.method, &path, body.clone());
         let as_admin = call(&solo, &admin, &route.method, &path, body.clone());
+        let as_owner = call(&solo, &owner.session, &route.method, &path, body.clone());
         let what = format!("{} {}", route.method, route.path);
+        assert!(
+            as_owner.status != 403 && as_owner.status < 500,
+            "{what} as the owner: {}",
+            as_owner.body
+        );
         if admin_only {
             assert_eq!(
                 as_member.status, 403,
@@ -158,21 +173,23 @@ fn each_role_gets_the_answers_it_is_designed_to_on_every_route() {
             as_member.body
         );
 
-        // Another user's workload: as unknown to a member, byte for byte; an admin's to read.
+        // Another user's workload (the owner's; another team's member's): as unknown to a
+        // member, byte for byte; an admin's to read.
         if route.path.starts_with("/v1/workloads/{id}") || route.path.contains("{id}/access") {
-            let owners = route.path.replace("{id}", &theirs);
-            let read = matches!(route.method.as_str(), "GET");
-            let foreign = call(&solo, &member, &route.method, &owners, body.clone());
             let never = call(&solo, &member, &route.method, &path, body.clone());
-            assert_eq!(foreign.status, 404, "{what}: {}", foreign.body);
-            assert_eq!(
-                without_request_id(&foreign),
-                without_request_id(&never),
-                "{what}"
-            );
-            if read {
-                let seen = call(&solo, &admin, &route.method, &owners, None);
-                assert_eq!(seen.status, 200, "{what} as an admin: {}", seen.body);
+            for theirs in [&owners, &other_teams] {
+                let theirs = route.path.replace("{id}", theirs);
+                let foreign = call(&solo, &member, &route.method, &theirs, body.clone());
+                assert_eq!(foreign.status, 404, "{what}: {}", foreign.body);
+                assert_eq!(
+                    without_request_id(&foreign),
+                    without_request_id(&never),
+                    "{what}"
+                );
+                if route.method == "GET" {
+                    let seen = call(&solo, &admin, &route.method, &theirs, None);
+                    assert_eq!(seen.status, 200, "{what} as an admin: {}", seen.body);
+                }
             }
         }
         cases += 1;
@@ -180,16 +197,47 @@ fn each_role_gets_the_answers_it_is_designed_to_on_every_route() {
     assert!(cases >= 30, "only {cases} routes: did they go missing?");
     let listed = call(&solo, &member, "GET", "/v1/workloads", None);
     assert!(
-        !listed.body.contains(&theirs),
+        !listed.body.contains(&owners) && !listed.body.contains(&other_teams),
         "a member's list: {}",
         listed.body
     );
     let listed = call(&solo, &admin, "GET", "/v1/workloads", None);
     assert!(
-        listed.body.contains(&theirs),
+        listed.body.contains(&owners) && listed.body.contains(&other_teams),
         "an admin's list: {}",
         listed.body
     );
+}
+
+/// Makes a team named `team` and puts `email` in it.
+fn in_team(solo: &Solo, owner: &Credential, team: &str, email: &str) {
+    let made = call(
+        solo,
+        owner,
+        "POST",
+        "/v1/teams",
+        Some(json!({ "name": team })),
+    );
+    assert_eq!(made.status, 200, "{}", made.body);
+    let id = made.json()["id"].as_str().unwrap().to_owned();
+    let users = call(solo, owner, "GET", "/v1/users", None).json();
+    let user = users["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["email"] == email)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let moved = call(
+        solo,
+        owner,
+        "PATCH",
+        &format!("/v1/users/{user}"),
+        Some(json!({ "team_id": id })),
+    );
+    assert_eq!(moved.status, 200, "{}", moved.body);
 }
 
 /// Teams and quotas through the CLI: the owner makes a team, puts a member in it and gives it a

@@ -323,6 +323,61 @@ async fn an_invite_makes_a_user_once_and_a_reset_sets_a_password_once() {
     );
 }
 
+/// An invite is its tenant's: another tenant's admin neither lists nor revokes it (revoking
+/// answers exactly as an unknown ID), and whoever redeems it joins the tenant that made it.
+#[tokio::test]
+async fn an_invite_belongs_to_the_tenant_that_made_it() {
+    let env = env().await;
+    let (owner, ..) = team(&env).await;
+    let other = env.tenant("globex", None).await;
+    let users = &env.users;
+    let made = users
+        .create_invite(owner.browser(invite("joiner@example.com", Role::Admin)))
+        .await
+        .unwrap()
+        .into_inner();
+    let id = made.invite.unwrap().id;
+    let theirs = users
+        .list_invites(other.req(users_pb::ListInvitesRequest {}))
+        .await
+        .unwrap()
+        .into_inner()
+        .invites;
+    assert!(theirs.iter().all(|i| i.id != id), "{theirs:?}");
+    let revoke = |id: String| users_pb::RevokeInviteRequest { id };
+    let foreign = users
+        .revoke_invite(other.browser(revoke(id.clone())))
+        .await
+        .unwrap_err();
+    let unknown = users
+        .revoke_invite(other.browser(revoke(einsora_core::ids::WorkloadId::new().to_string())))
+        .await
+        .unwrap_err();
+    is(&foreign, Code::NotFound);
+    assert_eq!(foreign.message(), unknown.message(), "as an unknown ID");
+
+    let joined = users
+        .accept_invite(tonic::Request::new(users_pb::AcceptInviteRequest {
+            secret: made.secret,
+            display_name: String::new(),
+            password: "a long enough password".into(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(joined.tenant_name, "acme", "the invite's tenant, still");
+    let listed = users
+        .list_users(other.req(users_pb::ListUsersRequest::default()))
+        .await
+        .unwrap()
+        .into_inner()
+        .users;
+    assert!(
+        listed.iter().all(|u| u.email != "joiner@example.com"),
+        "{listed:?}"
+    );
+}
+
 /// A disabled user's token and session are refused on their very next call.
 #[tokio::test]
 async fn a_disabled_users_credentials_are_refused_at_once() {
