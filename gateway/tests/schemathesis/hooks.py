@@ -6,7 +6,8 @@ GetUsageReport's `to` comes after `from`, and both are instants from year 1 to 9
 (which no string format says), and so do ListActivity's when given;
 CreateWorkload's class is offered in the region, its image runs the kind on the class's
 accelerator, its parameters are the kind's own, and its fallback classes are offered there
-too; SetQuota's class is one of the catalog's, and its team or user one of the tenant's. These hooks make the cases Schemathesis generates as valid ones valid by those rules as
+too; SetQuota's class is one of the catalog's (CPUs and memory only for a CPU class), and its
+team or user one of the tenant's. These hooks make the cases Schemathesis generates as valid ones valid by those rules as
 well, so that the positive-data check asks what it means to ask. Negative cases go as
 generated: the document's rules are what they break.
 
@@ -148,13 +149,19 @@ def create_from_the_catalog(context, case):
 @schemathesis.hook("map_case").apply_to(method="PUT", path="/v1/quotas")
 def quota_of_a_known_class(context, case):
     """A team's or user's quota names one by ID, which a generated case can't know: valid cases
-    set the tenant's quota, for one of the catalog's classes (or its default, `*`)."""
+    set the tenant's quota, for one of the catalog's classes (or its default, `*`). CPUs and
+    memory limit CPU classes only: on another class a valid case states neither."""
     body = case.body
     if not positive(case) or not isinstance(body, dict):
         return case
-    classes = [c["name"] for c in catalog(case)["classes"]] + ["*"]
+    known = catalog(case)["classes"]
+    classes = [c["name"] for c in known] + ["*"]
     body["scope"], body["subject_id"] = "tenant", ""
     body["gpu_class"] = classes[len(body.get("gpu_class", "")) % len(classes)]
+    cpu_classes = {c["name"] for c in known if c.get("accelerator") == "cpu"}
+    if body["gpu_class"] not in cpu_classes:
+        body.pop("cpus", None)
+        body.pop("memory_gib", None)
     return case
 
 
