@@ -18,11 +18,11 @@ use einsora_core::reasons::Reason;
 use einsora_core::region::Region;
 use einsora_core::role::Role;
 use einsora_store::{
-    DatabaseUrl, NewTenant, NewUser, NewWorkload, QuotaClass, QuotaLimits, QuotaSubject, Store,
-    UnitShape,
+    DatabaseUrl, NewUser, NewWorkload, QuotaClass, QuotaLimits, QuotaSubject, Store, UnitShape,
 };
 use einsora_testkit::TempPostgres;
 use einsora_testkit::bench::{Report, Table, quantile, setting};
+use einsora_testkit::fixtures;
 
 const CREATES: usize = 200;
 const CLASS: &str = "cpu-1c-2g";
@@ -73,14 +73,9 @@ fn main() -> anyhow::Result<()> {
 
 /// A tenant and a user in a team, the tenant, the team and the user each with a roomy quota.
 async fn quotas_on(store: &dyn Store) -> anyhow::Result<(TenantId, UserId)> {
-    let tenant = TenantId::new();
-    let new_tenant = NewTenant {
-        id: tenant,
-        slug: "bench".into(),
-        name: "Bench".into(),
-        trusted: true,
-    };
-    store.create_tenant(&new_tenant).await?;
+    let roomy = u32::try_from(CREATES * 100).unwrap_or(u32::MAX);
+    let class = QuotaClass::Class(CLASS.into());
+    let tenant = fixtures::tenant(store, class.clone(), Some(roomy)).await;
     let user = UserId::new();
     let new_user = NewUser {
         id: user,
@@ -93,14 +88,9 @@ async fn quotas_on(store: &dyn Store) -> anyhow::Result<(TenantId, UserId)> {
     store.create_user(&new_user).await?;
     let team = store.create_team(tenant, TeamId::new(), "bench").await?;
     store.set_user_team(tenant, user, Some(team.id)).await?;
-    let class = QuotaClass::Class(CLASS.into());
-    let roomy = || QuotaLimits::units(Some(u32::try_from(CREATES * 100).unwrap_or(u32::MAX)));
-    for subject in [
-        QuotaSubject::Tenant,
-        QuotaSubject::Team(team.id),
-        QuotaSubject::User(user),
-    ] {
-        store.set_quota_of(tenant, subject, &class, roomy()).await?;
+    for subject in [QuotaSubject::Team(team.id), QuotaSubject::User(user)] {
+        let limits = QuotaLimits::units(Some(roomy));
+        store.set_quota_of(tenant, subject, &class, limits).await?;
     }
     Ok((tenant, user))
 }
