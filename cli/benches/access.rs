@@ -17,8 +17,9 @@
 //! the controller are the access tests' fakes (`services/access/tests/proxy/fakes.rs`) served over
 //! mutual TLS from this process, answering from memory. The measured path is the product's: a
 //! notebook's host, its session cookie looked up, the workload's target (asked of the controller,
-//! kept for a second) and a new Unix-socket connection to the workload for every request; nginx
-//! makes a new upstream connection per request too.
+//! kept for a second) and a Unix-socket connection to the workload kept from the run's earlier
+//! requests (`services/access/src/kept.rs`). nginx makes a new upstream connection per request,
+//! as its users' configurations do (`proxy_pass` to a socket, no `keepalive` upstream block).
 //!
 //! `cargo bench -p einsora --bench access` (BENCH_SECONDS per run, default 10; BENCH_ROUNDS,
 //! default 3; BENCH_RATE, default 2000; BENCH_SOCKETS, default 1000). Needs `wrk`

@@ -1,8 +1,9 @@
-//! Forwarding to a workload: HTTP/1.1, a new connection per request (connections to workloads
-//! aren't reused), bodies streamed both ways, and WebSocket upgrades joined. A workload on this
-//! host is reached at its Unix socket, dialled only if it is the workload's own
-//! (`einsora_runtime::workload_socket`: the workload can write the directory it is in); one on
-//! another machine through the relay (`Upstream::relay`), whose agent makes the same checks.
+//! Forwarding to a workload: HTTP/1.1 on a connection kept from an earlier request to the same
+//! run (`kept.rs`) or a new one, bodies streamed both ways, and WebSocket upgrades joined, each
+//! on a connection of its own. A workload on this host is reached at its Unix socket, dialled
+//! only if it is the workload's own (`einsora_runtime::workload_socket`: the workload can write
+//! the directory it is in); one on another machine through the relay (`Upstream::relay`), whose
+//! agent makes the same checks.
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
 use crate::errors::Failure;
+use crate::kept::Answer;
 use crate::metrics::{self, Counted, CountedReads, Direction, Site};
 use crate::upstream::{Route, Target, Upstream};
 
@@ -61,18 +63,26 @@ fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
 /// Removes hop-by-hop headers, those the Connection header names included; a WebSocket
 /// handshake keeps `Connection: upgrade` and `Upgrade: websocket`.
 pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap, websocket: bool) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
-    }
-    for name in HOP_BY_HOP {
-        headers.remove(name);
+    // Most messages carry none: looking at the names they have costs less than removing each
+    // (every request and answer passes here). Headers the Connection header names are looked
+    // for only where there is one, and it is among these.
+    if headers
+        .keys()
+        .any(|name| HOP_BY_HOP.contains(&name.as_str()))
+    {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+        for name in HOP_BY_HOP {
+            headers.remove(name);
+        }
     }
     if websocket {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
@@ -80,7 +90,7 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap, websocket: bool) {
     }
 }
 
-/// Sends `request` (already rewritten for the workload) over a new connection to `target`.
+/// Sends `request` (already rewritten for the workload) to `target`.
 /// A WebSocket handshake the workload accepts is joined to the client's connection until
 /// either side closes or `shutdown` fires.
 pub(crate) async fn send(
@@ -89,7 +99,7 @@ pub(crate) async fn send(
     upstream: &Upstream,
     request: Request<Body>,
     shutdown: &Shutdown,
-) -> Result<Response<Counted<Incoming>>, Failure> {
+) -> Result<Response<Counted<Answer>>, Failure> {
     let started = Instant::now();
     let sent = dial(site, target, upstream, request, shutdown).await;
     let status = sent.as_ref().map_or(0, |r| r.status().as_u16());
@@ -103,8 +113,7 @@ trait Connection: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Connection for T {}
 
 async fn connect(target: &Target, upstream: &Upstream) -> Result<Box<dyn Connection>, Failure> {
-    let route = &target.route;
-    match route {
+    match &target.route {
         Route::Socket(socket) => {
             let connect = tokio::time::timeout(CONNECT_TIMEOUT, workload_socket::connect(socket));
             match connect.await {
@@ -113,17 +122,19 @@ async fn connect(target: &Target, upstream: &Upstream) -> Result<Box<dyn Connect
                     tracing::warn!(socket = %socket.display(), error = %e, "not the workload's own socket; nothing dialled");
                     Err(Failure::tampered())
                 }
-                Ok(Err(e)) => Err(unreachable(route, &e)),
-                Err(_) => Err(unreachable(route, &"no connection in time")),
+                Ok(Err(e)) => Err(unreachable(target, &e)),
+                Err(_) => Err(unreachable(target, &"no connection in time")),
             }
         }
-        Route::Relayed {
-            workload,
-            tenant_id,
-        } => match upstream.relay(*workload, tenant_id, target.attempt).await {
-            Ok(stream) => Ok(Box::new(stream)),
-            Err(status) => Err(unreachable(route, &status.message())),
-        },
+        Route::Relayed { tenant_id } => {
+            match upstream
+                .relay(target.workload, tenant_id, target.attempt)
+                .await
+            {
+                Ok(stream) => Ok(Box::new(stream)),
+                Err(status) => Err(unreachable(target, &status.message())),
+            }
+        }
     }
 }
 
@@ -133,28 +144,23 @@ async fn dial(
     upstream: &Upstream,
     request: Request<Body>,
     shutdown: &Shutdown,
-) -> Result<Response<Incoming>, Failure> {
+) -> Result<Response<Answer>, Failure> {
     let counter = metrics::bytes(site, Direction::ToWorkload);
     let mut request = request.map(|body| Body::new(Counted::new(body, counter)));
     let websocket = is_websocket(request.headers());
-    let route = &target.route;
-    // A relayed connection is kept between requests (`relay_pool`); a WebSocket's never is.
-    let kept_as = match route {
-        Route::Relayed { workload, .. } if !websocket => Some((*workload, target.attempt)),
-        _ => None,
-    };
-    if let Some(run) = kept_as
-        && let Some(mut sender) = upstream.kept.take(run)
-    {
+    // A connection is kept between requests (`kept.rs`); a WebSocket's never is.
+    let run = (target.workload, target.attempt);
+    if !websocket && let Some(mut sender) = upstream.kept.take(run) {
         match sender.try_send_request(request).await {
             Ok(response) => {
-                upstream.kept.give_back(run, sender);
-                return answered(response, false, route);
+                let response = answered(response, false, target)?;
+                let kept = &upstream.kept;
+                return Ok(response.map(|body| kept.answer(run, &target.route, sender, body)));
             }
-            // Not sent: the connection was closing. A fresh one below.
+            // Not sent: the workload closed the connection. A fresh one below.
             Err(mut e) => match e.take_message() {
                 Some(unsent) => request = unsent,
-                None => return Err(unreachable(route, &e.into_error())),
+                None => return Err(unreachable(target, &e.into_error())),
             },
         }
     }
@@ -162,7 +168,7 @@ async fn dial(
     let stream = connect(target, upstream).await?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(|e| unreachable(route, &e))?;
+        .map_err(|e| unreachable(target, &e))?;
     tokio::spawn(async move {
         if let Err(e) = connection.with_upgrades().await {
             tracing::debug!(error = %e, "workload connection ended with an error");
@@ -171,30 +177,31 @@ async fn dial(
     let mut response = sender
         .send_request(request)
         .await
-        .map_err(|e| unreachable(route, &e))?;
+        .map_err(|e| unreachable(target, &e))?;
     let switched = response.status() == StatusCode::SWITCHING_PROTOCOLS;
     match client_upgrade {
         Some(client) if switched => {
             let upstream = hyper::upgrade::on(&mut response);
             tokio::spawn(join(site, client, upstream, shutdown.clone()));
         }
-        None if switched => return Err(unreachable(route, &"switched protocols unasked")),
+        None if switched => return Err(unreachable(target, &"switched protocols unasked")),
         _ => {}
     }
-    if let Some(run) = kept_as {
-        upstream.kept.give_back(run, sender);
-    }
-    answered(response, switched, route)
+    let response = answered(response, switched, target)?;
+    Ok(response.map(|body| match websocket {
+        true => Answer::unkept(body),
+        false => upstream.kept.answer(run, &target.route, sender, body),
+    }))
 }
 
 /// The workload's answer, its hop-by-hop headers gone.
 fn answered(
     mut response: Response<Incoming>,
     switched: bool,
-    route: &Route,
+    target: &Target,
 ) -> Result<Response<Incoming>, Failure> {
     if !switched && response.status() == StatusCode::SWITCHING_PROTOCOLS {
-        return Err(unreachable(route, &"switched protocols unasked"));
+        return Err(unreachable(target, &"switched protocols unasked"));
     }
     remove_hop_by_hop(response.headers_mut(), switched);
     Ok(response)
@@ -226,12 +233,13 @@ async fn join(site: Site, client: OnUpgrade, upstream: OnUpgrade, shutdown: Shut
     }
 }
 
-fn unreachable(route: &Route, error: &dyn std::fmt::Display) -> Failure {
-    match route {
+fn unreachable(target: &Target, error: &dyn std::fmt::Display) -> Failure {
+    match &target.route {
         Route::Socket(socket) => {
             tracing::warn!(socket = %socket.display(), error = %error, "the workload did not answer");
         }
-        Route::Relayed { workload, .. } => {
+        Route::Relayed { .. } => {
+            let workload = target.workload;
             tracing::warn!(%workload, error = %error, "the workload did not answer through the relay");
         }
     }

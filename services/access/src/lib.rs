@@ -13,11 +13,11 @@ mod endpoint;
 mod errors;
 mod forward;
 mod host;
+mod kept;
 pub mod limits;
 mod metrics;
 mod notebook;
 mod open;
-mod relay_pool;
 mod session;
 mod sweep;
 mod targets;
@@ -106,10 +106,7 @@ pub async fn serve(listener: TcpListener, cfg: Config, shutdown: Shutdown) -> an
 }
 
 /// The app, and what its port accepts TLS with: both checked before anything is bound.
-fn prepare(
-    cfg: &Config,
-    shutdown: &Shutdown,
-) -> anyhow::Result<(axum::Router, Option<TlsAcceptor>)> {
+fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<(app::App, Option<TlsAcceptor>)> {
     let tls = cfg
         .web_tls
         .acceptor()
@@ -141,13 +138,13 @@ fn prepare(
         shutdown: shutdown.clone(),
     });
     tokio::spawn(sweep::run(std::sync::Arc::clone(&proxy)));
-    Ok((app::router(proxy), tls))
+    Ok((app::App(proxy), tls))
 }
 
 /// Serves until shutdown; streams and WebSockets still open end with it.
 async fn serve_app(
     listener: TcpListener,
-    (app, tls): (axum::Router, Option<TlsAcceptor>),
+    (app, tls): (app::App, Option<TlsAcceptor>),
     cfg: &Config,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {

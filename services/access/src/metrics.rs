@@ -53,11 +53,19 @@ pub(crate) fn upstream(site: Site, status: u16, elapsed: Duration) {
 
 /// The counter of bytes relayed for `site` in `direction`.
 pub(crate) fn bytes(site: Site, direction: Direction) -> Counter {
-    let labels = [
-        ("kind", site.word().to_owned()),
-        ("direction", direction.word().to_owned()),
-    ];
-    BYTES.get_or_create(&labels).clone()
+    // Every request counts both ways: the four counters are found by their labels once.
+    static EACH: LazyLock<[[Counter; 2]; 2]> = LazyLock::new(|| {
+        [Site::Notebook, Site::Endpoint].map(|site| {
+            [Direction::ToWorkload, Direction::FromWorkload].map(|direction| {
+                let labels = [
+                    ("kind", site.word().to_owned()),
+                    ("direction", direction.word().to_owned()),
+                ];
+                BYTES.get_or_create(&labels).clone()
+            })
+        })
+    });
+    EACH[site as usize][direction as usize].clone()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,7 +31,7 @@ pub(crate) async fn handle(
     if parts.uri.path().starts_with(RESERVED) {
         return Err(Failure::not_found("nothing is served at this path"));
     }
-    refuse_cross_origin(&parts.headers, &proxy.public.notebook_origin(workload))?;
+    refuse_cross_origin(&parts.headers, || proxy.public.notebook_origin(workload))?;
     let secure = proxy.public.is_https();
     let Some(found) = proxy.sessions.find(&parts.headers, workload) else {
         return Err(Failure::unauthenticated(
@@ -88,13 +88,21 @@ pub(crate) async fn handle(
 }
 
 /// A page on another origin can't use this one's session: browsers say where a request came
-/// from, and a page on another port of the same host is same-site, not same-origin.
-fn refuse_cross_origin(headers: &HeaderMap, own_origin: &str) -> Result<(), Failure> {
+/// from, and a page on another port of the same host is same-site, not same-origin. The
+/// notebook's own origin is spelled out only for a request that names one.
+fn refuse_cross_origin(
+    headers: &HeaderMap,
+    own_origin: impl FnOnce() -> String,
+) -> Result<(), Failure> {
     let cross_site = headers
         .get_all(SEC_FETCH_SITE)
         .iter()
         .any(|v| v != "same-origin" && v != "none");
-    let other_origin = headers.get_all(ORIGIN).iter().any(|v| v != own_origin);
+    let origins = headers.get_all(ORIGIN);
+    let other_origin = origins.iter().next().is_some() && {
+        let own = own_origin();
+        origins.iter().any(|v| v != own.as_str())
+    };
     if cross_site || other_origin {
         return Err(Failure::forbidden(
             "requests from other sites are refused at a notebook's host",

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::header::{COOKIE, HeaderMap, HeaderValue, SET_COOKIE};
@@ -36,14 +36,15 @@ type Key = [u8; 32];
 
 #[derive(Debug, Default)]
 pub(crate) struct Sessions {
-    by_key: Mutex<HashMap<Key, Session>>,
+    /// Shared with the requests that found them, rather than copied for each.
+    by_key: Mutex<HashMap<Key, Arc<Session>>>,
 }
 
 /// A session found for a request: what it is, and how to end it.
 #[derive(Debug)]
 pub(crate) struct Found {
     key: Key,
-    pub(crate) session: Session,
+    pub(crate) session: Arc<Session>,
 }
 
 impl Sessions {
@@ -59,12 +60,12 @@ impl Sessions {
             }
             live
         });
-        map.insert(key(&id), session);
+        map.insert(key(&id), Arc::new(session));
         Ok(id)
     }
 
     /// Every open session, for the sweep.
-    pub(crate) fn snapshot(&self) -> Vec<Session> {
+    pub(crate) fn snapshot(&self) -> Vec<Arc<Session>> {
         self.lock().values().cloned().collect()
     }
 
@@ -92,7 +93,7 @@ impl Sessions {
             let session = map.get(&key)?;
             (session.workload == workload && session.expires > now).then(|| Found {
                 key,
-                session: session.clone(),
+                session: Arc::clone(session),
             })
         })
     }
@@ -103,7 +104,7 @@ impl Sessions {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Session>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<Session>>> {
         self.by_key.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -157,17 +158,22 @@ fn cookie_pairs(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
 
 /// The Cookie header without the proxy's own cookie; gone if nothing else is left.
 pub(crate) fn strip_request_cookie(headers: &mut HeaderMap) {
-    let kept: Vec<String> = headers
+    let mut kept = String::new();
+    let others = headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .map(str::trim)
-        .filter(|pair| !pair.is_empty() && !is_ours(pair))
-        .map(str::to_owned)
-        .collect();
+        .filter(|pair| !pair.is_empty() && !is_ours(pair));
+    for pair in others {
+        if !kept.is_empty() {
+            kept.push_str("; ");
+        }
+        kept.push_str(pair);
+    }
     headers.remove(COOKIE);
-    if let Ok(value) = HeaderValue::from_str(&kept.join("; "))
+    if let Ok(value) = HeaderValue::from_str(&kept)
         && !kept.is_empty()
     {
         headers.insert(COOKIE, value);

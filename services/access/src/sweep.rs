@@ -32,7 +32,7 @@ pub(crate) async fn run(proxy: Arc<Proxy>) {
 }
 
 async fn once(proxy: &Proxy) {
-    // Relayed connections idle too long go too (`relay_pool`), sessions or not.
+    // Connections to workloads idle too long go too (`kept`), sessions or not.
     proxy.upstream.kept.sweep();
     let open = proxy.sessions.snapshot();
     if open.is_empty() {

@@ -6,7 +6,7 @@
 //! against a fresh answer (`open.rs`), never a kept one.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use uuid::Uuid;
@@ -17,7 +17,16 @@ use crate::upstream::{LookupError, Target, Upstream};
 #[derive(Debug)]
 pub(crate) struct Targets {
     ttl: Duration,
-    kept: Mutex<HashMap<(Uuid, String), (Instant, Target)>>,
+    /// By workload: what was last resolved, shared with the requests that use it.
+    kept: Mutex<HashMap<Uuid, Resolved>>,
+}
+
+/// What the controller said of a workload, when, to which tenant.
+#[derive(Debug)]
+struct Resolved {
+    at: Instant,
+    tenant: String,
+    target: Arc<Target>,
 }
 
 impl Targets {
@@ -36,28 +45,33 @@ impl Targets {
         workload: Uuid,
         tenant: &str,
         id: &RequestId,
-    ) -> Result<Target, LookupError> {
-        let key = (workload, tenant.to_owned());
-        if let Some((at, target)) = self.lock().get(&key)
-            && at.elapsed() < self.ttl
+    ) -> Result<Arc<Target>, LookupError> {
+        if let Some(kept) = self.lock().get(&workload)
+            && kept.tenant == tenant
+            && kept.at.elapsed() < self.ttl
         {
-            return Ok(target.clone());
+            return Ok(Arc::clone(&kept.target));
         }
-        let target = upstream.resolve(workload, tenant, id).await?;
+        let target = Arc::new(upstream.resolve(workload, tenant, id).await?);
         if !self.ttl.is_zero() {
             let mut kept = self.lock();
-            kept.retain(|_, (at, _)| at.elapsed() < self.ttl);
-            kept.insert(key, (Instant::now(), target.clone()));
+            kept.retain(|_, resolved| resolved.at.elapsed() < self.ttl);
+            let resolved = Resolved {
+                at: Instant::now(),
+                tenant: tenant.to_owned(),
+                target: Arc::clone(&target),
+            };
+            kept.insert(workload, resolved);
         }
         Ok(target)
     }
 
-    /// Forgets the workload's targets: its socket refused us.
+    /// Forgets the workload's target: its socket refused us.
     pub(crate) fn forget(&self, workload: Uuid) {
-        self.lock().retain(|(w, _), _| *w != workload);
+        self.lock().remove(&workload);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Uuid, String), (Instant, Target)>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Uuid, Resolved>> {
         self.kept.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

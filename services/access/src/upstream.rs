@@ -35,14 +35,15 @@ pub(crate) struct Caller {
 pub(crate) enum Route {
     /// Its socket, on this host.
     Socket(PathBuf),
-    /// Through the controller and its machine's agent.
-    Relayed { workload: Uuid, tenant_id: String },
+    /// Through the controller and its machine's agent, for the tenant that asked.
+    Relayed { tenant_id: String },
 }
 
 /// Where a ready workload listens, and with which token.
 #[derive(Clone)]
 pub(crate) struct Target {
     pub(crate) kind: WorkloadKind,
+    pub(crate) workload: Uuid,
     pub(crate) attempt: u32,
     pub(crate) route: Route,
     /// SECRET: the workload's own token.
@@ -56,6 +57,7 @@ impl fmt::Debug for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Target")
             .field("kind", &self.kind)
+            .field("workload", &self.workload)
             .field("attempt", &self.attempt)
             .field("route", &self.route)
             .field("region", &self.region)
@@ -104,8 +106,8 @@ pub(crate) struct Upstream {
     controllers: Arc<[ControllerInternalServiceClient<Channel>]>,
     /// Which of them answered last.
     leading: Arc<AtomicUsize>,
-    /// Relayed connections kept alive between requests.
-    pub(crate) kept: Arc<crate::relay_pool::RelayPool>,
+    /// Connections to workloads kept alive between requests.
+    pub(crate) kept: Arc<crate::kept::Kept>,
 }
 
 impl Upstream {
@@ -228,7 +230,6 @@ impl Upstream {
         let answer = answered(asked.await)?;
         let route = match (answer.relayed, answer.socket_path.is_empty()) {
             (true, _) => Route::Relayed {
-                workload,
                 tenant_id: tenant_id.to_owned(),
             },
             (false, false) => Route::Socket(PathBuf::from(&answer.socket_path)),
@@ -236,6 +237,7 @@ impl Upstream {
         };
         Ok(Target {
             kind: answer.kind(),
+            workload,
             attempt: answer.attempt,
             route,
             token: answer.token,

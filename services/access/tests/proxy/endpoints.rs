@@ -4,10 +4,12 @@
 
 use std::time::{Duration, Instant};
 
+use einsora_runtime::shutdown::Shutdown;
 use uuid::Uuid;
 
 use crate::fakes::{ALICE, BOB};
 use crate::http::{self, Stream, get};
+use crate::workload::Workload;
 use crate::{Harness, WORKER_KEY, cookie};
 
 const PUBLIC: &str = "localhost:8090";
@@ -43,7 +45,7 @@ async fn every_request_needs_a_valid_api_token_and_cookies_never_count() {
         assert_eq!(answer.status, 401, "{headers:?}: {answer:?}");
         assert_eq!(answer.error_code(), "unauthenticated");
     }
-    assert_eq!(h.workload.accepts(), 0);
+    assert_eq!(h.workload.requests(), 0);
 
     let answer = models(&h, id, &[("Authorization", &alice)]).await;
     assert_eq!(answer.status, 200, "{answer:?}");
@@ -63,7 +65,7 @@ async fn every_request_needs_a_valid_api_token_and_cookies_never_count() {
     h.api.revoke_token(ALICE_TOKEN);
     let answer = models(&h, id, &[("Authorization", &alice)]).await;
     assert_eq!(answer.status, 401, "{answer:?}");
-    assert_eq!(h.workload.accepts(), 2);
+    assert_eq!(h.workload.requests(), 2);
 }
 
 #[tokio::test]
@@ -107,7 +109,7 @@ async fn another_tenants_endpoint_and_no_endpoint_answer_the_same_404() {
     )
     .await;
     assert_ne!(at_notebook_host.status, 200, "{at_notebook_host:?}");
-    assert_eq!(h.workload.accepts(), 0);
+    assert_eq!(h.workload.requests(), 0);
 
     let bob = bearer(BOB_TOKEN);
     assert_eq!(
@@ -249,16 +251,23 @@ async fn requests_over_the_limits_never_reach_the_worker() {
         assert_eq!(answer.status, status, "{answer:?}");
         assert!(answer.body.contains(names), "{answer:?}");
     }
-    assert_eq!(h.workload.accepts(), 0, "nothing reached the worker");
+    assert_eq!(h.workload.requests(), 0, "nothing reached the worker");
 }
 
 /// A workload's target is reused for a moment (one controller call for a burst of requests),
-/// and forgotten as soon as its socket refuses a connection.
+/// and forgotten as soon as its socket refuses a connection: its server stopped (closing the
+/// connection the proxy kept) and its socket is gone.
 #[tokio::test]
 async fn targets_are_reused_briefly_and_forgotten_when_their_socket_refuses() {
     let h = Harness::with("http://localhost:8090", Duration::from_secs(30)).await;
     h.api.add_token(ALICE_TOKEN, ALICE);
     let id = h.endpoint(&ALICE);
+    let stopped = Shutdown::new();
+    let socket = h.workload.socket.with_file_name("stopping.sock");
+    let workload = Workload::start(&socket, &stopped).await;
+    h.controller.change(&id.to_string(), |t| {
+        t.socket_path = workload.socket().to_owned()
+    });
     let alice = bearer(ALICE_TOKEN);
     for _ in 0..5 {
         let answer = models(&h, id, &[("Authorization", &alice)]).await;
@@ -270,7 +279,10 @@ async fn targets_are_reused_briefly_and_forgotten_when_their_socket_refuses() {
             .load(std::sync::atomic::Ordering::SeqCst)
     };
     assert_eq!(resolved(), 1, "five requests, one lookup");
-    std::fs::remove_file(h.workload.socket()).unwrap();
+    stopped.trigger();
+    std::fs::remove_file(&socket).unwrap();
+    // Time for the closed connection to be seen closed.
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let refused = models(&h, id, &[("Authorization", &alice)]).await;
     assert_eq!(refused.status, 503, "{refused:?}");
     let again = models(&h, id, &[("Authorization", &alice)]).await;

@@ -9,6 +9,7 @@ mod endpoints;
 mod fakes;
 mod http;
 mod https;
+mod kept;
 mod lifecycle;
 mod opening;
 mod relayed;

@@ -62,7 +62,7 @@ async fn hosts_other_than_the_notebooks_own_are_refused_without_reaching_it() {
         answer.error_code();
     }
     assert_eq!(
-        h.workload.accepts(),
+        h.workload.requests(),
         0,
         "no refused request reached the workload"
     );
@@ -72,7 +72,7 @@ async fn hosts_other_than_the_notebooks_own_are_refused_without_reaching_it() {
     assert_eq!(answer.status, 200, "{answer:?}");
     let bare = get(h.proxy, &format!("w-{id}.localhost"), "/lab", &with_cookie).await;
     assert_eq!(bare.status, 200, "{bare:?}");
-    assert_eq!(h.workload.accepts(), 2);
+    assert_eq!(h.workload.requests(), 2);
 }
 
 #[tokio::test]
@@ -96,7 +96,7 @@ async fn unknown_and_other_tenants_notebooks_are_refused() {
     let ticket = h.ticket(endpoint, &ALICE);
     let answer = get(h.proxy, &host(endpoint), &open_path(&ticket), &[]).await;
     assert_eq!(answer.status, 404, "{answer:?}");
-    assert_eq!(h.workload.accepts(), 0);
+    assert_eq!(h.workload.requests(), 0);
 }
 
 #[tokio::test]
@@ -154,7 +154,7 @@ async fn a_ticket_opens_exactly_one_session_and_only_at_its_workload() {
         "the ticket still works at its own host: {answer:?}"
     );
     assert_eq!(
-        h.workload.accepts(),
+        h.workload.requests(),
         0,
         "opening never reaches the workload"
     );

@@ -80,7 +80,7 @@ async fn requests_a_browser_marks_as_from_another_origin_are_refused() {
         assert_eq!(answer.status, 403, "{extra:?}: {answer:?}");
         assert_eq!(answer.error_code(), "forbidden");
     }
-    assert_eq!(h.workload.accepts(), 0);
+    assert_eq!(h.workload.requests(), 0);
     let own = origin(id);
     let passed: [&[(&str, &str)]; 4] = [
         &[("Sec-Fetch-Site", "same-origin"), ("Origin", &own)],
@@ -99,7 +99,7 @@ async fn requests_a_browser_marks_as_from_another_origin_are_refused() {
         .await;
         assert_eq!(answer.status, 200, "{extra:?}: {answer:?}");
     }
-    assert_eq!(h.workload.accepts(), 4);
+    assert_eq!(h.workload.requests(), 4);
 }
 
 pub fn websocket_head(id: Uuid, extra: &[(&str, &str)]) -> String {
@@ -126,7 +126,7 @@ async fn websockets_need_the_session_and_are_relayed_with_it() {
     let other_origin = [("Origin", "http://evil.com"), ("Cookie", session.as_str())];
     let cross = http::send(h.proxy, &websocket_head(id, &other_origin), "").await;
     assert_eq!(cross.status, 403, "{cross:?}");
-    assert_eq!(h.workload.accepts(), 0);
+    assert_eq!(h.workload.requests(), 0);
 
     let head = websocket_head(id, &[("Origin", &own), ("Cookie", &session)]);
     let mut ws = Stream::open(h.proxy, &head).await;
@@ -142,7 +142,7 @@ async fn websockets_need_the_session_and_are_relayed_with_it() {
     ws.wait_for("frame one", start).await;
     ws.tcp.write_all(b"frame two").await.unwrap();
     ws.wait_for("frame two", start).await;
-    assert_eq!(h.workload.accepts(), 1);
+    assert_eq!(h.workload.requests(), 1);
 }
 
 #[tokio::test]
@@ -169,7 +169,7 @@ async fn a_session_ends_when_its_notebook_restarts_or_stops() {
     h.controller.change(&id.to_string(), |t| t.attempt = 1);
     let answer = get(h.proxy, &at, "/", &[("Cookie", &session)]).await;
     assert_eq!(answer.status, 401, "{answer:?}");
-    assert_eq!(h.workload.accepts(), 1);
+    assert_eq!(h.workload.requests(), 1);
 
     // A workload that is no longer running (or ready) ends its session too.
     let session = cookie(&h.open(id, &ALICE).await);
@@ -181,13 +181,13 @@ async fn a_session_ends_when_its_notebook_restarts_or_stops() {
     let answer = get(h.proxy, &at, "/", &[("Cookie", &session)]).await;
     assert_eq!(answer.status, 401, "{answer:?}");
     assert!(answer.header("set-cookie").unwrap().contains("Max-Age=0"));
-    assert_eq!(h.workload.accepts(), 2);
+    assert_eq!(h.workload.requests(), 2);
 
     // A session is for its own workload only.
     let other = h.notebook(&ALICE);
     let answer = get(h.proxy, &host(other), "/", &[("Cookie", &session)]).await;
     assert_eq!(answer.status, 401, "{answer:?}");
-    assert_eq!(h.workload.accepts(), 2);
+    assert_eq!(h.workload.requests(), 2);
 }
 
 /// The credential that asked for the ticket ends (a logout, a password change, a revoked

@@ -1,6 +1,7 @@
-//! A workload's server on a Unix socket, counting the connections it accepts: it echoes what
-//! it was sent as JSON (and plants cookies in its answer), streams server-sent events forever
-//! when asked (`x-test-stream`), and echoes raw bytes after accepting a WebSocket upgrade.
+//! A workload's server on a Unix socket, counting the connections it accepts and the requests
+//! it answers: it echoes what it was sent as JSON (and plants cookies in its answer), streams
+//! server-sent events forever when asked (`x-test-stream`; counting those that ended, which is
+//! when their connection closed), and echoes raw bytes after accepting a WebSocket upgrade.
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -10,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
@@ -23,6 +24,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub struct Workload {
     pub socket: PathBuf,
     accepts: Arc<AtomicUsize>,
+    counts: Arc<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    requests: AtomicUsize,
+    streams_ended: AtomicUsize,
 }
 
 impl Workload {
@@ -34,12 +42,16 @@ impl Workload {
             .tap_io(move |_| {
                 counter.fetch_add(1, Ordering::SeqCst);
             });
-        let app = axum::Router::new().fallback(answer);
+        let counts = Arc::new(Counts::default());
+        let app = axum::Router::new()
+            .fallback(answer)
+            .with_state(Arc::clone(&counts));
         let serving = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled());
         tokio::spawn(async move { serving.await.unwrap() });
         Workload {
             socket: socket.to_owned(),
             accepts,
+            counts,
         }
     }
 
@@ -48,12 +60,23 @@ impl Workload {
         self.accepts.load(Ordering::SeqCst)
     }
 
+    /// Requests that reached it so far, WebSocket handshakes included.
+    pub fn requests(&self) -> usize {
+        self.counts.requests.load(Ordering::SeqCst)
+    }
+
+    /// Event streams that ended (their connection closed) so far.
+    pub fn streams_ended(&self) -> usize {
+        self.counts.streams_ended.load(Ordering::SeqCst)
+    }
+
     pub fn socket(&self) -> &str {
         self.socket.to_str().unwrap()
     }
 }
 
-async fn answer(mut request: Request) -> Response {
+async fn answer(State(counts): State<Arc<Counts>>, mut request: Request) -> Response {
+    counts.requests.fetch_add(1, Ordering::SeqCst);
     let wants_upgrade = request
         .headers()
         .get(header::UPGRADE)
@@ -78,7 +101,10 @@ async fn answer(mut request: Request) -> Response {
             .unwrap();
     }
     if request.headers().contains_key("x-test-stream") {
-        let ticks = Ticks(tokio::time::interval(Duration::from_millis(200)));
+        let ticks = Ticks {
+            every: tokio::time::interval(Duration::from_millis(200)),
+            counts,
+        };
         let mut response = Body::new(ticks).into_response();
         let content_type = header::HeaderValue::from_static("text/event-stream");
         response
@@ -107,8 +133,17 @@ async fn answer(mut request: Request) -> Response {
         .unwrap()
 }
 
-/// `data: tick` every 200 ms, forever.
-struct Ticks(tokio::time::Interval);
+/// `data: tick` every 200 ms, forever: counted in `streams_ended` once dropped.
+struct Ticks {
+    every: tokio::time::Interval,
+    counts: Arc<Counts>,
+}
+
+impl Drop for Ticks {
+    fn drop(&mut self) {
+        self.counts.streams_ended.fetch_add(1, Ordering::SeqCst);
+    }
+}
 
 impl hyper::body::Body for Ticks {
     type Data = Bytes;
@@ -118,7 +153,7 @@ impl hyper::body::Body for Ticks {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        self.0
+        self.every
             .poll_tick(cx)
             .map(|_| Some(Ok(Frame::data(Bytes::from_static(b"data: tick\n\n")))))
     }
