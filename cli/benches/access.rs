@@ -9,7 +9,9 @@
 //!
 //! nginx runs as its users run it: `proxy_buffering on` (its default) for answers, and with
 //! `proxy_buffering off` (as in front of Jupyter, for streams and WebSockets) beside it, both
-//! reported. Every row is the median of BENCH_ROUNDS rounds of BENCH_SECONDS, every peer run in
+//! reported; and a third nginx with an upstream `keepalive` block (its documented way to reuse
+//! upstream connections, as the proxy now does), since keeping connections is what the proxy
+//! was changed to do. Every row is the median of BENCH_ROUNDS rounds of BENCH_SECONDS, every peer run in
 //! each round in turn, so all share the machine's load. A wrk run with socket errors or non-2xx
 //! answers fails the bench.
 //!
@@ -18,8 +20,9 @@
 //! mutual TLS from this process, answering from memory. The measured path is the product's: a
 //! notebook's host, its session cookie looked up, the workload's target (asked of the controller,
 //! kept for a second) and a Unix-socket connection to the workload kept from the run's earlier
-//! requests (`services/access/src/kept.rs`). nginx makes a new upstream connection per request,
-//! as its users' configurations do (`proxy_pass` to a socket, no `keepalive` upstream block).
+//! requests (`services/access/src/kept.rs`). The first two nginx make a new upstream connection
+//! per request, as Jupyter's documented configuration does (`proxy_pass` to a socket, no
+//! `keepalive` upstream block); the third keeps up to 64 idle ones.
 //!
 //! `cargo bench -p einsora --bench access` (BENCH_SECONDS per run, default 10; BENCH_ROUNDS,
 //! default 3; BENCH_RATE, default 2000; BENCH_SOCKETS, default 1000). Needs `wrk`
@@ -73,6 +76,7 @@ enum Kind {
     Direct,
     NginxBuffered,
     NginxUnbuffered,
+    NginxKeepalive,
     Einsora,
     Candidate,
 }
@@ -83,6 +87,7 @@ impl Kind {
             Kind::Direct => "direct",
             Kind::NginxBuffered => "nginx, buffering on",
             Kind::NginxUnbuffered => "nginx, buffering off",
+            Kind::NginxKeepalive => "nginx, upstream keepalive",
             Kind::Einsora => "einsora",
             Kind::Candidate => "candidate",
         }
@@ -117,6 +122,7 @@ fn main() -> anyhow::Result<()> {
         Kind::Direct,
         Kind::NginxBuffered,
         Kind::NginxUnbuffered,
+        Kind::NginxKeepalive,
         Kind::Einsora,
     ];
     if candidate.is_some() {
@@ -124,8 +130,9 @@ fn main() -> anyhow::Result<()> {
     }
     let start = |kind: Kind| match kind {
         Kind::Direct => Ok(Peer::direct(&world)),
-        Kind::NginxBuffered => Peer::nginx(&world, &nginx, true),
-        Kind::NginxUnbuffered => Peer::nginx(&world, &nginx, false),
+        Kind::NginxBuffered => Peer::nginx(&world, &nginx, Upstream::Buffered),
+        Kind::NginxUnbuffered => Peer::nginx(&world, &nginx, Upstream::Unbuffered),
+        Kind::NginxKeepalive => Peer::nginx(&world, &nginx, Upstream::KeptAlive),
         Kind::Einsora => Peer::einsora(&world, &rt, Path::new(support::EINSORA)),
         Kind::Candidate => {
             Peer::einsora(&world, &rt, candidate.as_deref().unwrap_or(Path::new("")))
@@ -162,23 +169,27 @@ fn main() -> anyhow::Result<()> {
         // Fresh processes, so what the runs above grew isn't counted; WebSockets go through
         // the unbuffered nginx, as in front of Jupyter (buffering doesn't touch an upgraded
         // connection).
-        for &p in order
-            .iter()
-            .filter(|&&p| !matches!(kinds[p], Kind::Direct | Kind::NginxBuffered))
-        {
+        for &p in order.iter().filter(|&&p| {
+            !matches!(
+                kinds[p],
+                Kind::Direct | Kind::NginxBuffered | Kind::NginxKeepalive
+            )
+        }) {
             let peer = start(kinds[p])?;
             idle[p].push(rt.block_on(peer.websockets(&world, sockets))?);
         }
     }
     let med = |runs: &[Wrk], f: fn(&Wrk) -> f64| median(runs.iter().map(f));
     let nginx_peers = [1, 2];
-    let einsora = 3;
+    let kept_alive = 3;
+    let einsora = 4;
 
     let mut head = vec!["conns"];
     head.extend(kinds.iter().map(|k| k.name()));
     head.extend([
-        "einsora ÷ the faster nginx",
-        "CPU µs/req: nginx on / off — einsora",
+        "einsora ÷ the faster nginx on / off",
+        "einsora ÷ nginx keepalive",
+        "CPU µs/req: nginx on / off / keepalive — einsora",
     ]);
     let mut table = Table::new(&head, 0);
     for (t, &c) in SMALL_CONNECTIONS.iter().enumerate() {
@@ -189,11 +200,14 @@ fn main() -> anyhow::Result<()> {
             .iter()
             .map(|&p| med(&runs[p], |w| w.rate))
             .fold(0.0, f64::max);
-        row.push(format!("{:.2}", med(&runs[einsora], |w| w.rate) / best));
+        let ours = med(&runs[einsora], |w| w.rate);
+        row.push(format!("{:.2}", ours / best));
+        row.push(format!("{:.2}", ours / med(&runs[kept_alive], |w| w.rate)));
         row.push(format!(
-            "{:.1} / {:.1} — {:.1}",
+            "{:.1} / {:.1} / {:.1} — {:.1}",
             med(&runs[1], |w| w.cpu_us_per_request),
             med(&runs[2], |w| w.cpu_us_per_request),
+            med(&runs[kept_alive], |w| w.cpu_us_per_request),
             med(&runs[einsora], |w| w.cpu_us_per_request),
         ));
         table.row(row);
@@ -236,7 +250,7 @@ fn main() -> anyhow::Result<()> {
 
     let mut head = vec!["conns"];
     head.extend(kinds.iter().map(|k| k.name()));
-    head.push("p99 ms: nginx on / off — einsora");
+    head.push("p99 ms: nginx on / off / keepalive — einsora");
     let mut table = Table::new(&head, 0);
     for (t, &c) in BIG_CONNECTIONS.iter().enumerate() {
         let runs = &big[t];
@@ -246,9 +260,10 @@ fn main() -> anyhow::Result<()> {
                 .map(|r| format!("{:.2}", med(r, |w| w.rate * BIG as f64 / 1e9))),
         );
         row.push(format!(
-            "{:.1} / {:.1} — {:.1}",
+            "{:.1} / {:.1} / {:.1} — {:.1}",
             med(&runs[1], |w| w.p99_us / 1000.0),
             med(&runs[2], |w| w.p99_us / 1000.0),
+            med(&runs[kept_alive], |w| w.p99_us / 1000.0),
             med(&runs[einsora], |w| w.p99_us / 1000.0),
         ));
         table.row(row);
@@ -462,14 +477,14 @@ impl Peer {
         }
     }
 
-    fn nginx(world: &World, bin: &Path, buffering: bool) -> anyhow::Result<Peer> {
+    fn nginx(world: &World, bin: &Path, upstream: Upstream) -> anyhow::Result<Peer> {
         let prefix = world
             .dir
             .join(format!("nginx-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir(&prefix)?;
         let addr = free_addr();
         let conf = prefix.join("nginx.conf");
-        std::fs::write(&conf, nginx_conf(&prefix, &addr, &world.socket, buffering))?;
+        std::fs::write(&conf, nginx_conf(&prefix, &addr, &world.socket, upstream))?;
         let mut cmd = Command::new(bin);
         cmd.arg("-p")
             .arg(&prefix)
@@ -641,12 +656,36 @@ impl Peer {
     }
 }
 
-/// nginx as in front of a notebook server: `proxy_buffering` on is its default, off is how
-/// Jupyter's docs set it for streamed answers.
-fn nginx_conf(prefix: &Path, addr: &str, socket: &Path, buffering: bool) -> String {
+/// How an nginx peer reaches the origin.
+#[derive(Clone, Copy)]
+enum Upstream {
+    /// A new connection per request, `proxy_buffering on` (its default).
+    Buffered,
+    /// A new connection per request, `proxy_buffering off` (Jupyter's docs, for streams).
+    Unbuffered,
+    /// Up to 64 idle upstream connections kept (`keepalive` in an `upstream` block, which
+    /// needs the Connection header cleared for requests that aren't upgrades), buffering on.
+    KeptAlive,
+}
+
+/// nginx as in front of a notebook server.
+fn nginx_conf(prefix: &Path, addr: &str, socket: &Path, upstream: Upstream) -> String {
     let p = prefix.display();
     let s = socket.display();
-    let buffering = if buffering { "on" } else { "off" };
+    let buffering = match upstream {
+        Upstream::Unbuffered => "off",
+        Upstream::Buffered | Upstream::KeptAlive => "on",
+    };
+    let (pass, idle_connection, keepalive) = match upstream {
+        Upstream::KeptAlive => (
+            "http://origin".to_owned(),
+            "''",
+            format!("upstream origin {{ server unix:{s}; keepalive 64; }}"),
+        ),
+        Upstream::Buffered | Upstream::Unbuffered => {
+            (format!("http://unix:{s}:"), "close", String::new())
+        }
+    };
     format!(
         r#"daemon off;
 master_process on;
@@ -662,11 +701,12 @@ http {{
   fastcgi_temp_path {p}/fastcgi;
   uwsgi_temp_path {p}/uwsgi;
   scgi_temp_path {p}/scgi;
-  map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
+  map $http_upgrade $connection_upgrade {{ default upgrade; '' {idle_connection}; }}
+  {keepalive}
   server {{
     listen {addr};
     location / {{
-      proxy_pass http://unix:{s}:;
+      proxy_pass {pass};
       proxy_http_version 1.1;
       proxy_set_header Host localhost;
       proxy_set_header Upgrade $http_upgrade;
