@@ -45,6 +45,12 @@ impl ChildRole {
     ];
 
     /// Its subcommand, and the name its lines carry.
+    /// Roles that call the others while they stop (the access proxy's last token counts go
+    /// to the api, the gateway's last answers come from the services): stopped before the rest.
+    pub fn stops_first(self) -> bool {
+        matches!(self, ChildRole::Access | ChildRole::Gateway)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ChildRole::Api => "api",

@@ -1,5 +1,7 @@
 //! Keeping every role running: start them all, wait until each answers, restart one that exits
-//! (after a backoff that grows while it keeps failing), and on shutdown stop them all.
+//! (after a backoff that grows while it keeps failing), and on shutdown stop them all: first
+//! the roles that call the others while they stop (`ChildRole::stops_first`: the access proxy
+//! sends its last token counts to the api), then the rest.
 //!
 //! A role that stops before it was ever ready fails the whole start: that is a setting, a
 //! port or a database to fix, not something a restart mends.
@@ -47,21 +49,29 @@ pub async fn run(plan: Arc<Plan>, tls: InternalTls, shutdown: Shutdown) -> anyho
     tokio::spawn(metrics::serve(listener, roles_metrics, shutdown.clone()));
     let (started, mut reports) = mpsc::unbounded_channel();
     let roles = plan.roles();
-    let keepers: Vec<_> = roles
-        .iter()
-        .copied()
-        .map(|role| {
-            let keeper = Keeper {
-                role,
-                plan: Arc::clone(&plan),
-                tls: tls.clone(),
-                exe: Arc::clone(&exe),
-                started: started.clone(),
-                shutdown: shutdown.clone(),
-            };
-            tokio::spawn(keeper.keep())
-        })
-        .collect();
+    // Stopped once the roles that stop first have.
+    let after = Shutdown::new();
+    let (mut first, mut then) = (Vec::new(), Vec::new());
+    for role in roles.iter().copied() {
+        let keeper = Keeper {
+            role,
+            plan: Arc::clone(&plan),
+            tls: tls.clone(),
+            exe: Arc::clone(&exe),
+            started: started.clone(),
+            shutdown: if role.stops_first() {
+                shutdown.clone()
+            } else {
+                after.clone()
+            },
+        };
+        let kept = tokio::spawn(keeper.keep());
+        if role.stops_first() {
+            first.push(kept);
+        } else {
+            then.push(kept);
+        }
+    }
     drop(started);
 
     let mut waiting = roles;
@@ -99,7 +109,11 @@ pub async fn run(plan: Arc<Plan>, tls: InternalTls, shutdown: Shutdown) -> anyho
         shutdown.cancelled().await;
     }
     shutdown.trigger();
-    for keeper in keepers {
+    for keeper in first {
+        let _ = keeper.await;
+    }
+    after.trigger();
+    for keeper in then {
         let _ = keeper.await;
     }
     outcome
