@@ -41,6 +41,11 @@ export interface ApiToken {
 
 export type ChangePasswordResponse = Record<string, unknown>;
 
+export interface CreateInferenceKeyResponse {
+  inference_key?: InferenceKey;
+  key: string;
+}
+
 export interface CreateInviteResponse {
   invite?: Invite;
   secret: string;
@@ -66,6 +71,34 @@ export interface Credential {
 
 export type DeleteTeamResponse = Record<string, unknown>;
 
+export interface InferenceKey {
+  all_endpoints: boolean;
+  created_at?: string;
+  endpoint_ids: string[];
+  id: string;
+  last_used_at?: string;
+  limits?: InferenceLimits;
+  name: string;
+  owner_email: string;
+  prefix: string;
+  revoked_at?: string;
+  tokens_left_today?: string;
+  tokens_used_today: string;
+  user_id: string;
+}
+
+export interface InferenceLimits {
+  requests_per_minute?: number;
+  tokens_per_day?: number;
+  tokens_per_minute?: number;
+}
+
+export interface InferenceLimitsInput {
+  requests_per_minute?: number;
+  tokens_per_day?: number;
+  tokens_per_minute?: number;
+}
+
 export interface Invite {
   created_at?: string;
   created_by: string;
@@ -76,6 +109,10 @@ export interface Invite {
   role?: "owner" | "admin" | "member";
   used_at?: string;
   user_id: string;
+}
+
+export interface ListInferenceKeysResponse {
+  keys: InferenceKey[];
 }
 
 export interface ListInvitesResponse {
@@ -139,6 +176,12 @@ export interface Team {
   id: string;
   members: number;
   name: string;
+}
+
+export interface TenantInferenceLimits {
+  limits?: InferenceLimits;
+  tokens_left_today?: string;
+  tokens_used_today: string;
 }
 
 export interface User {
@@ -227,10 +270,16 @@ export interface CpuCores {
 
 export interface EndpointParams {
   model: string;
+  park_after_idle_s?: number;
+  served_name?: string;
+  slots?: number;
 }
 
 export interface EndpointParamsInput {
   model: string;
+  park_after_idle_s?: number;
+  served_name?: string;
+  slots?: number;
 }
 
 export interface GpuUse {
@@ -345,6 +394,18 @@ export interface GetUsageReportResponse {
 export interface ListUsageResponse {
   next_page_token: string;
   records: UsageRecord[];
+  tokens: TokenUsage[];
+}
+
+export interface TokenUsage {
+  completion_tokens: string;
+  endpoint_id: string;
+  hour_start?: string;
+  key_id: string;
+  prompt_tokens: string;
+  requests: string;
+  tenant_id: string;
+  user_id: string;
 }
 
 export interface UsageRecord {
@@ -443,6 +504,8 @@ export interface Get {
   '/v1/activity': ListActivityResponse;
   '/v1/catalog': Catalog;
   '/v1/enrolment-tokens': ListEnrolmentTokensResponse;
+  '/v1/inference-keys': ListInferenceKeysResponse;
+  '/v1/inference-limits': TenantInferenceLimits;
   '/v1/invites': ListInvitesResponse;
   '/v1/machines': ListMachinesResponse;
   '/v1/machines/{id}': Machine;
@@ -471,6 +534,15 @@ export interface Post {
       region?: string;
     };
     answer: CreateEnrolmentTokenResponse;
+  };
+  '/v1/inference-keys': {
+    body: {
+      all_endpoints?: boolean;
+      endpoint_ids?: string[];
+      limits?: InferenceLimitsInput;
+      name: string;
+    };
+    answer: CreateInferenceKeyResponse;
   };
   '/v1/invites': {
     body: {
@@ -574,6 +646,12 @@ export interface Patch {
 
 /** What each route answers to PUT: the body it takes, and its answer. */
 export interface Put {
+  '/v1/inference-limits': {
+    body: {
+      limits?: InferenceLimitsInput;
+    };
+    answer: TenantInferenceLimits;
+  };
   '/v1/machines/{id}/trusted-users': {
     body: {
       user_ids?: string[];
@@ -596,6 +674,7 @@ export interface Put {
 /** What each route answers to DELETE. */
 export interface Delete {
   '/v1/enrolment-tokens/{id}': EnrolmentToken;
+  '/v1/inference-keys/{id}': InferenceKey;
   '/v1/invites/{id}': Invite;
   '/v1/sessions/current': LogoutResponse;
   '/v1/teams/{id}': DeleteTeamResponse;

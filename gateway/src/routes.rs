@@ -290,6 +290,7 @@ mod tests {
             secret,
             [
                 "CreateEnrolmentToken",
+                "CreateInferenceKey",
                 "CreateInvite",
                 "CreatePasswordReset",
                 "CreateToken",
@@ -315,7 +316,7 @@ mod tests {
         let usage = find("GET", "/v1/usage");
         assert_eq!(
             names(&usage.query_fields),
-            ["from", "to", "page_size", "page_token"]
+            ["from", "to", "page_size", "page_token", "tokens"]
         );
         let start = find("POST", "/v1/workloads/{id}/start");
         assert!(matches!(start.body, Body::Whole) && start.query_fields.is_empty());

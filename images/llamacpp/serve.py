@@ -8,15 +8,23 @@ Contract:
   model        /model/model.gguf (mount it read-only), or --model where there is no mount (a Mac)
   limits       --ctx-size (total, split over --parallel slots), --n-predict (default
                max_tokens), --parallel, --threads (default 1)
+  routes       /v1/chat/completions (tools and tool_choice through the model's own Jinja chat
+               template), /v1/completions, and /v1/embeddings from the same server and model
+               (--no-embeddings turns it off). Embeddings pool the model's way when its GGUF
+               names one, else by --pooling (default mean): llama.cpp's default for a
+               generative model, no pooling, is refused on the OpenAI route.
 """
 import argparse
 import os
 import signal
 import stat
+import struct
 import sys
 import threading
 
 MODEL = "/model/model.gguf"
+# llama.cpp's enum llama_pooling_type.
+POOLING = {"none": 0, "mean": 1, "cls": 2, "last": 3, "rank": 4}
 
 
 def env_default(name, fallback):
@@ -34,6 +42,10 @@ def parse():
     ap.add_argument("--n-predict", type=int, default=256, help="max_tokens when a request sets none")
     ap.add_argument("--parallel", type=int, default=1, help="concurrent request slots")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads for inference")
+    ap.add_argument("--no-embeddings", dest="embeddings", action="store_false",
+                    help="don't serve /v1/embeddings")
+    ap.add_argument("--pooling", choices=("mean", "cls", "last"), default="mean",
+                    help="how embeddings pool, where the model names no way of its own")
     a = ap.parse_args()
     if not a.socket.endswith(".sock"):
         ap.error("--socket must end in .sock (llama.cpp binds a Unix socket only then)")
@@ -49,6 +61,55 @@ def read_key(path):
     if not key:
         sys.exit(f"serve.py: empty API key in {path}")
     return key
+
+
+def gguf_pooling(path):
+    """The pooling type the GGUF's metadata names (`<arch>.pooling_type`), else None.
+
+    Reads the header only, warily: a file that doesn't parse names none."""
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    try:
+        with open(path, "rb") as f:
+            end = os.fstat(f.fileno()).st_size
+
+            def take(n):
+                if n < 0 or f.tell() + n > end:
+                    raise ValueError("past the end")
+                return f.read(n)
+
+            def u32():
+                return struct.unpack("<I", take(4))[0]
+
+            def u64():
+                return struct.unpack("<Q", take(8))[0]
+
+            def skip(kind):
+                if kind == 8:
+                    take(u64())
+                elif kind == 9:
+                    item, count = u32(), u64()
+                    if item in sizes:
+                        take(sizes[item] * count)
+                    else:
+                        for _ in range(count):
+                            skip(item)
+                elif kind in sizes:
+                    take(sizes[kind])
+                else:
+                    raise ValueError(f"unknown type {kind}")
+
+            if take(4) != b"GGUF" or u32() < 2:
+                return None
+            u64()  # tensors
+            for _ in range(u64()):
+                key = take(u64()).decode("utf-8", "replace")
+                kind = u32()
+                if key.endswith(".pooling_type") and kind in (4, 5):
+                    return struct.unpack("<i" if kind == 5 else "<I", take(4))[0]
+                skip(kind)
+    except (OSError, ValueError, struct.error):
+        return None
+    return None
 
 
 def remove_stale_socket(path):
@@ -91,6 +152,15 @@ def main():
     p.endpoint_metrics = False
     p.offline = True
     p.cache_ram_mib = 0  # no host-RAM prompt cache (default 8 GiB); KV reuse per slot stays
+    p.use_jinja = True  # the model's own template: tools, tool_choice and tool calls
+    pooling = None
+    if a.embeddings:
+        # One server serves embeddings and generation alike (llama.cpp turns embeddings on
+        # per batch that asks for them).
+        p.embedding = True
+        named = gguf_pooling(a.model)
+        pooling = named if named not in (None, POOLING["none"]) else POOLING[a.pooling]
+        p.pooling_type = pooling
 
     os.umask(0o177)  # the socket is created 0600
     stop = threading.Event()
@@ -98,7 +168,8 @@ def main():
         signal.signal(sig, lambda *_: stop.set())
     server = xlc.Server(p)
     print(f"serve.py: listening on {a.socket} model={a.model} ctx={a.ctx_size} "
-          f"n_predict={a.n_predict} parallel={a.parallel} threads={a.threads}", flush=True)
+          f"n_predict={a.n_predict} parallel={a.parallel} threads={a.threads} "
+          f"embeddings={'off' if pooling is None else pooling}", flush=True)
     stop.wait()
     del server
     try:

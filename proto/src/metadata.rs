@@ -2,11 +2,14 @@
 //! (docs/api.md, "The edge"). Secrets travel in some of them: never log their values.
 
 /// Names which 409 a FAILED_PRECONDITION is (`conflict`, `quota_exceeded`,
-/// `invalid_transition`), or that an UNAVAILABLE is [`NOT_READY`] or [`STANDBY`].
+/// `invalid_transition`), or that an UNAVAILABLE is [`NOT_READY`], [`PARKED`] or [`STANDBY`].
 pub const ERROR: &str = "x-einsora-error";
 /// [`ERROR`]'s value on the controller's UNAVAILABLE for a running workload whose machine
 /// hasn't said where it listens yet: the workload's state, worth a retry, not a fault.
 pub const NOT_READY: &str = "not_ready";
+/// [`ERROR`]'s value on the controller's UNAVAILABLE for an endpoint parked after its idle time
+/// (scale-to-zero): a request to it wakes it (`ApiInternalService.WakeEndpoint`).
+pub const PARKED: &str = "parked";
 /// [`ERROR`]'s value on a controller's UNAVAILABLE while it stands by (another leads its
 /// region): agents and the access proxy try the region's next controller.
 pub const STANDBY: &str = "standby";

@@ -59,6 +59,11 @@ const UNPINNED: &[(&str, &str)] = &[
     ("DELETE", "/v1/teams/{id}"),
     ("GET", "/v1/quotas"),
     ("PUT", "/v1/quotas"),
+    ("POST", "/v1/inference-keys"),
+    ("GET", "/v1/inference-keys"),
+    ("DELETE", "/v1/inference-keys/{id}"),
+    ("GET", "/v1/inference-limits"),
+    ("PUT", "/v1/inference-limits"),
 ];
 
 /// Which RPC serves each pinned route (gRPC path), so a route can't move to another RPC.
@@ -275,6 +280,7 @@ fn every_public_rpc_has_a_route_and_no_other_has_one() {
         "einsora.access.v1.AccessService",
         "einsora.accounts.v1.AccountService",
         "einsora.accounts.v1.TokenService",
+        "einsora.accounts.v1.InferenceKeyService",
         "einsora.accounts.v1.UserService",
         "einsora.accounts.v1.TeamService",
         "einsora.accounts.v1.QuotaService",
@@ -298,8 +304,8 @@ fn every_public_rpc_has_a_route_and_no_other_has_one() {
     );
     // 9 workloads + 4 machines + 1 catalog + 1 access + 4 accounts + 3 tokens + 9 users + 3
     // teams + 2 quotas + 2 usage (records, report) + 3 enrolment tokens + 1 activity + 1
-    // status.
-    assert_eq!(rpcs_with_routes.len(), 43);
+    // status + 5 inference keys and limits.
+    assert_eq!(rpcs_with_routes.len(), 48);
 }
 
 #[test]

@@ -80,6 +80,7 @@ fn every_field_the_api_requires_is_marked_required() {
         "machines.v1.RevokeMachineRequest",
         "access.v1.OpenWorkloadRequest",
         "accounts.v1.RevokeTokenRequest",
+        "accounts.v1.RevokeInferenceKeyRequest",
         "enrolment.v1.RevokeEnrolmentTokenRequest",
         "accounts.v1.UpdateUserRequest",
         "accounts.v1.RemoveUserRequest",
@@ -100,6 +101,7 @@ fn every_field_the_api_requires_is_marked_required() {
         "accounts.v1.ChangePasswordRequest.current_password",
         "accounts.v1.ChangePasswordRequest.new_password",
         "accounts.v1.CreateTokenRequest.name",
+        "accounts.v1.CreateInferenceKeyRequest.name",
         "accounts.v1.CreateInviteRequest.email",
         "accounts.v1.CreateTeamRequest.name",
         "accounts.v1.SetQuotaRequest.scope",
@@ -134,6 +136,9 @@ fn every_field_the_api_requires_is_marked_required() {
         "einsora.accounts.v1.LogoutRequest",
         "einsora.accounts.v1.GetMeRequest",
         "einsora.accounts.v1.ListTokensRequest",
+        "einsora.accounts.v1.ListInferenceKeysRequest",
+        "einsora.accounts.v1.GetInferenceLimitsRequest",
+        "einsora.accounts.v1.SetInferenceLimitsRequest",
         "einsora.accounts.v1.ListUsersRequest",
         "einsora.accounts.v1.ListInvitesRequest",
         "einsora.accounts.v1.ListTeamsRequest",
@@ -278,11 +283,46 @@ fn create_patterns_say_what_the_create_checks_say() {
             image: "openai-endpoint".into(),
             params: Some(Params::Endpoint(EndpointParams {
                 model: model.clone(),
+                slots: None,
+                served_name: None,
+                park_after_idle_s: None,
             })),
             ..notebook()
         };
         let at = "endpoint.model".to_owned();
         assert_eq!(refused_at(req) != Some(at), allows(&model), "{model:?}");
+    }
+
+    let allows = checker("einsora.common.v1.EndpointParams.served_name");
+    let long = "a".repeat(128);
+    let too_long = "a".repeat(129);
+    for name in [
+        "tiny",
+        "team/tiny:q4",
+        "_x",
+        ".x",
+        "-x",
+        ":x",
+        "/x",
+        "a b",
+        "ü",
+        "",
+        &long,
+        &too_long,
+    ] {
+        let req = CreateWorkloadRequest {
+            kind: WorkloadKind::Endpoint as i32,
+            image: "openai-endpoint".into(),
+            params: Some(Params::Endpoint(EndpointParams {
+                model: "m.gguf".into(),
+                slots: None,
+                served_name: Some(name.to_owned()),
+                park_after_idle_s: None,
+            })),
+            ..notebook()
+        };
+        let at = "endpoint.served_name".to_owned();
+        assert_eq!(refused_at(req) != Some(at), allows(name), "{name:?}");
     }
 
     let allows = checker("einsora.common.v1.VmParams.ssh_authorized_keys");
@@ -316,6 +356,36 @@ fn create_bounds_say_what_the_create_checks_say() {
     for gib in [0, 1, 2, 65_535, 65_536, 65_537, u32::MAX] {
         let refused = refused_at(vm(Vec::new(), Some(gib))).is_some();
         assert_eq!(!refused, within(disk, gib), "{gib}");
+    }
+    let slots = &rules["einsora.common.v1.EndpointParams.slots"];
+    for n in [0, 1, 2, 64, 65, u32::MAX] {
+        let req = CreateWorkloadRequest {
+            kind: WorkloadKind::Endpoint as i32,
+            image: "openai-endpoint".into(),
+            params: Some(Params::Endpoint(EndpointParams {
+                model: "m.gguf".into(),
+                slots: Some(n),
+                served_name: None,
+                park_after_idle_s: None,
+            })),
+            ..notebook()
+        };
+        assert_eq!(refused_at(req).is_none(), within(slots, n), "{n}");
+    }
+    let idle = &rules["einsora.common.v1.EndpointParams.park_after_idle_s"];
+    for n in [0, 59, 60, 604_800, 604_801, u32::MAX] {
+        let req = CreateWorkloadRequest {
+            kind: WorkloadKind::Endpoint as i32,
+            image: "openai-endpoint".into(),
+            params: Some(Params::Endpoint(EndpointParams {
+                model: "m.gguf".into(),
+                slots: None,
+                served_name: None,
+                park_after_idle_s: Some(n),
+            })),
+            ..notebook()
+        };
+        assert_eq!(refused_at(req).is_none(), within(idle, n), "{n}");
     }
     let after = &rules["einsora.workloads.v1.CreateWorkloadRequest.fallback_after_s"];
     for s in [0, 604_800, 604_801, u32::MAX] {

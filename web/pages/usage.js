@@ -1,11 +1,13 @@
 // Usage: hours per class per day for a chosen period (the last 7 days by default), from the
 // hourly usage records of `GET /v1/usage`, as a stacked bar chart drawn here in SVG and a
 // table with the same figures; or, grouped by user, team or class, the period's report of
-// `GET /v1/usage/report` as a table that downloads as CSV. Time only: never money.
+// `GET /v1/usage/report` as a table that downloads as CSV; or the tokens endpoints' answers
+// used per endpoint, key and user, per hour or summed (`GET /v1/usage?tokens=hour|range`), as
+// a table that downloads as CSV. Time and tokens only: never money.
 
 import { api, listAll } from '../api.js';
 import { h, svg, errorBox, field, saveFile, select, table } from '../dom.js';
-import { csvField, isoDate, startOfDate } from '../format.js';
+import { csvField, isoDate, startOfDate, time } from '../format.js';
 
 const DAY_MS = 86_400_000;
 const MAX_DAYS = 366;
@@ -16,7 +18,20 @@ const GROUPINGS = [
   { value: 'user', text: 'User' },
   { value: 'team', text: 'Team' },
   { value: 'class', text: 'Class' },
+  { value: 'tokens-range', text: 'Tokens (endpoint, key, user)' },
+  { value: 'tokens-hour', text: 'Tokens per hour' },
 ];
+/** Token usage's CSV: every field of a row, as `einsora usage --tokens … --format csv` writes them. */
+const TOKENS_CSV = /** @type {const} */ ([
+  'hour_start',
+  'tenant_id',
+  'endpoint_id',
+  'key_id',
+  'user_id',
+  'requests',
+  'prompt_tokens',
+  'completion_tokens',
+]);
 /** The report's CSV: every field of a row, as `einsora usage --by … --format csv` writes them. */
 const REPORT_CSV = /** @type {const} */ ([
   'group_id',
@@ -57,6 +72,11 @@ export function render(main) {
       if (by.value === 'records') {
         const records = await listAll('/v1/usage', query);
         if (ask === asked) result.replaceChildren(...draw(start, days, records));
+      } else if (by.value === 'tokens-hour' || by.value === 'tokens-range') {
+        const per = by.value === 'tokens-hour' ? 'hour' : 'range';
+        const rows = await tokensOf({ ...query, tokens: per });
+        const name = `einsora-tokens-by-${per}-${from.value}-to-${to.value}.csv`;
+        if (ask === asked) result.replaceChildren(...tokensTable(per, rows, name));
       } else {
         const grouping = /** @type {'user' | 'team' | 'class'} */ (by.value);
         const report = await api.get('/v1/usage/report', { query: { from: query.from, to: query.to, by: grouping } });
@@ -88,7 +108,7 @@ export function render(main) {
     h(
       'p',
       {},
-      'Hours each compute class ran, per day (in your time zone), counted by the class a workload ran on; or the period\u2019s unit-hours by user, team or class.',
+      'Hours each compute class ran, per day (in your time zone), counted by the class a workload ran on; or the period\u2019s unit-hours by user, team or class; or the tokens your endpoints\u2019 answers used, as their engines counted them.',
     ),
     form,
     problem,
@@ -275,6 +295,72 @@ function reportOf(by, rows, name) {
     h('div', { class: 'actions', role: 'group', 'aria-label': 'Download' }, csv),
     table(`Unit-hours by ${by}`, columns, body),
     rows.length ? h('span') : h('p', { class: 'empty' }, 'No usage in this period.'),
+  ];
+}
+
+/**
+ * Every token row of the period (`hour`: page by page, as records are).
+ * @param {Record<string, string>} query
+ * @returns {Promise<import('../api-types').TokenUsage[]>}
+ */
+async function tokensOf(query) {
+  /** @type {import('../api-types').TokenUsage[]} */
+  const rows = [];
+  let token = '';
+  for (let pages = 0; pages < 1000; pages++) {
+    const page = await api.get('/v1/usage', { query: token ? { ...query, page_token: token } : query });
+    rows.push(...(page.tokens ?? []));
+    token = page.next_page_token ?? '';
+    if (!token) break;
+  }
+  return rows;
+}
+
+/**
+ * Token usage as a table, with a button that downloads it as CSV.
+ * @param {'hour' | 'range'} per
+ * @param {import('../api-types').TokenUsage[]} rows
+ * @param {string} name  the CSV file's name
+ * @returns {HTMLElement[]}
+ */
+function tokensTable(per, rows, name) {
+  const columns = ['Endpoint', 'Key', 'User', 'Requests', 'Prompt', 'Completion'];
+  if (per === 'hour') columns.unshift('Hour');
+  const number = (/** @type {string} */ v) => h('td', { class: 'number' }, String(v ?? '0'));
+  const body = h(
+    'tbody',
+    {},
+    rows.map((r) =>
+      h(
+        'tr',
+        {},
+        per === 'hour' ? h('td', {}, time(r.hour_start)) : null,
+        h('th', { scope: 'row' }, h('code', {}, r.endpoint_id)),
+        h('td', {}, r.key_id ? h('code', {}, r.key_id) : 'API token'),
+        h('td', {}, h('code', {}, r.user_id)),
+        number(r.requests),
+        number(r.prompt_tokens),
+        number(r.completion_tokens),
+      ),
+    ),
+  );
+  const csv = h('button', { type: 'button', class: 'secondary' }, 'Download CSV');
+  csv.addEventListener('click', () => {
+    const lines = [
+      `${TOKENS_CSV.join(',')}\r\n`,
+      ...rows.map((r) => `${TOKENS_CSV.map((c) => csvField(r[c])).join(',')}\r\n`),
+    ];
+    saveFile(name, lines, 'text/csv;charset=utf-8');
+  });
+  const label = per === 'hour' ? 'Tokens per hour' : 'Tokens by endpoint, key and user';
+  return [
+    h(
+      'div',
+      { class: 'usage-tokens' },
+      h('div', { class: 'actions', role: 'group', 'aria-label': 'Download' }, csv),
+      table(label, columns, body),
+      rows.length ? null : h('p', { class: 'empty' }, 'No tokens in this period.'),
+    ),
   ];
 }
 

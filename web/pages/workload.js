@@ -98,7 +98,15 @@ export function render(main, [id], context) {
       ['Driver', orDash(w.driver)],
       ['Image', orDash(w.image)],
     ];
-    if (w.kind === 'endpoint') rows.push(['Model', orDash(w.endpoint?.model)]);
+    if (w.kind === 'endpoint') {
+      // The name requests to the one base URL (<access URL>/v1) give as their model.
+      rows.push(
+        ['Model', orDash(w.endpoint?.model)],
+        ['Served as', orDash(w.endpoint?.served_name)],
+        // Scale-to-zero: it stops after this long without requests, and a request wakes it.
+        ['Parks when idle', idleAfter(w.endpoint?.park_after_idle_s)],
+      );
+    }
     // Its GPUs by UUID, and how busy they were at its machine's last sample.
     if (w.device_uuids?.length) {
       rows.push(['GPUs', w.device_uuids.join(', ')], ['GPU use', gpuUse(w.gpu_use)]);
@@ -300,4 +308,13 @@ function tabbed(list, chosen, onChoose) {
   });
   choose(Math.max(0, list.findIndex((tab) => tab.key === chosen)));
   return h('div', { class: 'tabs' }, h('div', { role: 'tablist', 'aria-label': 'Workload' }, buttons), panels);
+}
+
+/** An endpoint's idle time before it parks, as people say it ("after 10 min"); "never" unset. */
+function idleAfter(seconds) {
+  if (!seconds) return 'never';
+  const [h, m, s] = [Math.floor(seconds / 3600), Math.floor(seconds / 60) % 60, seconds % 60];
+  if (s) return `after ${seconds} s without requests`;
+  const parts = [h && `${h} h`, m && `${m} min`].filter(Boolean);
+  return `after ${parts.join(' ')} without requests`;
 }

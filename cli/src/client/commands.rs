@@ -76,6 +76,12 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Inference keys (`isk_…`): they call endpoints, scoped and limited, and manage nothing;
+    /// and your tenant's inference limits.
+    Keys {
+        #[command(subcommand)]
+        command: super::keys::KeyCommand,
+    },
     /// Your tenant's teams.
     Teams {
         #[command(subcommand)]
@@ -121,8 +127,9 @@ pub enum ClientCommand {
     /// Your tenant's activity log: every action through the API, and every call it refused
     /// (the tenant's owner only).
     Activity(super::activity::ActivityArgs),
-    /// Usage (hours, never money) for a period: the hourly records, or with `--by user|team|class`
-    /// a report summed by user, team or class; `--format csv` for a spreadsheet.
+    /// Usage (hours and tokens, never money) for a period: the hourly records, with
+    /// `--by user|team|class` a report summed by user, team or class, or with
+    /// `--tokens hour|range` the tokens endpoints used; `--format csv` for a spreadsheet.
     Usage(super::usage::UsageArgs),
 }
 
@@ -142,6 +149,24 @@ pub struct Launch {
     /// An endpoint's model.
     #[arg(long)]
     model: Option<String>,
+    /// The name an endpoint serves its model under at `<access URL>/v1` (default: the model
+    /// file's name without `.gguf`); endpoints of one name are replicas.
+    #[arg(long)]
+    served_name: Option<String>,
+    /// Scale-to-zero: an endpoint parks (stops) after this long without requests (`10m`,
+    /// `1h`; a minute to a week), and a request to it starts it again.
+    #[arg(long, value_name = "DURATION", value_parser = idle_seconds)]
+    park_after_idle: Option<u64>,
+}
+
+/// An idle time as whole seconds (`90s`, `10m`, `1h30m`); the API checks its range.
+fn idle_seconds(text: &str) -> Result<u64, String> {
+    let d = einsora_runtime::settings::parse_duration(text)
+        .ok_or_else(|| "not a duration (e.g. 10m, 1h, 1h30m)".to_owned())?;
+    if d.subsec_nanos() != 0 {
+        return Err("use whole seconds".to_owned());
+    }
+    Ok(d.as_secs())
 }
 
 #[derive(Debug, Subcommand)]
@@ -324,6 +349,7 @@ async fn execute(
             show(listed, Some("machines"), MACHINES)
         }
         ClientCommand::Tokens { command } => tokens(api, global, command, show).await,
+        ClientCommand::Keys { command } => super::keys::run(api, global.json, command).await,
         ClientCommand::Users { command } => super::users::run(api, global.json, command).await,
         ClientCommand::Teams { command } => super::quotas::teams(api, global.json, command).await,
         ClientCommand::Quotas { command } => super::quotas::quotas(api, global.json, command).await,
@@ -455,6 +481,12 @@ fn launch_body(launch: Launch) -> Value {
     if let Some(model) = launch.model {
         body["endpoint"] = json!({ "model": model });
     }
+    if let Some(name) = launch.served_name {
+        body["endpoint"]["served_name"] = name.into();
+    }
+    if let Some(seconds) = launch.park_after_idle {
+        body["endpoint"]["park_after_idle_s"] = seconds.into();
+    }
     body
 }
 
@@ -477,4 +509,32 @@ pub(super) fn query(value: &str) -> String {
             other => format!("%{other:02X}"),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_time_is_whole_seconds_and_goes_in_the_endpoints_body() {
+        assert_eq!(idle_seconds("10m"), Ok(600));
+        assert_eq!(idle_seconds("1h30m"), Ok(5400));
+        assert!(idle_seconds("1500ms").is_err());
+        assert!(idle_seconds("ten minutes").is_err());
+        let launch = Launch {
+            kind: "endpoint".into(),
+            name: "chat".into(),
+            class: "cpu-4c-16g".into(),
+            image: "openai-endpoint".into(),
+            region: None,
+            model: Some("tiny.gguf".into()),
+            served_name: None,
+            park_after_idle: Some(600),
+        };
+        let body = launch_body(launch);
+        assert_eq!(
+            body["endpoint"],
+            json!({"model": "tiny.gguf", "park_after_idle_s": 600})
+        );
+    }
 }

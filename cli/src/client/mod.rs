@@ -4,6 +4,7 @@ mod activity;
 mod commands;
 mod credentials;
 mod http;
+mod keys;
 mod logs;
 mod output;
 mod quotas;

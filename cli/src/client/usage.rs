@@ -1,5 +1,7 @@
 //! `einsora usage`: a period's hourly usage records, or (`--by`) the usage report that sums
-//! them by user, team or class; as a table, or as CSV (`--format csv`). Never money.
+//! them by user, team or class, or (`--tokens`) the tokens endpoints' answers used per
+//! endpoint, key and user, per hour or summed; as a table, or as CSV (`--format csv`). Never
+//! money.
 
 use std::io::Write;
 
@@ -21,8 +23,12 @@ pub struct UsageArgs {
     to: String,
     /// Sum the period by user, team or class (unit-hours, per class within a user or team)
     /// instead of listing the hourly records.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tokens")]
     by: Option<By>,
+    /// The tokens endpoints' answers used, per endpoint, inference key and user: each `hour`,
+    /// or summed over the `range`, instead of the hourly records.
+    #[arg(long)]
+    tokens: Option<Tokens>,
     /// `table`, or `csv` (every record, or every row of the report).
     #[arg(long, default_value = "table")]
     format: Format,
@@ -41,6 +47,21 @@ impl By {
             By::User => "user",
             By::Team => "team",
             By::Class => "class",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Tokens {
+    Hour,
+    Range,
+}
+
+impl Tokens {
+    fn word(self) -> &'static str {
+        match self {
+            Tokens::Hour => "hour",
+            Tokens::Range => "range",
         }
     }
 }
@@ -69,6 +90,27 @@ const RECORDS_CSV: &[&str] = &[
     "placed_class",
     "units",
     "seconds",
+];
+/// Token usage: per hour, or (without HOUR) summed over the period.
+const TOKENS: &[Column] = &[
+    ("HOUR", "hour_start"),
+    ("ENDPOINT", "endpoint_id"),
+    ("KEY", "key_id"),
+    ("USER", "user_id"),
+    ("REQUESTS", "requests"),
+    ("PROMPT TOKENS", "prompt_tokens"),
+    ("COMPLETION TOKENS", "completion_tokens"),
+];
+/// Token usage's CSV: every field of a row.
+const TOKENS_CSV: &[&str] = &[
+    "hour_start",
+    "tenant_id",
+    "endpoint_id",
+    "key_id",
+    "user_id",
+    "requests",
+    "prompt_tokens",
+    "completion_tokens",
 ];
 /// The report's CSV: every field of a row (as the dashboard's download has them).
 const REPORT_CSV: &[&str] = &[
@@ -128,33 +170,46 @@ pub async fn show(api: &Api, args: &UsageArgs, json: bool) -> anyhow::Result<()>
             (false, Format::Csv) => csv(REPORT_CSV, rows.iter()),
         };
     }
+    let (list, field, columns, fields) = match args.tokens {
+        Some(per) => (
+            format!("{period}&tokens={}", per.word()),
+            "tokens",
+            if per == Tokens::Hour {
+                TOKENS
+            } else {
+                &TOKENS[1..]
+            },
+            TOKENS_CSV,
+        ),
+        None => (period, "records", RECORDS, RECORDS_CSV),
+    };
     if json || args.format == Format::Table {
         let page = api
-            .call(Method::GET, &format!("/v1/usage?{period}"), None)
+            .call(Method::GET, &format!("/v1/usage?{list}"), None)
             .await?;
         if json {
             return output::json(&page);
         }
         output::table(
-            page["records"].as_array().map_or(&[][..], Vec::as_slice),
-            RECORDS,
+            page[field].as_array().map_or(&[][..], Vec::as_slice),
+            columns,
         );
         return Ok(());
     }
-    let mut records: Vec<Value> = vec![];
+    let mut rows: Vec<Value> = vec![];
     let mut token = String::new();
     loop {
-        let path = format!("/v1/usage?{period}&page_size=5000&page_token={token}");
+        let path = format!("/v1/usage?{list}&page_size=5000&page_token={token}");
         let mut page = api.call(Method::GET, &path, None).await?;
-        if let Some(more) = page["records"].as_array_mut() {
-            records.append(more);
+        if let Some(more) = page[field].as_array_mut() {
+            rows.append(more);
         }
         match page["next_page_token"].as_str() {
             Some(next) if !next.is_empty() => token = query(next),
             _ => break,
         }
     }
-    csv(RECORDS_CSV, records.iter())
+    csv(fields, rows.iter())
 }
 
 fn csv<'a>(fields: &[&str], rows: impl Iterator<Item = &'a Value>) -> anyhow::Result<()> {

@@ -906,6 +906,16 @@ async function main() {
     assert(copied.includes('curl') && copied.includes(base), `the copied example calls the endpoint: ${copied}`);
     assert(/Authorization: Bearer/i.test(copied), `it uses an API token: ${copied}`);
     assert(!/cookie|einsora_session/i.test(copied), `it never uses the cookie: ${copied}`);
+    // A chat, whose tokens (as the engine counted them) the Usage page shows later.
+    const chatted = await fetch(`${base}/chat/completions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'hello' }], max_tokens: 4 }),
+    });
+    assert(chatted.status === 200, `the endpoint answers a chat: ${chatted.status}`);
+    const spent = (await chatted.json()).usage;
+    assert(spent && spent.prompt_tokens > 0, `the engine's usage: ${JSON.stringify(spent)}`);
+    result.endpoint_usage = spent;
     await api('DELETE', `/v1/workloads/${endpoint}`);
 
     stepStart('API tokens: create (shown once), use, revoke');
@@ -957,7 +967,7 @@ async function main() {
       return t.revoked_at;
     });
 
-    stepStart('usage: the chart and the table of this run; grouped by class, its CSV');
+    stepStart('usage: the chart and the table of this run; grouped by class, its CSV; the endpoint\'s tokens');
     await nav(page, 'Usage');
     await page.waitForURL(/\/usage(\?.*)?$/);
     await heading(page, 'Usage').waitFor();
@@ -999,6 +1009,23 @@ async function main() {
       usageRows.some((r) => r[0] === 'cpu-1c-2g' && r[2] === 'cpu-1c-2g' && Number(r[5]) > 0 && /^\d+\.\d{4}$/.test(r[6])),
       `the report's CSV has cpu-1c-2g's unit-hours: ${JSON.stringify(usageRows)}`,
     );
+    // Tokens: the endpoint's chat, as its engine counted it (the proxy sends them every 5 s).
+    await page.getByLabel('Group by', { exact: true }).selectOption('tokens-range');
+    const tokens = page.getByRole('region', { name: 'Tokens by endpoint, key and user' });
+    const endpointTokens = tokens.getByRole('row').filter({ hasText: result.endpoint });
+    await waitFor('the endpoint\'s tokens on the Usage page', async () => {
+      if (await endpointTokens.count()) return true;
+      await page.getByRole('button', { name: 'Show', exact: true }).click();
+      await sleep(1000);
+      return false;
+    });
+    const cells = await endpointTokens.locator('td').allTextContents();
+    const usage = result.endpoint_usage;
+    assert(
+      cells[0] === 'API token' && cells[2] === '1' && cells[3] === String(usage.prompt_tokens) && cells[4] === String(usage.completion_tokens),
+      `the row says what the engine counted (${JSON.stringify(usage)}): ${JSON.stringify(cells)}`,
+    );
+    await screenshot('usage-tokens');
 
     stepStart('activity: the test\'s own actions and a refused call; filters, Load more, CSV and NDJSON');
     await activityPage(page, id, screenshot);

@@ -24,7 +24,7 @@ fn dashboard(solo: &Solo) -> String {
 
 /// Every page of the dashboard, as the screenshots name them (`status-banner`: a page with
 /// the banner of what is down).
-const PAGES: [&str; 13] = [
+const PAGES: [&str; 14] = [
     "signin",
     "workloads",
     "status-banner",
@@ -34,6 +34,7 @@ const PAGES: [&str; 13] = [
     "machines",
     "tokens",
     "usage",
+    "usage-tokens",
     "activity",
     "users",
     "join",

@@ -133,6 +133,23 @@ fn cli_flow(engine: Engine) {
         csv.lines().count(),
         report["rows"].as_array().unwrap().len() + 1
     );
+    // Tokens endpoints used: per hour, or summed over the period.
+    let hourly = cli.ok(&with(&["--tokens", "hour"]));
+    assert!(
+        hourly.starts_with("HOUR") && hourly.contains("PROMPT TOKENS"),
+        "{hourly}"
+    );
+    let summed = cli.ok(&with(&["--tokens", "range"]));
+    assert!(summed.starts_with("ENDPOINT"), "{summed}");
+    let tokens_csv = cli.ok(&with(&["--tokens", "hour", "--format", "csv"]));
+    assert_eq!(
+        tokens_csv.lines().next(),
+        Some(
+            "hour_start,tenant_id,endpoint_id,key_id,user_id,requests,prompt_tokens,completion_tokens"
+        ),
+        "{tokens_csv}"
+    );
+    assert!(cli.json(&with(&["--tokens", "range"]))["tokens"].is_array());
     let records_csv = cli.ok(&with(&["--format", "csv"]));
     assert!(
         records_csv.starts_with("hour_start,tenant_id,workload_id,"),

@@ -85,6 +85,8 @@ fn isolation(engine: Engine) {
         "/v1/invites",
         "/v1/teams",
         "/v1/quotas",
+        "/v1/inference-keys",
+        "/v1/inference-limits",
         "/v1/usage?from=2000-01-01T00:00:00Z&to=2100-01-01T00:00:00Z",
     ];
     let a_ids = [
@@ -95,6 +97,7 @@ fn isolation(engine: Engine) {
         objects.user.as_str(),
         objects.invite.as_str(),
         objects.team.as_str(),
+        objects.inference_key.as_str(),
     ];
     for path in lists {
         let own = call(&solo, &a.session, "GET", path, None);
@@ -136,6 +139,7 @@ fn isolation(engine: Engine) {
         "{link}"
     );
     a.secrets.push(ticket);
+    a.secrets.push(objects.inference_key_secret.clone());
     assert_no_secret_logged(&solo, a.secrets.iter().chain(&b.secrets));
 
     // Every refused call is in B's activity log, with B's actor, its action, the error and the

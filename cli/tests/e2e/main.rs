@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
 mod access_sessions;
+mod accounting;
 mod adoption;
 mod agent_backend;
 mod attacks;
@@ -18,12 +19,14 @@ mod docker;
 mod enrolment;
 mod failover;
 mod fencing;
+mod gateway_routes;
 mod gpus;
 mod harness;
 mod hostile;
 mod https;
 mod idempotency;
 mod images;
+mod inference_keys;
 mod isolation;
 mod lifecycle;
 mod logs;
@@ -31,12 +34,15 @@ mod macos;
 mod metrics;
 mod models;
 mod native;
+mod openai_sdk;
 mod outage;
 mod partition;
 mod python_sdk;
 mod relay;
+mod replicas;
 mod roles;
 mod sandbox;
+mod scale_to_zero;
 mod schemathesis;
 mod status;
 mod traces;

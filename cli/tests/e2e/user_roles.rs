@@ -32,6 +32,7 @@ const ADMIN_ONLY: &[&str] = &[
     "TeamService/CreateTeam",
     "TeamService/DeleteTeam",
     "QuotaService/SetQuota",
+    "InferenceKeyService/SetInferenceLimits",
 ];
 
 /// Routes every user may call (on what their role lets them see).
@@ -61,6 +62,11 @@ const EVERYONE: &[&str] = &[
     "UserService/ListUsers",
     "TeamService/ListTeams",
     "QuotaService/ListQuotas",
+    // A member's own keys; an owner's or admin's, the tenant's.
+    "InferenceKeyService/CreateInferenceKey",
+    "InferenceKeyService/ListInferenceKeys",
+    "InferenceKeyService/RevokeInferenceKey",
+    "InferenceKeyService/GetInferenceLimits",
 ];
 
 /// Routes not called here: their credential is in the body (a password, a link's secret), or
@@ -207,6 +213,69 @@ fn each_role_gets_the_answers_it_is_designed_to_on_every_route() {
         "an admin's list: {}",
         listed.body
     );
+}
+
+/// An inference key (`isk_…`) calls endpoints and manages nothing: every management route
+/// answers it 401, as an unknown token, the owner's own key included; at the access proxy the
+/// same key authenticates (an unknown endpoint is 404 to it, where a made-up key is 401).
+#[test]
+fn an_inference_key_manages_nothing_on_any_route() {
+    let solo = Solo::start(&[("EINSORA_AUTH_MODE", "dev")]);
+    let owner = tenant(&solo, "dev@acme");
+    let made = call(
+        &solo,
+        &owner.session,
+        "POST",
+        "/v1/inference-keys",
+        Some(json!({ "name": "everything", "all_endpoints": true })),
+    );
+    assert_eq!(made.status, 200, "{}", made.body);
+    let key = made.json()["key"].as_str().unwrap().to_owned();
+    assert!(key.starts_with("isk_"), "{key}");
+    let as_key = Credential::Token(key.clone());
+    let unknown = WorkloadId::new().to_string();
+    let mut cases = 0;
+    for route in Schema::load().unwrap().http_routes() {
+        let rpc = route.grpc_path();
+        let short = rpc.rsplit_once(".v1.").map_or(rpc.as_str(), |(_, s)| s);
+        // Their credential is in the body (a password, a link's secret).
+        if [
+            "AccountService/Login",
+            "UserService/AcceptInvite",
+            "UserService/ResetPassword",
+        ]
+        .contains(&short)
+        {
+            continue;
+        }
+        let path = route.path.replace("{id}", &unknown);
+        let body = (!route.body.is_empty()).then(|| json!({}));
+        let answer = call(&solo, &as_key, &route.method, &path, body);
+        let what = format!("{} {}", route.method, route.path);
+        assert_eq!(answer.status, 401, "{what}: {}", answer.body);
+        assert_eq!(
+            answer.json()["error"]["code"],
+            "unauthenticated",
+            "{what}: {}",
+            answer.body
+        );
+        cases += 1;
+    }
+    assert!(cases >= 40, "only {cases} routes: did they go missing?");
+    // The key is live: the proxy knows it, and finds no such endpoint.
+    let models = |bearer: &str| {
+        let auth = format!("Bearer {bearer}");
+        let path = format!("/e/{unknown}/v1/models");
+        let port = solo.access.rsplit(':').next().unwrap();
+        let host = format!("localhost:{port}");
+        einsora_testkit::http::exchange(
+            &solo.access,
+            &einsora_testkit::http::request("GET", &path, &host, &[("Authorization", &auth)], ""),
+        )
+    };
+    assert_eq!(models(&key).status, 404);
+    let made_up = format!("isk_{}", "x".repeat(32));
+    assert_eq!(models(&made_up).status, 401);
 }
 
 /// Makes a team named `team` and puts `email` in it.

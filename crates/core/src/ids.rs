@@ -89,6 +89,8 @@ id_type! {
     MachineId = "machine ID", "machine";
     /// An API token (the ID, never the secret).
     TokenId = "token ID", "token";
+    /// An inference key (the ID, never the secret).
+    InferenceKeyId = "inference key ID", "inference_key";
     /// An enrolment token (the ID, never the secret).
     EnrolmentTokenId = "enrolment token ID", "enrolment_token";
     /// An hourly usage record.

@@ -89,6 +89,11 @@ mod tests {
             "token=[redacted] secret tsk_abcd… and enr_ZYXW…, ticket tkt_0123…"
         );
         assert_eq!(
+            redact_line("key=isk_Ab3xQ9zzzzzzzzzzzzzzzzzzzzzzzzzzzz", None),
+            "key=isk_Ab3x…",
+            "an inference key as an API token"
+        );
+        assert_eq!(
             redact_line("plain", Some("")),
             "plain",
             "an empty token is no token"

@@ -200,12 +200,60 @@ pub enum Reason {
         entry: CatalogEntry,
         name: String,
     },
+    /// Scale-to-zero: stopped after running this long without a request.
+    ParkedWhenIdle {
+        after: Duration,
+    },
+    /// Scale-to-zero: started again for a request to it, by its caller (an inference key's
+    /// owner, with the key).
+    WokenByRequest {
+        by: Waker,
+    },
     Ready,
     ResourcesReleased,
     Gone,
     /// Deleted without its machine's word: it can't be asked (revoked), or was away too long
     /// (and is told to remove it if it returns).
     DeletedWithoutItsMachine(MachineGone),
+}
+
+/// Who a request that woke a parked endpoint came from: the user, and the inference key it
+/// carried (named by its owner, shown by its public prefix, e.g. `isk_Ab3x`); an API token's
+/// request names the user alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waker {
+    pub subject: String,
+    pub key: Option<KeyName>,
+}
+
+/// An inference key as a timeline names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyName {
+    pub name: String,
+    pub prefix: String,
+}
+
+impl fmt::Display for Waker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.subject)?;
+        if let Some(KeyName { name, prefix }) = &self.key {
+            write!(f, " (inference key {name:?} ({prefix}…))")?;
+        }
+        Ok(())
+    }
+}
+
+/// A whole idle time as people say it: `10 min`, `2 h`, `1 h 30 min`, `90 s`.
+fn idle_words(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m, s) {
+        (0, 0, s) => format!("{s} s"),
+        (0, m, 0) => format!("{m} min"),
+        (h, 0, 0) => format!("{h} h"),
+        (h, m, 0) => format!("{h} h {m} min"),
+        _ => format!("{secs} s"),
+    }
 }
 
 /// Why a machine can't confirm a removal.
@@ -409,6 +457,10 @@ impl fmt::Display for Reason {
                 write!(f, "it didn't become ready within {}", go_duration(*after))
             }
             Reason::BackendFailure(text) => f.write_str(text),
+            Reason::ParkedWhenIdle { after } => {
+                write!(f, "parked after {} without requests", idle_words(*after))
+            }
+            Reason::WokenByRequest { by } => write!(f, "woken by a request from {by}"),
             Reason::NoLongerOffered { entry, name } => {
                 let entry = match entry {
                     CatalogEntry::GpuClass => "GPU class",
@@ -487,9 +539,9 @@ pub fn redact_secrets(text: &str) -> String {
     out
 }
 
-/// Secret shapes Einsora issues: API tokens, tickets, enrolment tokens. Only their public
-/// prefix (the marker and four characters) may appear.
-const SECRET_MARKERS: &[&str] = &["tsk_", "tkt_", "enr_"];
+/// Secret shapes Einsora issues: API tokens, inference keys, tickets, enrolment tokens. Only
+/// their public prefix (the marker and four characters) may appear.
+const SECRET_MARKERS: &[&str] = &["tsk_", "isk_", "tkt_", "enr_"];
 const PUBLIC_SUFFIX_CHARS: usize = 4;
 
 fn redact_into(word: &str, out: &mut String) {

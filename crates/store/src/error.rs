@@ -58,6 +58,8 @@ pub enum Taken {
     TokenName(String),
     #[error("a team called {0:?} already exists")]
     TeamName(String),
+    #[error("an inference key called {0:?} already exists")]
+    InferenceKeyName(String),
 }
 
 #[derive(Debug, thiserror::Error)]

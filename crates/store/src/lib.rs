@@ -15,6 +15,7 @@ mod enrolment;
 mod error;
 mod held_connection;
 mod idempotency;
+mod inference_keys;
 mod inventory;
 mod metering;
 mod metrics;
@@ -27,6 +28,7 @@ mod sqlite;
 mod state_sql;
 mod teams;
 mod time_ms;
+mod token_usage;
 mod usage_report;
 mod users;
 
@@ -50,7 +52,7 @@ pub use activity::{
 };
 pub use agents::{AgentStore, MachineFlag};
 pub use changes::ChangeSignal;
-pub use controller::{ControllerStore, Waiting};
+pub use controller::{ControllerStore, InUse, Waiting};
 pub use database_url::{DatabaseUrl, SETTING as DATABASE_URL_SETTING};
 pub use enrolment::{
     EnrolledMachine, EnrolmentStore, EnrolmentTokenRecord, MachineCertificate, NewEnrolmentToken,
@@ -58,6 +60,9 @@ pub use enrolment::{
 };
 pub use error::{QuotaHolder, QuotaMeasure, StoreError, Taken};
 pub use idempotency::{Claimed, IdempotencyClaim, IdempotencyStore, IdempotencyTimes};
+pub use inference_keys::{
+    InferenceKeyRecord, InferenceKeyStore, InferenceLimits, KeyScope, NewInferenceKey,
+};
 pub use inventory::{
     InventoryStore, MachineRecord, MachineRegistration, UsageCursor, UsagePage, UsageRecord,
     WorkloadPage,
@@ -75,6 +80,10 @@ pub use output::{
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use teams::{QuotaLimits, QuotaRecord, QuotaSubject, TeamRecord, TeamStore};
+pub use token_usage::{
+    BATCH_MEMORY as TOKEN_BATCH_MEMORY, TokenCount, TokenUsage, TokenUsagePage, TokenUsageStore,
+    TokensOf, TokensUsed,
+};
 pub use usage_report::{UsageGrouping, UsageReportQuery, UsageReportRow, UsageReportStore};
 pub use users::{
     AccountLinkRecord, Invitee, LinkKind, NewAccountLink, UserChange, UserRecord, UserRefusal,
@@ -90,12 +99,14 @@ pub trait Store:
     + ControllerStore
     + EnrolmentStore
     + IdempotencyStore
+    + InferenceKeyStore
     + InventoryStore
     + MeteringStore
     + OutputStore
     + UsageReportStore
     + UserStore
     + TeamStore
+    + TokenUsageStore
     + Send
     + Sync
     + std::fmt::Debug

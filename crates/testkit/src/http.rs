@@ -49,6 +49,22 @@ impl Answer {
         assert!(body["error"]["message"].is_string(), "{self:?}");
         body["error"]["code"].as_str().unwrap().to_owned()
     }
+
+    /// The code of an inference route's error, in OpenAI's shape (`{"error": {"message",
+    /// "type", "code", "param"}}`), checking the shape on the way: the request ID is a header,
+    /// never in the body.
+    pub fn openai_error_code(&self) -> String {
+        let body = self.json();
+        assert!(
+            self.header("x-request-id").is_some(),
+            "every answer has a request ID"
+        );
+        let error = &body["error"];
+        assert!(error.get("request_id").is_none(), "{self:?}");
+        assert!(error["message"].is_string(), "{self:?}");
+        assert!(error["type"].is_string(), "{self:?}");
+        error["code"].as_str().unwrap().to_owned()
+    }
 }
 
 /// A request's text: `method path` at `host` with `headers`, `Connection: close`, and `body`

@@ -154,7 +154,8 @@ fn request_fields_carry_the_api_s_rules_and_responses_none() {
             ("from", true),
             ("to", true),
             ("page_size", false),
-            ("page_token", false)
+            ("page_token", false),
+            ("tokens", false)
         ]
     );
 

@@ -1,6 +1,9 @@
 //! Rules for the fields of a create body that need no catalog or store.
 
-use super::create_workload::{MAX_DISK_GIB, MAX_FALLBACK, MAX_FALLBACK_AFTER_S, MAX_SSH_KEYS};
+use super::create_workload::{
+    DEFAULT_SLOTS, MAX_DISK_GIB, MAX_FALLBACK, MAX_FALLBACK_AFTER_S, MAX_SERVED_NAME, MAX_SLOTS,
+    MAX_SSH_KEYS, PARK_AFTER_IDLE_S,
+};
 use super::{ConvertError, Problem};
 use crate::common::v1::VmParams;
 
@@ -96,6 +99,57 @@ pub(super) fn check_model(field: &str, model: &str) -> Result<(), ConvertError> 
             "name a GGUF file in the models directory by its path there, such as my-model.gguf \
              or team/my-model.gguf: up to 256 letters, digits, '-', '_', '.' and '/' between \
              non-empty segments",
+        ))
+    }
+}
+
+/// An endpoint's slots: 1 to [`MAX_SLOTS`], [`DEFAULT_SLOTS`] when unset.
+pub(super) fn check_slots(slots: Option<u32>) -> Result<u32, ConvertError> {
+    match slots {
+        None => Ok(DEFAULT_SLOTS),
+        Some(n) if (1..=MAX_SLOTS).contains(&n) => Ok(n),
+        Some(_) => Err(ConvertError::invalid(
+            "endpoint.slots",
+            format!("use 1 to {MAX_SLOTS} slots"),
+        )),
+    }
+}
+
+/// An endpoint's idle time before it parks (`EndpointParams.park_after_idle_s`): unset, or
+/// within [`PARK_AFTER_IDLE_S`].
+pub(super) fn check_park_after_idle(seconds: Option<u32>) -> Result<Option<u32>, ConvertError> {
+    match seconds {
+        Some(s) if !PARK_AFTER_IDLE_S.contains(&s) => Err(ConvertError::invalid(
+            "endpoint.park_after_idle_s",
+            format!(
+                "use {} to {} seconds (a minute to a week), or leave it unset to never park",
+                PARK_AFTER_IDLE_S.start(),
+                PARK_AFTER_IDLE_S.end()
+            ),
+        )),
+        other => Ok(other),
+    }
+}
+
+/// A served name (`EndpointParams.served_name`): letters, digits, `.`, `_`, `:`, `/` and `-`,
+/// not starting with `-`, `:` or `/`, up to [`MAX_SERVED_NAME`].
+pub(super) fn check_served_name(field: &str, name: String) -> Result<String, ConvertError> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b"._:/-".contains(&b);
+    let ok = name.len() <= MAX_SERVED_NAME
+        && name.bytes().all(allowed)
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_');
+    if ok {
+        Ok(name)
+    } else {
+        Err(ConvertError::invalid(
+            field,
+            format!(
+                "use 1 to {MAX_SERVED_NAME} letters, digits, '.', '_', ':', '/' and '-', not \
+                 starting with '-', ':' or '/'"
+            ),
         ))
     }
 }

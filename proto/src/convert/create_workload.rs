@@ -4,7 +4,10 @@
 use einsora_core::kind::WorkloadKind;
 use einsora_core::region::Region;
 
-use super::checks::{check_catalog_name, check_fallback, check_model, check_name, check_vm};
+use super::checks::{
+    check_catalog_name, check_fallback, check_model, check_name, check_park_after_idle,
+    check_served_name, check_slots, check_vm,
+};
 use super::{ConvertError, Problem, ProtoEnum};
 use crate::common::v1::{EndpointParams, NotebookParams, VmParams};
 use crate::workloads::v1::{self as pb, CreateWorkloadRequest};
@@ -17,6 +20,11 @@ pub const MAX_FALLBACK_AFTER_S: u32 = 7 * 24 * 3600;
 pub const MAX_SSH_KEYS: usize = 32;
 /// Largest VM disk in GiB.
 pub const MAX_DISK_GIB: u32 = 65_536;
+/// An endpoint's slots when it names none, and the most it may name.
+pub const DEFAULT_SLOTS: u32 = 1;
+pub const MAX_SLOTS: u32 = 64;
+/// The idle times an endpoint may park itself after, in seconds: a minute to a week.
+pub const PARK_AFTER_IDLE_S: std::ops::RangeInclusive<u32> = 60..=7 * 24 * 3600;
 
 /// A create-workload request that passed validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +53,13 @@ pub enum WorkloadParams {
     Endpoint {
         /// The model it serves.
         model: String,
+        /// Requests its engine serves at once, 1 to [`MAX_SLOTS`].
+        slots: u32,
+        /// The name it serves its model under, as named or else [`default_served_name`].
+        served_name: String,
+        /// Scale-to-zero: parked after this many seconds without requests (in
+        /// [`PARK_AFTER_IDLE_S`]); `None` runs until stopped.
+        park_after_idle_s: Option<u32>,
     },
     Vm {
         /// OpenSSH public keys, one line each.
@@ -75,7 +90,18 @@ impl WorkloadParams {
             }
             (WorkloadKind::Endpoint, Some(RawParams::Endpoint(p))) => {
                 check_model("endpoint.model", &p.model)?;
-                Ok(WorkloadParams::Endpoint { model: p.model })
+                let slots = check_slots(p.slots)?;
+                let served_name = match p.served_name {
+                    Some(name) => check_served_name("endpoint.served_name", name)?,
+                    None => default_served_name(&p.model),
+                };
+                let park_after_idle_s = check_park_after_idle(p.park_after_idle_s)?;
+                Ok(WorkloadParams::Endpoint {
+                    model: p.model,
+                    slots,
+                    served_name,
+                    park_after_idle_s,
+                })
             }
             (WorkloadKind::Vm, None) => Ok(WorkloadParams::Vm {
                 ssh_authorized_keys: Vec::new(),
@@ -90,6 +116,30 @@ impl WorkloadParams {
             }
             (kind, Some(other)) => Err(ConvertError::new(other.member(), Problem::WrongKind(kind))),
         }
+    }
+}
+
+/// Longest served name (`EndpointParams.served_name`).
+pub const MAX_SERVED_NAME: usize = 128;
+
+/// The name an endpoint serves `model` under when it names none: the file's name without its
+/// `.gguf` (`team/tiny.gguf` → `tiny`; a directory's name as it is), made to fit the served
+/// name's rule (no leading `-`, at most [`MAX_SERVED_NAME`] characters).
+pub fn default_served_name(model: &str) -> String {
+    let file = model.rsplit('/').next().unwrap_or(model);
+    let stem = file
+        .strip_suffix(".gguf")
+        .filter(|s| !s.is_empty())
+        .unwrap_or(file);
+    let name: String = stem
+        .trim_start_matches('-')
+        .chars()
+        .take(MAX_SERVED_NAME)
+        .collect();
+    if name.is_empty() {
+        "model".to_owned()
+    } else {
+        name
     }
 }
 
@@ -131,7 +181,17 @@ macro_rules! params_oneof {
                 type O = $oneof;
                 match p {
                     WorkloadParams::Notebook => O::Notebook(NotebookParams {}),
-                    WorkloadParams::Endpoint { model } => O::Endpoint(EndpointParams { model }),
+                    WorkloadParams::Endpoint {
+                        model,
+                        slots,
+                        served_name,
+                        park_after_idle_s,
+                    } => O::Endpoint(EndpointParams {
+                        model,
+                        slots: Some(slots),
+                        served_name: Some(served_name),
+                        park_after_idle_s,
+                    }),
                     WorkloadParams::Vm {
                         ssh_authorized_keys,
                         disk_gib,

@@ -23,6 +23,9 @@ fn endpoint(model: &str) -> CreateWorkloadRequest {
         image: "openai-endpoint".into(),
         params: Some(Params::Endpoint(EndpointParams {
             model: model.into(),
+            slots: None,
+            served_name: None,
+            park_after_idle_s: None,
         })),
         ..notebook()
     }
@@ -66,7 +69,16 @@ fn every_kind_round_trips_through_the_request() {
             params: Some(Params::Notebook(NotebookParams {})),
             ..notebook()
         },
-        endpoint("mlx-community/Llama-3.2-1B-Instruct-4bit"),
+        // Everything named, as the request comes back.
+        CreateWorkloadRequest {
+            params: Some(Params::Endpoint(EndpointParams {
+                model: "mlx-community/Llama-3.2-1B-Instruct-4bit".into(),
+                slots: Some(1),
+                served_name: Some("llama-3.2-1b".into()),
+                park_after_idle_s: Some(600),
+            })),
+            ..endpoint("mlx-community/Llama-3.2-1B-Instruct-4bit")
+        },
         vm(&["ssh-ed25519 AAAAC3Nza me@host"], Some(100)),
     ];
     for req in ok {
@@ -207,7 +219,12 @@ fn params_of_another_kind_are_refused() {
     );
 
     let err = refused(CreateWorkloadRequest {
-        params: Some(Params::Endpoint(EndpointParams { model: "m".into() })),
+        params: Some(Params::Endpoint(EndpointParams {
+            model: "m".into(),
+            slots: None,
+            served_name: None,
+            park_after_idle_s: None,
+        })),
         ..vm(&[], None)
     });
     assert_eq!(err.field, "endpoint");
@@ -287,19 +304,129 @@ fn params_read_from_a_workload_or_a_spec() {
     use crate::agent::v1::workload_spec;
     let raw = RawParams::from(workload_spec::Params::Endpoint(EndpointParams {
         model: "org/m".into(),
+        slots: None,
+        served_name: None,
+        park_after_idle_s: None,
     }));
     let params = WorkloadParams::from_proto(WorkloadKind::Endpoint, Some(raw)).unwrap();
     assert_eq!(
         params,
         WorkloadParams::Endpoint {
-            model: "org/m".into()
+            model: "org/m".into(),
+            slots: 1,
+            served_name: "m".into(),
+            park_after_idle_s: None,
         }
     );
     let back = pb::workload::Params::from(params);
     assert_eq!(
         back,
         pb::workload::Params::Endpoint(EndpointParams {
-            model: "org/m".into()
+            model: "org/m".into(),
+            slots: Some(1),
+            served_name: Some("m".into()),
+            park_after_idle_s: None,
         })
     );
+}
+
+/// An endpoint's slots: 1 when unset, 1 to 64 when named.
+#[test]
+fn an_endpoints_slots_are_bounded() {
+    let with = |slots| CreateWorkloadRequest {
+        params: Some(Params::Endpoint(EndpointParams {
+            model: "m".into(),
+            slots,
+            served_name: None,
+            park_after_idle_s: None,
+        })),
+        ..endpoint("m")
+    };
+    for (slots, read) in [(None, 1), (Some(1), 1), (Some(64), 64)] {
+        let made = CreateWorkload::try_from(with(slots)).unwrap();
+        assert_eq!(
+            made.params,
+            WorkloadParams::Endpoint {
+                model: "m".into(),
+                slots: read,
+                served_name: "m".into(),
+                park_after_idle_s: None,
+            }
+        );
+    }
+    for slots in [0, 65, u32::MAX] {
+        assert_eq!(refused(with(Some(slots))).field, "endpoint.slots");
+    }
+}
+
+/// An endpoint's served name: as named when it fits the rule, else refused; unset, the model
+/// file's name without its `.gguf`.
+#[test]
+fn an_endpoints_served_name_is_named_or_derived_from_its_model() {
+    let with = |model: &str, served_name: Option<&str>| CreateWorkloadRequest {
+        params: Some(Params::Endpoint(EndpointParams {
+            model: model.into(),
+            slots: None,
+            served_name: served_name.map(str::to_owned),
+            park_after_idle_s: None,
+        })),
+        ..endpoint(model)
+    };
+    let served = |model: &str, name: Option<&str>| match CreateWorkload::try_from(with(model, name))
+        .unwrap()
+        .params
+    {
+        WorkloadParams::Endpoint { served_name, .. } => served_name,
+        other => panic!("{other:?}"),
+    };
+    for (model, name) in [
+        ("tiny.gguf", "tiny"),
+        ("team/tiny.gguf", "tiny"),
+        ("org/Llama-3.2-1B", "Llama-3.2-1B"),
+        ("a.b.gguf", "a.b"),
+        (".gguf", ".gguf"),
+        ("-x.gguf", "x"),
+        ("--.gguf", "model"),
+    ] {
+        assert_eq!(served(model, None), name, "{model}");
+    }
+    let long = format!("{}.gguf", "a".repeat(200));
+    assert_eq!(served(&long, None).len(), 128);
+    for name in ["llama-3.2-1b", "team/tiny:q4", "_x", ".x", "A"] {
+        assert_eq!(served("m.gguf", Some(name)), name);
+    }
+    let too_long = "a".repeat(129);
+    for bad in ["", "-x", ":x", "/x", "a b", "a\nb", "ü", too_long.as_str()] {
+        let err = refused(with("m.gguf", Some(bad)));
+        assert_eq!(err.field, "endpoint.served_name", "{bad:?}");
+    }
+}
+
+/// Scale-to-zero: unset never parks; a minute to a week when named, else refused.
+#[test]
+fn an_endpoints_idle_time_is_bounded() {
+    let with = |park_after_idle_s| CreateWorkloadRequest {
+        params: Some(Params::Endpoint(EndpointParams {
+            model: "m".into(),
+            slots: None,
+            served_name: None,
+            park_after_idle_s,
+        })),
+        ..endpoint("m")
+    };
+    for seconds in [None, Some(60), Some(600), Some(604_800)] {
+        let made = CreateWorkload::try_from(with(seconds)).unwrap();
+        match made.params {
+            WorkloadParams::Endpoint {
+                park_after_idle_s, ..
+            } => assert_eq!(park_after_idle_s, seconds),
+            other => panic!("{other:?}"),
+        }
+    }
+    for seconds in [0, 59, 604_801, u32::MAX] {
+        assert_eq!(
+            refused(with(Some(seconds))).field,
+            "endpoint.park_after_idle_s"
+        );
+    }
 }

@@ -206,6 +206,9 @@ mod tests {
                 retired: false,
                 params: Some(WorkloadParams::Endpoint {
                     model: "team/tiny.gguf".into(),
+                    slots: 2,
+                    served_name: "tiny".into(),
+                    park_after_idle_s: None,
                 }),
             },
         }
@@ -265,6 +268,9 @@ mod tests {
         sent.spec.as_mut().unwrap().params = Some(pb::workload_spec::Params::Endpoint(
             common_pb::EndpointParams {
                 model: "../../etc/shadow".into(),
+                slots: None,
+                served_name: None,
+                park_after_idle_s: None,
             },
         ));
         let read = DesiredWorkload::try_from(sent).unwrap();

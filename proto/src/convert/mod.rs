@@ -16,8 +16,8 @@ mod times;
 mod workload;
 
 pub use create_workload::{
-    CreateWorkload, MAX_DISK_GIB, MAX_FALLBACK, MAX_FALLBACK_AFTER_S, MAX_SSH_KEYS, RawParams,
-    WorkloadParams,
+    CreateWorkload, DEFAULT_SLOTS, MAX_DISK_GIB, MAX_FALLBACK, MAX_FALLBACK_AFTER_S,
+    MAX_SERVED_NAME, MAX_SLOTS, MAX_SSH_KEYS, RawParams, WorkloadParams, default_served_name,
 };
 pub use desired::{DesiredWorkload, PlacedSpec, Resources};
 pub use enums::{ProtoEnum, enum_list};

@@ -15,7 +15,21 @@ impl WorkloadParams {
     pub fn to_json(&self) -> String {
         let value = match self {
             WorkloadParams::Notebook => json!({}),
-            WorkloadParams::Endpoint { model } => json!({ "model": model }),
+            WorkloadParams::Endpoint {
+                model,
+                slots,
+                served_name,
+                park_after_idle_s,
+            } => {
+                let mut endpoint = Map::new();
+                endpoint.insert("model".into(), json!(model));
+                endpoint.insert("slots".into(), json!(slots));
+                endpoint.insert("served_name".into(), json!(served_name));
+                if let Some(seconds) = park_after_idle_s {
+                    endpoint.insert("park_after_idle_s".into(), json!(seconds));
+                }
+                Value::Object(endpoint)
+            }
             WorkloadParams::Vm {
                 ssh_authorized_keys,
                 disk_gib,
@@ -42,6 +56,29 @@ impl WorkloadParams {
                 model: match object.get("model") {
                     None => String::new(),
                     Some(model) => model.as_str().ok_or_else(bad)?.to_owned(),
+                },
+                // Rows written before endpoints had served names have none: the default.
+                served_name: match object.get("served_name") {
+                    None => None,
+                    Some(name) => Some(name.as_str().ok_or_else(bad)?.to_owned()),
+                },
+                // Rows written before scale-to-zero, or without it: never parked.
+                park_after_idle_s: match object.get("park_after_idle_s") {
+                    None => None,
+                    Some(n) => Some(
+                        n.as_u64()
+                            .and_then(|n| u32::try_from(n).ok())
+                            .ok_or_else(bad)?,
+                    ),
+                },
+                // Rows written before endpoints had slots have none: the default.
+                slots: match object.get("slots") {
+                    None => None,
+                    Some(n) => Some(
+                        n.as_u64()
+                            .and_then(|n| u32::try_from(n).ok())
+                            .ok_or_else(bad)?,
+                    ),
                 },
             }),
             WorkloadKind::Vm => RawParams::Vm(VmParams {
@@ -78,6 +115,9 @@ mod tests {
             WorkloadParams::Notebook,
             WorkloadParams::Endpoint {
                 model: "mlx-community/Llama-3.2-1B-Instruct-4bit".into(),
+                slots: 4,
+                served_name: "llama-3.2-1b:4bit".into(),
+                park_after_idle_s: Some(600),
             },
             WorkloadParams::Vm {
                 ssh_authorized_keys: vec!["ssh-ed25519 AAAAC3Nza me@host".into()],
@@ -98,10 +138,23 @@ mod tests {
         }
         assert_eq!(
             WorkloadParams::Endpoint {
-                model: "a/b".into()
+                model: "a/b".into(),
+                slots: 2,
+                served_name: "b".into(),
+                park_after_idle_s: None,
             }
             .to_json(),
-            r#"{"model":"a/b"}"#
+            r#"{"model":"a/b","served_name":"b","slots":2}"#
+        );
+        // Stored before endpoints had slots or served names: one, and the file's name.
+        assert_eq!(
+            WorkloadParams::from_json(WorkloadKind::Endpoint, r#"{"model":"a/b.gguf"}"#),
+            Ok(WorkloadParams::Endpoint {
+                model: "a/b.gguf".into(),
+                slots: 1,
+                served_name: "b".into(),
+                park_after_idle_s: None,
+            })
         );
     }
 
@@ -113,6 +166,25 @@ mod tests {
             (WorkloadKind::Endpoint, "{}"),
             (WorkloadKind::Endpoint, r#"{"model": 1}"#),
             (WorkloadKind::Endpoint, r#"{"model": "../etc"}"#),
+            (WorkloadKind::Endpoint, r#"{"model": "a", "slots": 0}"#),
+            (WorkloadKind::Endpoint, r#"{"model": "a", "slots": 65}"#),
+            (WorkloadKind::Endpoint, r#"{"model": "a", "slots": "2"}"#),
+            (
+                WorkloadKind::Endpoint,
+                r#"{"model": "a", "served_name": "-a"}"#,
+            ),
+            (
+                WorkloadKind::Endpoint,
+                r#"{"model": "a", "served_name": 1}"#,
+            ),
+            (
+                WorkloadKind::Endpoint,
+                r#"{"model": "a", "park_after_idle_s": 59}"#,
+            ),
+            (
+                WorkloadKind::Endpoint,
+                r#"{"model": "a", "park_after_idle_s": "600"}"#,
+            ),
             (
                 WorkloadKind::Vm,
                 r#"{"ssh_authorized_keys": "ssh-ed25519 AAAA"}"#,

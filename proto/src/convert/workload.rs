@@ -92,7 +92,10 @@ mod tests {
         assert_eq!(
             pb.params,
             Some(pb::workload::Params::Endpoint(EndpointParams {
-                model: "org/model".into()
+                model: "org/model".into(),
+                slots: Some(1),
+                served_name: Some("model".into()),
+                park_after_idle_s: None,
             }))
         );
 

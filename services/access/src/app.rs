@@ -17,9 +17,10 @@ use hyper::body::Incoming;
 use tracing::Instrument;
 use tracing::field::display;
 
-use crate::errors::{Failure, REQUEST_ID, RequestId};
+use crate::errors::{Envelope, Failure, REQUEST_ID, RequestId};
 use crate::host::{self, Site};
-use crate::limits::{InFlight, Limits};
+use crate::limits::Limits;
+use crate::queue::Queues;
 use crate::session::Sessions;
 use crate::targets::Targets;
 use crate::upstream::Upstream;
@@ -30,11 +31,22 @@ use einsora_runtime::access_url::AccessUrl;
 pub(crate) struct Proxy {
     pub(crate) public: AccessUrl,
     pub(crate) limits: Limits,
-    pub(crate) in_flight: InFlight,
+    /// Each endpoint's requests through to its engine, and those waiting for a place.
+    pub(crate) queues: Queues,
     pub(crate) upstream: Upstream,
     pub(crate) targets: Targets,
+    /// Each tenant's served models, for the one base URL (`gateway.rs`).
+    pub(crate) served: crate::served::ServedModels,
     pub(crate) sessions: Sessions,
     pub(crate) shutdown: Shutdown,
+    /// Tokens endpoints' answers used, until sent to the api (`tally.rs`).
+    pub(crate) tally: Arc<crate::tally::Tally>,
+    /// Inference keys' and tenants' requests and tokens against their limits.
+    pub(crate) rate_limits: Arc<crate::ratelimit::RateLimits>,
+    /// Endpoints used since the controller last heard (`touch.rs`).
+    pub(crate) touched: crate::touch::Touched,
+    /// Parked endpoints asked to wake (`wake.rs`).
+    pub(crate) wakes: crate::wake::Wakes,
 }
 
 /// The proxy as the HTTP server's service.
@@ -71,16 +83,17 @@ async fn handle(proxy: Arc<Proxy>, request: Request) -> Response {
     );
     let (started, method) = (Instant::now(), request.method().clone());
     let mut route = "other";
+    let mut envelope = Envelope::Einsora;
     let answer = async {
         let shutdown = proxy.shutdown.cancelled();
         tokio::select! {
-            answer = dispatch(&proxy, request, &id, &mut route) => answer,
+            answer = dispatch(&proxy, request, &id, (&mut route, &mut envelope)) => answer,
             () = shutdown => Err(Failure::unavailable("the proxy is shutting down")),
         }
     }
     .instrument(span.clone())
     .await;
-    let mut response = answer.unwrap_or_else(|failure| failure.response(&id));
+    let mut response = answer.unwrap_or_else(|failure| failure.response(&id, envelope));
     let status = response.status().as_u16();
     einsora_runtime::metrics::http_request(route, method.as_str(), status, started.elapsed());
     tracing::debug!(parent: &span, status, "answered");
@@ -88,12 +101,13 @@ async fn handle(proxy: Arc<Proxy>, request: Request) -> Response {
     response
 }
 
-/// Hands the request to its site's handling; `route` says which, for the metrics.
+/// Hands the request to its site's handling; `route` says which, for the metrics, and
+/// `envelope` which shape its failures are answered in.
 async fn dispatch(
-    proxy: &Proxy,
+    proxy: &Arc<Proxy>,
     request: Request<Body>,
     id: &RequestId,
-    route: &mut &'static str,
+    (route, envelope): (&mut &'static str, &mut Envelope),
 ) -> Result<Response, Failure> {
     let (parts, body) = request.into_parts();
     let site = host::site(&parts, &proxy.public)?;
@@ -105,9 +119,18 @@ async fn dispatch(
         }
         Site::Endpoints => {
             *route = metrics::Site::Endpoint.word();
+            if inference(request.uri().path()) {
+                *envelope = Envelope::OpenAi;
+            }
             endpoint::handle(proxy, request, id).await
         }
     }
+}
+
+/// An inference route's path, whose failures its OpenAI clients parse: an endpoint's
+/// (`/e/<id>/…`) or the one base URL's (`/v1/…`).
+fn inference(path: &str) -> bool {
+    path.starts_with("/e/") || path == "/v1" || path.starts_with("/v1/")
 }
 
 /// Puts the caller on the request's log lines, as the api does (`display`).

@@ -9,20 +9,32 @@
 
 mod app;
 mod body;
+mod cut;
 mod endpoint;
 mod errors;
 mod forward;
+mod gateway;
 mod host;
 mod kept;
+mod keys;
 pub mod limits;
 mod metrics;
+mod models;
 mod notebook;
 mod open;
+mod queue;
+mod ratelimit;
+mod routing;
+mod served;
 mod session;
 mod sweep;
+mod tally;
 mod targets;
+mod touch;
+mod translate;
 mod upstream;
 mod usage;
+mod wake;
 
 use std::net::SocketAddr;
 
@@ -66,6 +78,9 @@ pub struct Config {
     pub target_ttl: std::time::Duration,
     /// Connections at once, and how long a request's head may take.
     pub http: HttpLimits,
+    /// How often endpoints' use is reported to the controller (`touch.rs`; tests scale it
+    /// down).
+    pub touch_every: std::time::Duration,
 }
 
 impl Config {
@@ -88,6 +103,7 @@ impl Config {
             limits: limits::Limits::from_settings(settings)?,
             target_ttl: TARGET_TTL,
             http: HttpLimits::from_settings(settings)?,
+            touch_every: touch::EVERY,
         })
     }
 }
@@ -131,13 +147,26 @@ fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<(app::App, Optio
     let proxy = std::sync::Arc::new(app::Proxy {
         public: cfg.public_url.clone(),
         limits: cfg.limits.clone(),
-        in_flight: limits::InFlight::default(),
+        queues: queue::Queues::default(),
         upstream: upstream::Upstream::new(api, controllers),
         targets: targets::Targets::new(cfg.target_ttl),
+        served: served::ServedModels::new(cfg.target_ttl),
         sessions: session::Sessions::default(),
         shutdown: shutdown.clone(),
+        tally: std::sync::Arc::default(),
+        rate_limits: std::sync::Arc::default(),
+        touched: touch::Touched::default(),
+        wakes: wake::Wakes::default(),
     });
+    let touching = touch::run(
+        std::sync::Arc::clone(&proxy),
+        cfg.touch_every,
+        shutdown.clone(),
+    );
+    tokio::spawn(touching);
     tokio::spawn(sweep::run(std::sync::Arc::clone(&proxy)));
+    let tally = std::sync::Arc::clone(&proxy.tally);
+    tokio::spawn(tally.run(proxy.upstream.clone(), shutdown.clone()));
     Ok((app::App(proxy), tls))
 }
 
@@ -150,7 +179,9 @@ async fn serve_app(
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     tracing::info!(addr = %addr, public_url = %cfg.public_url, https = tls.is_some(), "access serving");
-    http::serve(listener, cfg.http, tls, shutdown, move |_peer| app.clone())
-        .await
-        .context("access")
+    let proxy = std::sync::Arc::clone(&app.0);
+    let served = http::serve(listener, cfg.http, tls, shutdown, move |_peer| app.clone()).await;
+    // The answers have ended, and their tokens are counted: the last of them go to the api.
+    proxy.tally.send_last(&proxy.upstream).await;
+    served.context("access")
 }

@@ -1,25 +1,29 @@
 //! What one request to an endpoint may ask of its worker: a body of bounded size, a bounded
 //! number of tokens (set to the bound when the request names none, so nothing generates
-//! unbounded), a bounded number of requests in flight per endpoint, and time limits for the
-//! first byte and for the whole answer. Each refusal names the limit.
+//! unbounded), a bounded number of requests through to it at once per endpoint with a bounded
+//! queue behind them (`queue.rs`), and time limits for the first byte and for the whole
+//! answer. Each refusal names the limit.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 use einsora_runtime::settings::{ConfigError, Settings};
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use uuid::Uuid;
 
 use crate::errors::Failure;
+use crate::queue::Bounds;
+use crate::usage;
 
 pub const MAX_BODY: &str = "EINSORA_ENDPOINT_MAX_BODY_BYTES";
 pub const MAX_TOKENS: &str = "EINSORA_ENDPOINT_MAX_TOKENS";
 pub const CONCURRENCY: &str = "EINSORA_ENDPOINT_CONCURRENCY";
+pub const QUEUE: &str = "EINSORA_ENDPOINT_QUEUE";
+pub const QUEUE_WAIT: &str = "EINSORA_ENDPOINT_QUEUE_WAIT";
 pub const TIMEOUT: &str = "EINSORA_ENDPOINT_TIMEOUT";
+pub const WAKE_WAIT: &str = "EINSORA_ENDPOINT_WAKE_WAIT";
+/// The longest queue an endpoint may have.
+const MOST_QUEUED: u64 = 100_000;
 
 /// The token fields of OpenAI-style requests (and llama.cpp's own).
 const TOKEN_FIELDS: [&str; 3] = ["max_tokens", "max_completion_tokens", "n_predict"];
@@ -28,10 +32,16 @@ const TOKEN_FIELDS: [&str; 3] = ["max_tokens", "max_completion_tokens", "n_predi
 pub struct Limits {
     pub max_body_bytes: usize,
     pub max_tokens: u64,
-    /// Requests in flight per endpoint.
+    /// Requests through to one endpoint's engine at once, whatever its slots.
     pub concurrency: usize,
+    /// Requests waiting per endpoint, behind those through (0: none wait).
+    pub queue: usize,
+    /// How long one may wait.
+    pub queue_wait: Duration,
     /// For the worker's first byte, and again for the whole answer to stream.
     pub timeout: Duration,
+    /// How long a request to a parked endpoint is held while it wakes (`wake.rs`).
+    pub wake_wait: Duration,
 }
 
 impl Limits {
@@ -43,12 +53,34 @@ impl Limits {
             })
         };
         let timeout = settings.positive_duration(TIMEOUT, "10m")?;
+        let queue = settings.parse_with(QUEUE, "64", |v| match v.parse::<u64>() {
+            Ok(n) if n <= MOST_QUEUED => Ok(n),
+            _ => Err(format!("is not a whole number from 0 to {MOST_QUEUED}")),
+        })?;
         Ok(Limits {
             max_body_bytes: usize::try_from(positive(MAX_BODY, "1048576")?).unwrap_or(usize::MAX),
             max_tokens: positive(MAX_TOKENS, "4096")?,
             concurrency: usize::try_from(positive(CONCURRENCY, "8")?).unwrap_or(usize::MAX),
+            queue: usize::try_from(queue).unwrap_or(usize::MAX),
+            queue_wait: settings.positive_duration(QUEUE_WAIT, "30s")?,
             timeout,
+            wake_wait: settings.positive_duration(WAKE_WAIT, "2m")?,
         })
+    }
+
+    /// What the queue of an endpoint with `slots` (0: the controller didn't say) is held to:
+    /// through to its engine at once no more than its slots and the setting allow.
+    pub(crate) fn queue_bounds(&self, slots: u32) -> Bounds {
+        let slots = usize::try_from(slots).unwrap_or(usize::MAX);
+        let cap = match slots {
+            0 => self.concurrency,
+            n => n.min(self.concurrency),
+        };
+        Bounds {
+            cap,
+            length: self.queue,
+            wait: self.queue_wait,
+        }
     }
 }
 
@@ -60,44 +92,6 @@ impl Default for Limits {
     }
 }
 
-/// Each endpoint's requests in flight.
-#[derive(Debug, Default)]
-pub(crate) struct InFlight {
-    endpoints: Mutex<HashMap<Uuid, Arc<Semaphore>>>,
-}
-
-impl InFlight {
-    /// A place among the endpoint's requests in flight, held until the answer ends.
-    pub(crate) fn enter(
-        &self,
-        endpoint: Uuid,
-        limits: &Limits,
-    ) -> Result<OwnedSemaphorePermit, Failure> {
-        let semaphore = {
-            let mut endpoints = self
-                .endpoints
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            // An endpoint with nothing in flight needs no entry (a permit holds its semaphore).
-            endpoints.retain(|_, s| Arc::strong_count(s) > 1);
-            Arc::clone(
-                endpoints
-                    .entry(endpoint)
-                    .or_insert_with(|| Arc::new(Semaphore::new(limits.concurrency))),
-            )
-        };
-        semaphore.try_acquire_owned().map_err(|_| {
-            Failure::over_limit(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "this endpoint already has {} requests in flight ({CONCURRENCY}); retry shortly",
-                    limits.concurrency
-                ),
-            )
-        })
-    }
-}
-
 /// The request's body within the size limit, its token count bounded (and set when absent).
 /// Only JSON objects are generation requests; `models` takes no body.
 pub(crate) async fn bounded_body(
@@ -105,6 +99,25 @@ pub(crate) async fn bounded_body(
     limits: &Limits,
     generates: bool,
 ) -> Result<Bytes, Failure> {
+    Ok(bounded(body, limits, generates, false).await?.0)
+}
+
+/// As [`bounded_body`], in the same one parse a stream asking its engine for usage
+/// (`usage::ask_engine`): what was added, to be taken out of the answer the client sees.
+pub(crate) async fn bounded_counted_body(
+    body: Body,
+    limits: &Limits,
+    generates: bool,
+) -> Result<(Bytes, usage::Added), Failure> {
+    bounded(body, limits, generates, true).await
+}
+
+async fn bounded(
+    body: Body,
+    limits: &Limits,
+    generates: bool,
+    ask_usage: bool,
+) -> Result<(Bytes, usage::Added), Failure> {
     let too_large = || {
         Failure::over_limit(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -118,7 +131,7 @@ pub(crate) async fn bounded_body(
         .await
         .map_err(|_| too_large())?;
     if !generates {
-        return Ok(bytes);
+        return Ok((bytes, usage::Added::default()));
     }
     let mut request: Value = serde_json::from_slice(&bytes)
         .ok()
@@ -144,7 +157,11 @@ pub(crate) async fn bounded_body(
     if !named {
         request["max_tokens"] = Value::from(limits.max_tokens);
     }
-    Ok(Bytes::from(request.to_string()))
+    let added = match request.as_object_mut() {
+        Some(request) if ask_usage => usage::ask_engine(request),
+        _ => usage::Added::default(),
+    };
+    Ok((Bytes::from(request.to_string()), added))
 }
 
 #[cfg(test)]
@@ -156,7 +173,10 @@ mod tests {
             max_body_bytes: 64,
             max_tokens: 16,
             concurrency: 2,
+            queue: 3,
+            queue_wait: Duration::from_secs(5),
             timeout: Duration::from_secs(1),
+            wake_wait: Duration::from_secs(1),
         }
     }
 
@@ -186,24 +206,31 @@ mod tests {
         assert_eq!(bounded(&big).await.unwrap_err().code(), "too_large");
     }
 
+    /// Through at once: the endpoint's slots, no more than the setting; all of the setting
+    /// where the controller didn't say.
     #[test]
-    fn requests_in_flight_are_bounded_per_endpoint() {
-        let (in_flight, limits) = (InFlight::default(), limits());
-        let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
-        let first = in_flight.enter(a, &limits).unwrap();
-        let _second = in_flight.enter(a, &limits).unwrap();
+    fn the_cap_is_the_slots_within_the_setting() {
+        let limits = limits();
+        let cap = |slots| limits.queue_bounds(slots).cap;
+        assert_eq!((cap(1), cap(2), cap(64), cap(0)), (1, 2, 2, 2));
+        assert_eq!(limits.queue_bounds(1).length, 3);
+    }
+
+    #[test]
+    fn queue_settings_are_read_and_bounded() {
+        let read = |pairs: &[(&str, &str)]| {
+            let settings = Settings::from_map(pairs.iter().map(|(k, v)| (*k, *v)));
+            Limits::from_settings(&settings)
+        };
+        let defaults = read(&[]).unwrap();
         assert_eq!(
-            in_flight.enter(a, &limits).unwrap_err().code(),
-            "rate_limited"
+            (defaults.queue, defaults.queue_wait),
+            (64, Duration::from_secs(30))
         );
-        assert!(
-            in_flight.enter(b, &limits).is_ok(),
-            "another endpoint has its own"
-        );
-        drop(first);
-        assert!(
-            in_flight.enter(a, &limits).is_ok(),
-            "a finished request frees its place"
-        );
+        let none = read(&[(QUEUE, "0"), (QUEUE_WAIT, "2s")]).unwrap();
+        assert_eq!((none.queue, none.queue_wait), (0, Duration::from_secs(2)));
+        for bad in [(QUEUE, "-1"), (QUEUE, "100001"), (QUEUE_WAIT, "0s")] {
+            assert!(read(&[bad]).is_err(), "{bad:?}");
+        }
     }
 }

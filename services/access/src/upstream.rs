@@ -12,7 +12,6 @@ use std::time::Duration;
 use einsora_proto::common::v1::WorkloadKind;
 use einsora_proto::internal::v1 as pb;
 use einsora_proto::internal::v1::api_internal_service_client::ApiInternalServiceClient;
-use einsora_proto::internal::v1::authenticate_request::Credential;
 use einsora_proto::internal::v1::controller_internal_service_client::ControllerInternalServiceClient;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
@@ -21,13 +20,22 @@ use uuid::Uuid;
 use crate::errors::{Failure, RequestId};
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// When to retry a workload that is starting: its server may take a while.
+const STARTING: Duration = Duration::from_secs(5);
 
-/// Who a ticket or API token belongs to.
+/// Who a ticket, API token or inference key belongs to.
 #[derive(Debug, Clone)]
 pub(crate) struct Caller {
     pub(crate) tenant_id: String,
     pub(crate) user_id: String,
     pub(crate) subject: String,
+    /// An inference key's scope and limits (`keys.rs`); `None` for an API token or a ticket.
+    pub(crate) key: Option<crate::keys::KeyGrant>,
+    /// The tenant's inference limits (endpoints' callers only).
+    pub(crate) tenant_limits: crate::keys::TenantLimits,
+    /// The request let through those limits and the key's: its answer's headers, and where
+    /// its tokens are counted (`ratelimit.rs`); `None` where no limit applies.
+    pub(crate) limited: Option<crate::ratelimit::Admitted>,
 }
 
 /// How the proxy reaches a workload.
@@ -51,6 +59,8 @@ pub(crate) struct Target {
     pub(crate) region: String,
     pub(crate) placed_class: String,
     pub(crate) gpu_class: String,
+    /// An endpoint's slots: requests its engine serves at once (0: not said).
+    pub(crate) slots: u32,
 }
 
 impl fmt::Debug for Target {
@@ -62,6 +72,7 @@ impl fmt::Debug for Target {
             .field("route", &self.route)
             .field("region", &self.region)
             .field("placed_class", &self.placed_class)
+            .field("slots", &self.slots)
             .finish_non_exhaustive()
     }
 }
@@ -76,6 +87,8 @@ pub(crate) enum LookupError {
     Unreachable(String),
     /// The workload is running but its machine hasn't said where it listens yet.
     NotReady,
+    /// An endpoint parked after its idle time: a request wakes it (`wake.rs`).
+    Parked,
     /// The service didn't answer; its status is for the operator's log only.
     Unavailable(Status),
 }
@@ -89,7 +102,12 @@ impl LookupError {
             // The workload's state, not a fault: said to the caller, not logged as a failure.
             LookupError::NotReady => {
                 tracing::debug!(service, "the workload isn't ready yet");
-                Failure::unavailable("it isn't ready yet; try again shortly")
+                Failure::unavailable("it is starting and isn't ready yet; try again shortly")
+                    .retry_after(STARTING)
+            }
+            LookupError::Parked => {
+                Failure::unavailable("it is parked after its idle time; try again shortly")
+                    .retry_after(STARTING)
             }
             LookupError::Unavailable(status) => {
                 tracing::warn!(service, code = ?status.code(), message = status.message(), "lookup failed");
@@ -159,11 +177,14 @@ impl Upstream {
         id: &RequestId,
     ) -> Result<Caller, LookupError> {
         let request = pb::AuthenticateRequest {
-            credential: Some(Credential::ApiToken(api_token.to_owned())),
+            credential: Some(crate::keys::credential(api_token)),
             ..Default::default()
         };
         let answer = call(self.api.clone().authenticate(request_with(request, id))).await?;
         Ok(Caller {
+            key: crate::keys::grant(&answer),
+            tenant_limits: crate::keys::tenant_limits(&answer),
+            limited: None,
             tenant_id: answer.tenant_id,
             user_id: answer.user_id,
             subject: answer.subject,
@@ -193,6 +214,9 @@ impl Upstream {
             tenant_id: answer.tenant_id,
             user_id: answer.user_id,
             subject: answer.subject,
+            key: None,
+            tenant_limits: crate::keys::TenantLimits::default(),
+            limited: None,
         };
         Ok((caller, answer.grant))
     }
@@ -228,24 +252,81 @@ impl Upstream {
             async move { controller.resolve_access_target(request).await }
         });
         let answer = answered(asked.await)?;
-        let route = match (answer.relayed, answer.socket_path.is_empty()) {
-            (true, _) => Route::Relayed {
-                tenant_id: tenant_id.to_owned(),
-            },
-            (false, false) => Route::Socket(PathBuf::from(&answer.socket_path)),
-            (false, true) => return Err(LookupError::Refused),
-        };
-        Ok(Target {
-            kind: answer.kind(),
-            workload,
-            attempt: answer.attempt,
-            route,
-            token: answer.token,
-            region: answer.region,
-            placed_class: answer.placed_class,
-            gpu_class: answer.gpu_class,
-        })
+        target_of(answer, workload, tenant_id)
     }
+
+    /// The tenant's endpoints, running or starting, with the names they serve, and where
+    /// those the proxy may reach listen now (the one base URL, `gateway.rs`).
+    pub(crate) async fn served(
+        &self,
+        tenant_id: &str,
+        id: &RequestId,
+    ) -> Result<Vec<Served>, LookupError> {
+        let request = pb::ListServedModelsRequest {
+            tenant_id: tenant_id.to_owned(),
+        };
+        let asked = self.ask(|mut controller| {
+            let request = request_with(request.clone(), id);
+            async move { controller.list_served_models(request).await }
+        });
+        let answer = answered(asked.await)?;
+        let served = answer.models.into_iter().filter_map(|m| {
+            let workload = Uuid::try_parse(&m.workload_id).ok()?;
+            // A target it can't make sense of is as none: that endpoint isn't reached.
+            let target = m.target.and_then(|t| {
+                let target = target_of(t, workload, tenant_id).ok()?;
+                (target.kind == WorkloadKind::Endpoint).then(|| Arc::new(target))
+            });
+            Some(Served {
+                workload,
+                name: m.served_name,
+                cpu: m.cpu,
+                parked: m.parked,
+                target,
+            })
+        });
+        Ok(served.collect())
+    }
+}
+
+/// One of a tenant's endpoints as the one base URL sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Served {
+    pub(crate) workload: Uuid,
+    /// The name it serves its model under.
+    pub(crate) name: String,
+    /// It runs on a CPU class: a fallback for its name's GPU replicas.
+    pub(crate) cpu: bool,
+    /// Parked after its idle time, and nothing else serves its name: a request wakes it.
+    pub(crate) parked: bool,
+    /// Where it listens; `None` while it starts or can't be reached.
+    pub(crate) target: Option<Arc<Target>>,
+}
+
+/// What the controller said of `workload`, as a target for the tenant that asked.
+fn target_of(
+    answer: pb::ResolveAccessTargetResponse,
+    workload: Uuid,
+    tenant_id: &str,
+) -> Result<Target, LookupError> {
+    let route = match (answer.relayed, answer.socket_path.is_empty()) {
+        (true, _) => Route::Relayed {
+            tenant_id: tenant_id.to_owned(),
+        },
+        (false, false) => Route::Socket(PathBuf::from(&answer.socket_path)),
+        (false, true) => return Err(LookupError::Refused),
+    };
+    Ok(Target {
+        kind: answer.kind(),
+        workload,
+        attempt: answer.attempt,
+        route,
+        token: answer.token,
+        region: answer.region,
+        placed_class: answer.placed_class,
+        gpu_class: answer.gpu_class,
+        slots: answer.slots,
+    })
 }
 
 impl Upstream {
@@ -284,6 +365,58 @@ impl Upstream {
         let (ours, theirs) = tokio::io::duplex(einsora_proto::RELAY_MAX_FRAME);
         tokio::spawn(einsora_runtime::relay_io::carry(theirs, tx, down));
         Ok(ours)
+    }
+}
+
+impl Upstream {
+    /// Hands the api a batch of token counts (`tally.rs`); added once, however often sent.
+    pub(crate) async fn record_token_usage(
+        &self,
+        batch: pb::RecordTokenUsageRequest,
+    ) -> Result<(), Status> {
+        let request = request_with(batch, &RequestId::new());
+        let mut api = self.api.clone();
+        match tokio::time::timeout(CALL_TIMEOUT, api.record_token_usage(request)).await {
+            Ok(answer) => answer.map(drop),
+            Err(_) => Err(Status::deadline_exceeded("no answer in time")),
+        }
+    }
+}
+
+impl Upstream {
+    /// Asks the api to start a parked endpoint for `caller` (`ApiInternalService.WakeEndpoint`):
+    /// `true` if this started it, `false` if it was on its way already.
+    pub(crate) async fn wake(
+        &self,
+        endpoint: Uuid,
+        caller: &Caller,
+        id: &RequestId,
+    ) -> Result<bool, LookupError> {
+        let request = pb::WakeEndpointRequest {
+            tenant_id: caller.tenant_id.clone(),
+            user_id: caller.user_id.clone(),
+            endpoint_id: endpoint.to_string(),
+            key_id: caller
+                .key
+                .as_ref()
+                .map(|k| k.key_id.clone())
+                .unwrap_or_default(),
+        };
+        let answer = call(self.api.clone().wake_endpoint(request_with(request, id))).await?;
+        Ok(answer.started)
+    }
+
+    /// Tells the controller which endpoints were used since the last report (`touch.rs`).
+    pub(crate) async fn touch(&self, endpoints: &[Uuid]) -> Result<(), LookupError> {
+        let request = pb::TouchEndpointsRequest {
+            endpoint_ids: endpoints.iter().map(Uuid::to_string).collect(),
+        };
+        let id = RequestId::new();
+        let asked = self.ask(|mut controller| {
+            let request = request_with(request.clone(), &id);
+            async move { controller.touch_endpoints(request).await }
+        });
+        answered(asked.await).map(drop)
     }
 }
 
@@ -347,6 +480,7 @@ fn answered<T>(answer: Result<tonic::Response<T>, Status>) -> Result<T, LookupEr
         Err(status) if marked(&status, einsora_proto::metadata::NOT_READY) => {
             Err(LookupError::NotReady)
         }
+        Err(status) if marked(&status, einsora_proto::metadata::PARKED) => Err(LookupError::Parked),
         Err(status) => Err(LookupError::Unavailable(status)),
     }
 }

@@ -15,16 +15,19 @@ use einsora_store::Grant;
 use crate::accounts::{me, secrets};
 use crate::caller::{Access, Auth, unauthenticated};
 use crate::grants;
+use crate::inference;
 use crate::status;
 
 #[derive(Debug)]
 pub struct Internal {
     auth: Arc<Auth>,
+    /// Classes' shapes, for a woken endpoint's quota check (`wake.rs`).
+    catalog: Arc<einsora_core::catalog::Catalog>,
 }
 
 impl Internal {
-    pub fn new(auth: Arc<Auth>) -> Self {
-        Internal { auth }
+    pub fn new(auth: Arc<Auth>, catalog: Arc<einsora_core::catalog::Catalog>) -> Self {
+        Internal { auth, catalog }
     }
 }
 
@@ -44,15 +47,35 @@ impl ApiInternalService for Internal {
         let auth = match &req.credential {
             Some(Credential::ApiToken(token)) => self.auth.by_token(token).await?,
             Some(Credential::SessionId(id)) => self.auth.by_session(id, access, csrf).await?,
+            Some(Credential::InferenceKey(key)) => {
+                return Ok(Response::new(
+                    inference::authenticate(&self.auth, key).await?,
+                ));
+            }
             None => return Err(unauthenticated()),
         };
-        Ok(Response::new(pb::AuthenticateResponse {
+        let via_token = auth.caller.via_token;
+        let mut answer = pb::AuthenticateResponse {
             tenant_id: auth.user.tenant_id.to_string(),
             user_id: auth.user.id.to_string(),
             subject: auth.user.email.clone(),
             credential: Some(me::credential(&auth)),
             expires_at: auth.expires_at().map(timestamp),
-        }))
+            ..pb::AuthenticateResponse::default()
+        };
+        // An API token calls endpoints under the tenant's inference limits.
+        if via_token {
+            inference::add_tenant_limits(&self.auth, auth.user.tenant_id, &mut answer).await?;
+        }
+        Ok(Response::new(answer))
+    }
+
+    async fn wake_endpoint(
+        &self,
+        request: Request<pb::WakeEndpointRequest>,
+    ) -> Result<Response<pb::WakeEndpointResponse>, Status> {
+        let answer = crate::wake::wake(self.auth.store(), &self.catalog, request.into_inner());
+        Ok(Response::new(answer.await?))
     }
 
     async fn redeem_ticket(
@@ -78,6 +101,15 @@ impl ApiInternalService for Internal {
             subject: redeemed.user.email,
             grant: grants::encode(&redeemed.granted_by),
         }))
+    }
+
+    async fn record_token_usage(
+        &self,
+        request: Request<pb::RecordTokenUsageRequest>,
+    ) -> Result<Response<pb::RecordTokenUsageResponse>, Status> {
+        let store = self.auth.store();
+        let added = crate::token_usage::record(store, request.into_inner()).await?;
+        Ok(Response::new(pb::RecordTokenUsageResponse { added }))
     }
 
     async fn live_grants(

@@ -15,11 +15,14 @@ pub mod enrolment;
 mod grants;
 pub mod health;
 pub mod idempotency;
+mod inference;
 pub mod machines;
 pub mod quotas;
 mod scoped;
 pub mod status;
+pub mod token_usage;
 pub mod usage;
+mod wake;
 mod wire;
 pub mod workloads;
 
@@ -30,6 +33,7 @@ use anyhow::Context;
 use einsora_core::catalog::Catalog;
 use einsora_proto::access::v1::access_service_server::AccessServiceServer;
 use einsora_proto::accounts::v1::account_service_server::AccountServiceServer;
+use einsora_proto::accounts::v1::inference_key_service_server::InferenceKeyServiceServer;
 use einsora_proto::accounts::v1::quota_service_server::QuotaServiceServer;
 use einsora_proto::accounts::v1::team_service_server::TeamServiceServer;
 use einsora_proto::accounts::v1::token_service_server::TokenServiceServer;
@@ -104,13 +108,18 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let users = accounts::Users::new(Arc::clone(&auth), Arc::clone(&passwords));
     let accounts = accounts::Accounts::new(Arc::clone(&auth), passwords);
     let tokens = accounts::Tokens::new(Arc::clone(&auth));
-    let internal = internal::Internal::new(Arc::clone(&auth));
+    let inference_keys = accounts::InferenceKeys::new(Arc::clone(&auth));
+    let internal = internal::Internal::new(Arc::clone(&auth), Arc::clone(&cfg.catalog));
     let idempotency = idempotency::Idempotency::new(Arc::clone(&auth), cfg.idempotency_ttl);
     // The public services and the Idempotency-Key claims are the gateway's to call; the
     // internal one, the access proxy's.
     let mut routes = Routes::default()
         .add_service(AccountServiceServer::with_interceptor(accounts, gateway()))
         .add_service(TokenServiceServer::with_interceptor(tokens, gateway()))
+        .add_service(InferenceKeyServiceServer::with_interceptor(
+            inference_keys,
+            gateway(),
+        ))
         .add_service(UserServiceServer::with_interceptor(users, gateway()))
         .add_service(IdempotencyServiceServer::with_interceptor(
             idempotency,

@@ -1,4 +1,5 @@
-//! UsageService: the caller's tenant's hourly usage records (time and units, never money).
+//! UsageService: the caller's tenant's hourly usage records (time and units, never money), and
+//! its token usage (`token_usage.rs`).
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use time::OffsetDateTime;
 use tonic::{Request, Response, Status};
 
 use crate::caller::{Access, Auth};
-use crate::{status, wire};
+use crate::{status, token_usage, wire};
 
 const DEFAULT_PAGE_SIZE: u32 = 500;
 const MAX_PAGE_SIZE: u32 = 5000;
@@ -49,6 +50,18 @@ impl UsageService for UsageApi {
             0 => DEFAULT_PAGE_SIZE,
             n => n.min(MAX_PAGE_SIZE),
         };
+        if let Some(tokens) = token_usage::Tokens::asked(&req.tokens)? {
+            let asked = token_usage::Asked {
+                tokens,
+                from,
+                to,
+                user: caller.scope().owner,
+                limit,
+                page_token: &req.page_token,
+            };
+            let answer = token_usage::list(&*self.store, caller.tenant, asked).await?;
+            return Ok(Response::new(answer));
+        }
         let page = UsagePage {
             from,
             to,
@@ -70,6 +83,7 @@ impl UsageService for UsageApi {
         Ok(Response::new(pb::ListUsageResponse {
             records: found.iter().map(wire::usage).collect(),
             next_page_token,
+            tokens: Vec::new(),
         }))
     }
 
@@ -162,11 +176,11 @@ fn unit_hours(unit_seconds: u64) -> String {
 }
 
 /// `<hour start, Unix seconds>_<record ID>`.
-fn token(c: UsageCursor) -> String {
+pub(crate) fn token(c: UsageCursor) -> String {
     format!("{}_{}", c.hour_start.unix_timestamp(), c.id)
 }
 
-fn cursor(token: &str) -> Result<Option<UsageCursor>, Status> {
+pub(crate) fn cursor(token: &str) -> Result<Option<UsageCursor>, Status> {
     if token.is_empty() {
         return Ok(None);
     }

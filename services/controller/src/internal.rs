@@ -12,6 +12,8 @@
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use einsora_core::accelerator::AcceleratorKind;
+use einsora_core::catalog::Catalog;
 use einsora_core::ids::{MachineId, TenantId, WorkloadId};
 use einsora_core::kind::WorkloadKind;
 use einsora_core::lifecycle::State;
@@ -20,12 +22,15 @@ use einsora_core::run_dirs::RunDirs;
 use einsora_proto::common::v1 as common_pb;
 use einsora_proto::internal::v1 as pb;
 use einsora_proto::internal::v1::controller_internal_service_server::ControllerInternalService;
-use einsora_store::Store;
+use einsora_store::{Store, WorkloadFilter};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::agents::Hub;
 use crate::agents::relay::{self, Relays};
+
+/// The most endpoints one `TouchEndpoints` names.
+const MAX_TOUCHED: usize = 10_000;
 
 #[derive(Debug)]
 pub struct Internal {
@@ -34,6 +39,8 @@ pub struct Internal {
     relays: Arc<Relays>,
     region: Region,
     reachable: Reachable,
+    /// Which classes are CPU classes (`ListServedModels`).
+    catalog: Arc<Catalog>,
 }
 
 impl Internal {
@@ -44,12 +51,14 @@ impl Internal {
         relays: Arc<Relays>,
         region: Region,
         reachable_agent: RunDirs,
+        catalog: Arc<Catalog>,
     ) -> Self {
         Internal {
             store,
             hub,
             relays,
             region,
+            catalog,
             reachable: Reachable {
                 dirs: reachable_agent,
                 machine: OnceLock::new(),
@@ -127,6 +136,17 @@ fn not_ready() -> Status {
     status
 }
 
+/// An endpoint of the caller's parked after its idle time (scale-to-zero): marked so the proxy
+/// wakes it.
+fn parked() -> Status {
+    let mut status = Status::unavailable("it is parked after its idle time");
+    status.metadata_mut().insert(
+        einsora_proto::metadata::ERROR,
+        tonic::metadata::MetadataValue::from_static(einsora_proto::metadata::PARKED),
+    );
+    status
+}
+
 #[tonic::async_trait]
 impl ControllerInternalService for Internal {
     async fn resolve_access_target(
@@ -139,47 +159,90 @@ impl ControllerInternalService for Internal {
         let id: WorkloadId = req.workload_id.parse().map_err(|_| not_found())?;
         let tenant: TenantId = req.tenant_id.parse().map_err(|_| not_found())?;
         let (w, machine) = self.running(id, tenant).await?;
-        let relayed = self.reachable.machine() != Some(machine);
-        // Not connected now (a partition, an agent or controller restarting): worth a retry,
-        // as a workload not ready yet is; a machine gone for good fails its workloads.
-        if relayed && !self.relays.listening(machine) {
-            return Err(not_ready());
+        Ok(Response::new(self.target(w, machine)?))
+    }
+
+    async fn list_served_models(
+        &self,
+        request: Request<pb::ListServedModelsRequest>,
+    ) -> Result<Response<pb::ListServedModelsResponse>, Status> {
+        self.leading()?;
+        let tenant: TenantId = request
+            .into_inner()
+            .tenant_id
+            .parse()
+            .map_err(|_| not_found())?;
+        let filter = WorkloadFilter {
+            tenant: Some(tenant),
+            region: Some(self.region.clone()),
+            states: vec![
+                State::Pending,
+                State::Queued,
+                State::Provisioning,
+                State::Running,
+                // Parked when idle: listed while nothing else serves its name (below).
+                State::Stopped,
+            ],
+            include_deleted: false,
+        };
+        let running = match self.store.workloads(&filter).await {
+            Ok(running) => running,
+            Err(e) => return Err(crate::status::store(&e, "listing a tenant's endpoints")),
+        };
+        let mut models = Vec::new();
+        for w in running {
+            if w.kind != WorkloadKind::Endpoint {
+                continue;
+            }
+            let parked = w.state == State::Stopped;
+            if parked && crate::reconcile::idle::park_after(&w).is_none() {
+                continue;
+            }
+            let served_name = served_name(&w);
+            let cpu = self.on_cpu(&w);
+            let workload_id = w.id.to_string();
+            // Starting, not ready, its machine not connected, or its socket refused: listed
+            // without a target, as ResolveAccessTarget would answer none.
+            let target = match (w.state, w.machine_id) {
+                (State::Running, Some(machine)) => self.target(w, machine).ok(),
+                _ => None,
+            };
+            models.push(pb::ServedModel {
+                served_name,
+                target,
+                cpu,
+                workload_id,
+                parked,
+            });
         }
-        // Running, but its machine hasn't said where it listens (yet, or again after a
-        // restart of either side): worth a retry, unlike a workload that isn't running.
-        let target = self
-            .hub
-            .target(machine, w.id, w.attempt.get())
-            .ok_or_else(not_ready)?;
-        if !relayed {
-            self.reachable.admit(
-                machine,
-                w.id,
-                w.kind,
-                w.driver.as_deref().unwrap_or_default(),
-                &target.socket_path,
-            )?;
+        // A parked endpoint is there to be woken only while no other serves its name.
+        let awake: std::collections::HashSet<String> = models
+            .iter()
+            .filter(|m| !m.parked)
+            .map(|m| m.served_name.clone())
+            .collect();
+        models.retain(|m| !m.parked || !awake.contains(&m.served_name));
+        Ok(Response::new(pb::ListServedModelsResponse { models }))
+    }
+
+    async fn touch_endpoints(
+        &self,
+        request: Request<pb::TouchEndpointsRequest>,
+    ) -> Result<Response<pb::TouchEndpointsResponse>, Status> {
+        // The one leading answers, as for the proxy's other calls (it asks that one first).
+        self.leading()?;
+        let ids = request.into_inner().endpoint_ids;
+        if ids.len() > MAX_TOUCHED {
+            return Err(Status::invalid_argument(format!(
+                "report at most {MAX_TOUCHED} endpoints at once"
+            )));
         }
-        let placed_class = w
-            .placed_class
-            .clone()
-            .unwrap_or_else(|| w.gpu_class.clone());
-        Ok(Response::new(pb::ResolveAccessTargetResponse {
-            workload_id: w.id.to_string(),
-            kind: common_pb::WorkloadKind::from(w.kind).into(),
-            attempt: w.attempt.get(),
-            // A relayed workload's path is its machine's: the proxy never dials it.
-            socket_path: if relayed {
-                String::new()
-            } else {
-                target.socket_path
-            },
-            token: target.token,
-            region: w.region.to_string(),
-            placed_class,
-            gpu_class: w.gpu_class,
-            relayed,
-        }))
+        let ids: Vec<WorkloadId> = ids.iter().filter_map(|id| id.parse().ok()).collect();
+        let now = time::OffsetDateTime::now_utc();
+        if let Err(e) = self.store.touch_endpoints(&ids, now).await {
+            return Err(crate::status::store(&e, "recording endpoints' requests"));
+        }
+        Ok(Response::new(pb::TouchEndpointsResponse {}))
     }
 
     type RelayStream = Relayed;
@@ -217,6 +280,64 @@ type Relayed =
     std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::RelayFrame, Status>> + Send>>;
 
 impl Internal {
+    /// Where `w` (the caller's, running on `machine`) listens, if the proxy may reach it now.
+    fn target(
+        &self,
+        w: einsora_core::workload::Workload,
+        machine: MachineId,
+    ) -> Result<pb::ResolveAccessTargetResponse, Status> {
+        let relayed = self.reachable.machine() != Some(machine);
+        // Not connected now (a partition, an agent or controller restarting): worth a retry,
+        // as a workload not ready yet is; a machine gone for good fails its workloads.
+        if relayed && !self.relays.listening(machine) {
+            return Err(not_ready());
+        }
+        // Running, but its machine hasn't said where it listens (yet, or again after a
+        // restart of either side): worth a retry, unlike a workload that isn't running.
+        let target = self
+            .hub
+            .target(machine, w.id, w.attempt.get())
+            .ok_or_else(not_ready)?;
+        if !relayed {
+            self.reachable.admit(
+                machine,
+                w.id,
+                w.kind,
+                w.driver.as_deref().unwrap_or_default(),
+                &target.socket_path,
+            )?;
+        }
+        let placed_class = w
+            .placed_class
+            .clone()
+            .unwrap_or_else(|| w.gpu_class.clone());
+        Ok(pb::ResolveAccessTargetResponse {
+            workload_id: w.id.to_string(),
+            kind: common_pb::WorkloadKind::from(w.kind).into(),
+            attempt: w.attempt.get(),
+            // A relayed workload's path is its machine's: the proxy never dials it.
+            socket_path: if relayed {
+                String::new()
+            } else {
+                target.socket_path
+            },
+            token: target.token,
+            region: w.region.to_string(),
+            placed_class,
+            slots: slots(&w),
+            gpu_class: w.gpu_class,
+            relayed,
+        })
+    }
+
+    /// Whether it was placed on a CPU class (the requested one when none is recorded).
+    fn on_cpu(&self, w: &einsora_core::workload::Workload) -> bool {
+        let class = w.placed_class.as_deref().unwrap_or(&w.gpu_class);
+        self.catalog
+            .class(class)
+            .is_some_and(|c| c.accelerator() == AcceleratorKind::Cpu)
+    }
+
     fn leading(&self) -> Result<(), Status> {
         if self.hub.leading() {
             return Ok(());
@@ -238,11 +359,49 @@ impl Internal {
             Ok(None) => return Err(not_found()),
             Err(e) => return Err(crate::status::store(&e, "resolving a workload's access")),
         };
-        let here = w.tenant_id == tenant && w.region == self.region && w.state == State::Running;
+        let ours = w.tenant_id == tenant && w.region == self.region;
+        // The caller's, starting (its engine loading, say): worth a retry, as one whose
+        // machine hasn't reported it ready yet is.
+        if ours && starting(w.state) {
+            return Err(not_ready());
+        }
+        // The caller's, parked after its idle time: a request wakes it.
+        if ours && w.state == State::Stopped && crate::reconcile::idle::park_after(&w).is_some() {
+            return Err(parked());
+        }
+        let here = ours && w.state == State::Running;
         let machine = w.machine_id.filter(|_| here).ok_or_else(not_found)?;
         Ok((w, machine))
     }
 }
+
+/// On its way to running: admitted or waiting to be, or its server starting.
+fn starting(state: State) -> bool {
+    matches!(state, State::Pending | State::Queued | State::Provisioning)
+}
+
+/// The name an endpoint serves its model under, as its parameters say.
+fn served_name(w: &einsora_core::workload::Workload) -> String {
+    match einsora_proto::convert::WorkloadParams::from_json(w.kind, &w.params) {
+        Ok(einsora_proto::convert::WorkloadParams::Endpoint { served_name, .. }) => served_name,
+        _ => String::new(),
+    }
+}
+
+/// An endpoint's slots, as its parameters say (the default where they don't read); 0 for the
+/// other kinds.
+fn slots(w: &einsora_core::workload::Workload) -> u32 {
+    if w.kind != WorkloadKind::Endpoint {
+        return 0;
+    }
+    match einsora_proto::convert::WorkloadParams::from_json(w.kind, &w.params) {
+        Ok(einsora_proto::convert::WorkloadParams::Endpoint { slots, .. }) => slots,
+        _ => einsora_proto::convert::DEFAULT_SLOTS,
+    }
+}
+
+#[cfg(test)]
+mod served_tests;
 
 #[cfg(test)]
 mod tests {
@@ -383,5 +542,53 @@ mod tests {
         };
         hub.report(liar, HashMap::from([(w, reported)]));
         assert!(hub.target(holder, w, 1).is_none());
+    }
+
+    /// The proxy is told an endpoint's slots as its parameters say (the default for a row
+    /// written before slots), and none of another kind's.
+    #[test]
+    fn an_endpoints_slots_come_from_its_parameters() {
+        let now = time::OffsetDateTime::now_utc();
+        let tenant = TenantId::new();
+        let of = |kind, params: &str| einsora_core::workload::Workload {
+            id: WorkloadId::new(),
+            tenant_id: tenant,
+            owner: None,
+            kind,
+            name: "w".into(),
+            gpu_class: "cpu".into(),
+            placed_class: None,
+            units: 1,
+            image: "openai-endpoint".into(),
+            region: Region::new("local").unwrap(),
+            machine_id: None,
+            driver: None,
+            devices: Vec::new(),
+            attempt: einsora_core::attempt::Attempt::NONE,
+            fallback: vec![],
+            fallback_after_s: None,
+            params: params.into(),
+            state: State::Running,
+            reason: String::new(),
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        };
+        let endpoint = WorkloadKind::Endpoint;
+        assert_eq!(slots(&of(endpoint, r#"{"model":"m.gguf","slots":3}"#)), 3);
+        assert_eq!(slots(&of(endpoint, r#"{"model":"m.gguf"}"#)), 1);
+        assert_eq!(slots(&of(endpoint, "not json")), 1);
+        assert_eq!(slots(&of(WorkloadKind::Notebook, "{}")), 0);
+        for state in [State::Pending, State::Queued, State::Provisioning] {
+            assert!(starting(state), "{state:?}");
+        }
+        for state in [
+            State::Running,
+            State::Stopping,
+            State::Stopped,
+            State::Failed,
+        ] {
+            assert!(!starting(state), "{state:?}");
+        }
     }
 }

@@ -60,6 +60,7 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         relays,
         cfg.region.clone(),
         cfg.reachable_agent.clone(),
+        Arc::clone(&cfg.catalog),
     );
     // The api is admitted for health only; targets are the access proxy's alone.
     let routes = Routes::default().add_service(ControllerInternalServiceServer::with_interceptor(

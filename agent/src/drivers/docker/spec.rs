@@ -262,6 +262,7 @@ mod tests {
             model: "/state/models/w1/model".into(),
             alias: "org/model".into(),
             server: ModelServer::Vllm,
+            slots: 2,
         };
         let body = s.create_body();
         let host = &body["HostConfig"];
@@ -290,7 +291,7 @@ mod tests {
                 "--max-num-seqs=2",
                 "--max-model-len=1024",
             ]),
-            "llama.cpp's request limits: two at once, a slot's context each; no remote code"
+            "its slots (two at once), a request's context each; no remote code"
         );
         assert_eq!(s.socket(), PathBuf::from("/state/run/w1/llm.sock"));
         let env = body["Env"].to_string();

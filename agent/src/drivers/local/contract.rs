@@ -14,10 +14,9 @@ pub const HOME: &str = "/home/einsora";
 /// Where an endpoint's model is mounted: llama.cpp's GGUF file at `/model/model.gguf`, vLLM's
 /// model directory at `/model`.
 pub const MODEL_MOUNT: &str = "/model";
-/// Requests an endpoint serves at once, whichever its server.
-const PARALLEL: u32 = 2;
-/// The most tokens one request may hold, prompt and answer: llama.cpp's slot (its image's
-/// 2048-token context split over [`PARALLEL`] slots), so vLLM is held to the same.
+/// The most tokens one request may hold, prompt and answer: each of llama.cpp's slots gets this
+/// much of its context (`--ctx-size` is the total, split over its `--parallel` slots), and
+/// vLLM and MLX are held to the same.
 const CONTEXT_PER_REQUEST: u32 = 1024;
 /// Where the token file is mounted, read-only: not in a directory the workload can write.
 pub const SECRETS_DIR: &str = "/run/secrets/einsora";
@@ -30,8 +29,14 @@ pub enum Serves {
     /// An OpenAI-compatible server with one fixed model, read-only.
     Endpoint {
         model: PathBuf,
+        /// The name it serves its model under (`EndpointParams.served_name`): the engine's
+        /// `--alias` (`--served-model-name`), so its own `/v1/models` says what the proxy
+        /// routes by.
         alias: String,
         server: ModelServer,
+        /// Requests it serves at once, whichever its server (`EndpointParams.slots`); the
+        /// access proxy lets no more than this many through to it.
+        slots: u32,
     },
 }
 
@@ -83,20 +88,29 @@ impl Serves {
                 ];
                 (env, Vec::new())
             }
-            Serves::Endpoint { alias, server, .. } => {
+            Serves::Endpoint {
+                alias,
+                server,
+                slots,
+                ..
+            } => {
                 let socket = format!("{run_dir}/{}", self.socket_name());
                 let mut env = vec![
                     format!("EINSORA_LLM_SOCKET={socket}"),
                     format!("EINSORA_LLM_API_KEY_FILE={token_file}"),
                     format!("HOME={home}"),
                 ];
-                let parallel = PARALLEL.to_string();
+                let slots = (*slots).max(1);
+                let parallel = slots.to_string();
                 let args = match server {
                     ModelServer::LlamaCpp => {
                         let threads = cpus.max(1).to_string();
                         let args = ["--alias", alias, "--threads", &threads, "--parallel"];
                         let mut args: Vec<String> = args.map(str::to_owned).to_vec();
                         args.push(parallel);
+                        // The total context: each slot's share is one request's.
+                        let context = CONTEXT_PER_REQUEST.saturating_mul(slots);
+                        args.push(format!("--ctx-size={context}"));
                         // Where its model isn't at the contract's path (a Mac: no mounts).
                         if *model != server.model_path() {
                             args.push(format!("--model={model}"));

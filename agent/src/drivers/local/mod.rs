@@ -46,12 +46,17 @@ impl Wanted {
     pub fn serves(&self, places: &dirs::Places) -> contract::Serves {
         use contract::{ModelServer, Serves};
         match &self.spec.params {
-            Some(einsora_proto::convert::WorkloadParams::Endpoint { model }) => {
+            Some(einsora_proto::convert::WorkloadParams::Endpoint {
+                slots, served_name, ..
+            }) => {
                 let server = ModelServer::of_runtime(&self.spec.runtime);
                 Serves::Endpoint {
                     model: places.model.join(server.model_name()),
-                    alias: model.clone(),
+                    // The name the one base URL routes by, so the engine's own /v1/models
+                    // says the same.
+                    alias: served_name.clone(),
                     server,
+                    slots: *slots,
                 }
             }
             _ => Serves::Notebook {

@@ -23,7 +23,7 @@ pub async fn prepare(
     dir: &Path,
     user: (u32, u32),
 ) -> Result<(), StatusCode> {
-    let Some(WorkloadParams::Endpoint { model }) = &spec.params else {
+    let Some(WorkloadParams::Endpoint { model, .. }) = &spec.params else {
         return Err(StatusCode::ModelRefused);
     };
     let refused = |problem: crate::models::ModelProblem| {

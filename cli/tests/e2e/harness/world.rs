@@ -144,6 +144,9 @@ pub struct Objects {
     pub user: String,
     pub invite: String,
     pub team: String,
+    pub inference_key: String,
+    /// The inference key's secret (for the secrets-in-logs check).
+    pub inference_key_secret: String,
 }
 
 impl Objects {
@@ -158,6 +161,7 @@ impl Objects {
             ("/v1/users/{id}", &self.user),
             ("/v1/invites/{id}", &self.invite),
             ("/v1/teams/{id}", &self.team),
+            ("/v1/inference-keys/{id}", &self.inference_key),
         ];
         kinds
             .iter()
@@ -185,8 +189,8 @@ pub fn catalog_with_a_second_region(e: &Einsora) -> String {
     path.to_str().unwrap().to_owned()
 }
 
-/// A workload (running on A's machine, so it can be opened), a token, a machine and an enrolment
-/// token of tenant A. Needs the catalog of [`catalog_with_a_second_region`]: the machine and
+/// A workload (running on A's machine, so it can be opened), a token, a machine, an enrolment
+/// token and an inference key of tenant A. Needs the catalog of [`catalog_with_a_second_region`]: the machine and
 /// the run are recorded straight in the store, in a region this installation's controller
 /// leaves alone, as agents and that region's controller will.
 pub fn objects(solo: &Solo, a: &Tenant) -> Objects {
@@ -234,6 +238,14 @@ pub fn objects(solo: &Solo, a: &Tenant) -> Objects {
         Some(json!({ "name": "ml" })),
     );
     assert_eq!(team.status, 200, "{}", team.body);
+    let key = call(
+        solo,
+        &a.session,
+        "POST",
+        "/v1/inference-keys",
+        Some(json!({ "name": "chat", "all_endpoints": true })),
+    );
+    assert_eq!(key.status, 200, "{}", key.body);
     Objects {
         workload,
         token,
@@ -245,6 +257,11 @@ pub fn objects(solo: &Solo, a: &Tenant) -> Objects {
             .unwrap_or_default()
             .to_owned(),
         team: team.json()["id"].as_str().unwrap_or_default().to_owned(),
+        inference_key: key.json()["inference_key"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        inference_key_secret: key.json()["key"].as_str().unwrap_or_default().to_owned(),
     }
 }
 

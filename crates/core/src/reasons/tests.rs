@@ -265,6 +265,45 @@ fn reasons_read_as_in_the_seeds() {
             },
             r#"can't start: GPU class "x" is no longer offered by this installation"#,
         ),
+        (
+            Reason::ParkedWhenIdle {
+                after: Duration::from_secs(600),
+            },
+            "parked after 10 min without requests",
+        ),
+        (
+            Reason::ParkedWhenIdle {
+                after: Duration::from_secs(5400),
+            },
+            "parked after 1 h 30 min without requests",
+        ),
+        (
+            Reason::ParkedWhenIdle {
+                after: Duration::from_secs(90),
+            },
+            "parked after 90 s without requests",
+        ),
+        (
+            Reason::WokenByRequest {
+                by: Waker {
+                    subject: "you@example.com".into(),
+                    key: Some(KeyName {
+                        name: "ci".into(),
+                        prefix: "isk_Ab3x".into(),
+                    }),
+                },
+            },
+            r#"woken by a request from you@example.com (inference key "ci" (isk_Ab3x…))"#,
+        ),
+        (
+            Reason::WokenByRequest {
+                by: Waker {
+                    subject: "you@example.com".into(),
+                    key: None,
+                },
+            },
+            "woken by a request from you@example.com",
+        ),
     ];
     for (reason, text) in cases {
         assert_eq!(reason.text(), text);

@@ -1,6 +1,6 @@
 // `ControllerStore`, shared by both engines (included).
 
-use crate::Waiting;
+use crate::{InUse, Waiting};
 
 #[async_trait::async_trait]
 impl crate::ControllerStore for ThisStore {
@@ -38,7 +38,69 @@ impl crate::ControllerStore for ThisStore {
         }
         Ok(counts)
     }
+
+    #[tracing::instrument(level = "debug", name = "store.touch_endpoints", skip_all)]
+    async fn touch_endpoints(
+        &self,
+        ids: &[WorkloadId],
+        at: time::OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let at = crate::time_ms::to_ms(at);
+        let mut writer = self.writer().await?;
+        for chunk in ids.chunks(TOUCHED_PER_QUERY) {
+            let mut q = sqlx::QueryBuilder::<Db>::new("UPDATE workloads SET last_request_at = ");
+            q.push_bind(at)
+                .push(" WHERE (last_request_at IS NULL OR last_request_at < ")
+                .push_bind(at)
+                .push(") AND id IN (");
+            let mut list = q.separated(", ");
+            for id in chunk {
+                list.push_bind(*id.as_uuid());
+            }
+            q.push(")");
+            q.build().execute(&mut *writer).await?;
+        }
+        Ok(())
+    }
+
+    #[tracing::instrument(level = "debug", name = "store.running_endpoints", skip_all)]
+    async fn running_endpoints(&self, region: &Region) -> Result<Vec<InUse>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(RUNNING_ENDPOINTS.as_str()))
+            .bind(region.as_str())
+            .fetch_all(self.reader())
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(InUse {
+                    workload: workload_from_row(row)?,
+                    last_request: row
+                        .try_get::<Option<i64>, _>("last_request_at")?
+                        .map(from_ms)
+                        .transpose()?,
+                    running_since: from_ms(row.try_get("running_since")?)?,
+                })
+            })
+            .collect()
+    }
 }
+
+/// Workloads touched in one statement.
+const TOUCHED_PER_QUERY: usize = 500;
+
+/// Running endpoints with their last request, and their latest step into running (notes on a
+/// running workload, from = to, don't count).
+static RUNNING_ENDPOINTS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {WORKLOAD_COLUMNS}, last_request_at, \
+         COALESCE((SELECT e.at FROM workload_events e WHERE e.workload_id = workloads.id \
+         AND e.to_state = 'running' AND (e.from_state IS NULL OR e.from_state <> 'running') \
+         ORDER BY e.seq DESC LIMIT 1), updated_at) AS running_since \
+         FROM workloads WHERE region = $1 AND state = 'running' AND kind = 'endpoint'"
+    )
+});
 
 /// The queue's order is the sequence of each workload's latest step into pending; notes on a
 /// pending workload (from = to) don't move it. That step's time is when it started waiting

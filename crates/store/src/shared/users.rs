@@ -110,7 +110,7 @@ mod users_sql {
         Ok(())
     }
 
-    /// Ends every session and revokes every live token of the user.
+    /// Ends every session and revokes every live API token and inference key of the user.
     async fn cut_off(tx: &mut Tx<'_>, user: UserId, now: i64) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM sessions WHERE user_id = $1")
             .bind(user.as_uuid())
@@ -118,6 +118,13 @@ mod users_sql {
             .await?;
         sqlx::query(
             "UPDATE api_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
+        )
+        .bind(now)
+        .bind(user.as_uuid())
+        .execute(&mut **tx)
+        .await?;
+        sqlx::query(
+            "UPDATE inference_keys SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL",
         )
         .bind(now)
         .bind(user.as_uuid())

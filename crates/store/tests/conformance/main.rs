@@ -14,6 +14,7 @@ mod changes;
 mod cpu_quotas;
 mod enrolment;
 mod idempotency;
+mod inference_keys;
 mod inventory;
 mod leases;
 mod metering;
@@ -22,6 +23,7 @@ mod output;
 mod quota;
 mod races;
 mod teams;
+mod token_usage;
 mod transitions;
 mod usage_report;
 mod users;
@@ -31,6 +33,7 @@ mod workloads;
 einsora_testkit::on_both_engines! {
     backup::every_table_is_dumped_or_left_out_by_name,
     workloads::the_census_counts_a_regions_workloads_by_state,
+    workloads::endpoints_last_requests_move_forward_only,
     leases::leases_are_listed_with_their_holders,
     activity::activity_is_read_newest_first_filtered_and_paged,
     activity::an_actions_entry_is_written_in_its_transaction_or_not_at_all,
@@ -78,6 +81,8 @@ einsora_testkit::on_both_engines! {
     accounts::sessions_live_until_they_expire_or_end,
     accounts::tokens_live_until_revoked_or_expired,
     accounts::tickets_are_redeemed_exactly_once,
+    inference_keys::inference_keys_live_until_revoked,
+    inference_keys::tenant_inference_limits_are_set_whole,
     accounts::grants_live_as_long_as_their_credential,
     enrolment::enrolment_tokens_are_created_listed_and_revoked,
     enrolment::enrolment_tokens_are_scoped_by_tenant,
@@ -98,4 +103,5 @@ einsora_testkit::on_both_engines! {
     metering::timelines_and_usage_of_many_workloads,
     metering::usage_changes_are_applied_whole_or_not_at_all,
     usage_report::usage_is_summed_by_user_team_and_class,
+    token_usage::token_usage_is_added_once_per_batch_and_read_by_hour_or_summed,
 }

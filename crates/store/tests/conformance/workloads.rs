@@ -146,3 +146,63 @@ pub async fn the_census_counts_a_regions_workloads_by_state(db: TestDb) {
     let elsewhere = einsora_core::region::Region::new("elsewhere").unwrap();
     assert!(store.census(&elsewhere).await.unwrap().is_empty());
 }
+
+/// Scale-to-zero: the region's running endpoints with their last request, moved forward only,
+/// and their latest step into running; other kinds, states and regions left out.
+pub async fn endpoints_last_requests_move_forward_only(db: TestDb) {
+    use einsora_core::kind::WorkloadKind;
+    use time::{Duration, OffsetDateTime};
+
+    let store = &*db.store;
+    let t = tenant(store, None).await;
+    let endpoint = |name: &str| einsora_store::NewWorkload {
+        kind: WorkloadKind::Endpoint,
+        image: "openai-endpoint".into(),
+        params: r#"{"model":"m.gguf"}"#.into(),
+        ..new_workload(t, name)
+    };
+    let path = [State::Provisioning, State::Running];
+    let used = einsora_testkit::fixtures::Lifecycle::placing_on("cpu-1c-2g")
+        .through(store, &endpoint("used"), &path)
+        .await;
+    einsora_testkit::fixtures::Lifecycle::placing_on("cpu-1c-2g")
+        .through(store, &endpoint("unused"), &path)
+        .await;
+    let waiting = einsora_testkit::fixtures::Lifecycle::placing_on("cpu-1c-2g")
+        .through(store, &endpoint("waiting"), &[])
+        .await;
+    workload_in(store, t, State::Running).await;
+    // Milliseconds, as the store keeps them.
+    let at = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+    store
+        .touch_endpoints(
+            &[used.id, waiting.id, einsora_core::ids::WorkloadId::new()],
+            at,
+        )
+        .await
+        .unwrap();
+    store
+        .touch_endpoints(&[used.id], at - Duration::minutes(5))
+        .await
+        .unwrap();
+    store.touch_endpoints(&[], at).await.unwrap();
+    let mut found = store.running_endpoints(&local()).await.unwrap();
+    found.sort_by_key(|e| e.workload.name.clone());
+    let seen: Vec<_> = found
+        .iter()
+        .map(|e| (e.workload.name.as_str(), e.last_request))
+        .collect();
+    assert_eq!(seen, [("unused", None), ("used", Some(at))]);
+    for e in &found {
+        let gap = (e.running_since - OffsetDateTime::now_utc()).abs();
+        assert!(gap < Duration::minutes(1), "{gap}");
+    }
+    let elsewhere = einsora_core::region::Region::new("elsewhere").unwrap();
+    assert!(
+        store
+            .running_endpoints(&elsewhere)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

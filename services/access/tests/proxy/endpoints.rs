@@ -43,7 +43,9 @@ async fn every_request_needs_a_valid_api_token_and_cookies_never_count() {
     for headers in refused {
         let answer = models(&h, id, headers).await;
         assert_eq!(answer.status, 401, "{headers:?}: {answer:?}");
-        assert_eq!(answer.error_code(), "unauthenticated");
+        // OpenAI's shape, which its SDKs parse; the request ID is a header only.
+        assert_eq!(answer.openai_error_code(), "invalid_api_key");
+        assert_eq!(answer.json()["error"]["type"], "authentication_error");
     }
     assert_eq!(h.workload.requests(), 0);
 
@@ -81,7 +83,7 @@ async fn another_tenants_endpoint_and_no_endpoint_answer_the_same_404() {
     for id in [bobs, Uuid::now_v7(), alices_notebook] {
         let answer = models(&h, id, &auth).await;
         assert_eq!(answer.status, 404, "{answer:?}");
-        assert_eq!(answer.error_code(), "not_found");
+        assert_eq!(answer.openai_error_code(), "not_found");
         bodies.push(answer.json()["error"]["message"].clone());
     }
     assert!(bodies.windows(2).all(|w| w[0] == w[1]), "{bodies:?}");
@@ -89,12 +91,14 @@ async fn another_tenants_endpoint_and_no_endpoint_answer_the_same_404() {
     let alices = h.endpoint(&ALICE);
     let upper = alices.to_string().to_uppercase();
     for path in [
-        format!("/e/{alices}/v1/embeddings"),
+        format!("/e/{alices}/v1/embeddings/x"),
         format!("/e/{alices}/health"),
         format!("/e/{alices}/v1/models/"),
         format!("/e/{upper}/v1/models"),
         format!("/e/{alices}"),
-        "/v1/models".to_owned(),
+        // The one base URL's routes only (`one_base.rs`).
+        "/v1/models/".to_owned(),
+        "/v1/health".to_owned(),
         "/".to_owned(),
     ] {
         let answer = get(h.proxy, PUBLIC, &path, &auth).await;

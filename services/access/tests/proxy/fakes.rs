@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use einsora_proto::accounts::v1::InferenceLimits;
 use einsora_proto::common::v1::WorkloadKind;
 use einsora_proto::internal::v1 as pb;
 use einsora_proto::internal::v1::api_internal_service_server::{
@@ -46,6 +47,18 @@ pub struct Api {
     pub authentications: AtomicUsize,
     /// LiveGrants calls answered so far.
     pub grant_checks: AtomicUsize,
+    /// Token counts taken (RecordTokenUsage), by batch ID: a batch sent again is taken once.
+    pub token_batches: Mutex<HashMap<String, Vec<pb::TokenCount>>>,
+    /// RecordTokenUsage calls to fail (UNAVAILABLE) before taking any.
+    pub token_failures: AtomicUsize,
+    /// Inference keys: whose, and what each may call.
+    keys: Mutex<HashMap<String, (Who, pb::InferenceGrant)>>,
+    /// Tenants' inference limits, and the tokens recorded for them today.
+    tenant_limits: Mutex<HashMap<&'static str, (InferenceLimits, u64)>>,
+    /// WakeEndpoint calls, in order.
+    pub wakes: Mutex<Vec<pb::WakeEndpointRequest>>,
+    /// The controller a wake starts the endpoint on (`Controller::wake`).
+    pub controller: std::sync::OnceLock<Arc<Controller>>,
 }
 
 impl Api {
@@ -55,6 +68,28 @@ impl Api {
 
     pub fn revoke_token(&self, token: &str) {
         self.tokens.lock().unwrap().remove(token);
+    }
+
+    /// An inference key of `who`'s for `endpoints` (none: all of the tenant's), with limits.
+    pub fn add_key(&self, key: &str, who: Who, endpoints: &[uuid::Uuid], limits: InferenceLimits) {
+        let grant = pb::InferenceGrant {
+            key_id: format!("id-of-{key}"),
+            all_endpoints: endpoints.is_empty(),
+            endpoint_ids: endpoints.iter().map(ToString::to_string).collect(),
+            limits: Some(limits),
+            tokens_today: 0,
+        };
+        self.keys.lock().unwrap().insert(key.into(), (who, grant));
+    }
+
+    pub fn revoke_key(&self, key: &str) {
+        self.keys.lock().unwrap().remove(key);
+    }
+
+    /// The tenant's inference limits, and the tokens recorded for it today.
+    pub fn limit_tenant(&self, who: &Who, limits: InferenceLimits, tokens_today: u64) {
+        let entry = (limits, tokens_today);
+        self.tenant_limits.lock().unwrap().insert(who.tenant, entry);
     }
 
     /// The credential that asked for `ticket` ends (a logout, say).
@@ -79,17 +114,47 @@ impl ApiInternalService for FakeApi {
         request: Request<pb::AuthenticateRequest>,
     ) -> Result<Response<pb::AuthenticateResponse>, Status> {
         self.0.authentications.fetch_add(1, Ordering::SeqCst);
-        let Some(Credential::ApiToken(token)) = request.into_inner().credential else {
-            return Err(Status::unauthenticated("no"));
+        let (who, grant) = match request.into_inner().credential {
+            Some(Credential::ApiToken(token)) => {
+                let who = self.0.tokens.lock().unwrap().get(&token).cloned();
+                (who, None)
+            }
+            Some(Credential::InferenceKey(key)) => {
+                match self.0.keys.lock().unwrap().get(&key).cloned() {
+                    Some((who, grant)) => (Some(who), Some(grant)),
+                    None => (None, None),
+                }
+            }
+            _ => (None, None),
         };
-        let who = self.0.tokens.lock().unwrap().get(&token).cloned();
         let who = who.ok_or_else(|| Status::unauthenticated("no"))?;
+        let limits = self.0.tenant_limits.lock().unwrap();
+        let (tenant_limits, tenant_tokens_today) =
+            limits.get(who.tenant).cloned().unwrap_or_default();
+        drop(limits);
         Ok(Response::new(pb::AuthenticateResponse {
             tenant_id: who.tenant.into(),
             user_id: who.user.into(),
             subject: who.subject.into(),
+            inference_key: grant,
+            tenant_limits: Some(tenant_limits),
+            tenant_tokens_today,
             ..Default::default()
         }))
+    }
+
+    async fn wake_endpoint(
+        &self,
+        request: Request<pb::WakeEndpointRequest>,
+    ) -> Result<Response<pb::WakeEndpointResponse>, Status> {
+        let req = request.into_inner();
+        let id = req.endpoint_id.clone();
+        self.0.wakes.lock().unwrap().push(req);
+        let started = match self.0.controller.get() {
+            Some(controller) => controller.wake(&id),
+            None => false,
+        };
+        Ok(Response::new(pb::WakeEndpointResponse { started }))
     }
 
     async fn redeem_ticket(
@@ -126,6 +191,22 @@ impl ApiInternalService for FakeApi {
             .collect();
         Ok(Response::new(pb::LiveGrantsResponse { live }))
     }
+
+    async fn record_token_usage(
+        &self,
+        request: Request<pb::RecordTokenUsageRequest>,
+    ) -> Result<Response<pb::RecordTokenUsageResponse>, Status> {
+        let failing = self.0.token_failures.load(Ordering::SeqCst);
+        if failing > 0 {
+            self.0.token_failures.store(failing - 1, Ordering::SeqCst);
+            return Err(Status::unavailable("the api is restarting"));
+        }
+        let batch = request.into_inner();
+        let mut batches = self.0.token_batches.lock().unwrap();
+        let added = !batches.contains_key(&batch.batch_id);
+        batches.entry(batch.batch_id).or_insert(batch.counts);
+        Ok(Response::new(pb::RecordTokenUsageResponse { added }))
+    }
 }
 
 /// Each running, ready workload: its tenant and target; and where the relayed ones' sockets
@@ -142,6 +223,18 @@ pub struct Controller {
     pub standby: std::sync::atomic::AtomicBool,
     /// Calls refused as a standby.
     pub refused: AtomicUsize,
+    /// Workloads answered as starting (not ready yet), whoever asks.
+    starting: Mutex<HashSet<String>>,
+    /// Endpoints' served names and whether each is on a CPU class (`ListServedModels`).
+    served: Mutex<HashMap<String, (String, bool)>>,
+    /// ListServedModels calls answered so far.
+    pub listings: AtomicUsize,
+    /// Endpoints parked after their idle time (answered PARKED until woken).
+    parked: Mutex<HashSet<String>>,
+    /// How long a woken endpoint starts for before it is ready.
+    pub wake_takes: Mutex<std::time::Duration>,
+    /// Endpoints reported used (TouchEndpoints), every report's in order.
+    pub touched: Mutex<Vec<String>>,
 }
 
 impl Controller {
@@ -171,6 +264,8 @@ impl Controller {
             placed_class: "cpu-small".into(),
             gpu_class: "cpu-small".into(),
             relayed: false,
+            // Not said, as by a controller before slots: the proxy's setting alone.
+            slots: 0,
         };
         let entry = (who.tenant.to_owned(), target);
         self.targets.lock().unwrap().insert(workload.into(), entry);
@@ -198,6 +293,43 @@ impl Controller {
     pub fn stop(&self, workload: &str) {
         self.targets.lock().unwrap().remove(workload);
     }
+
+    /// The endpoint serves its model as `name` (the one base URL), on a CPU class or not.
+    pub fn serve_as(&self, workload: &str, name: &str, cpu: bool) {
+        let entry = (name.to_owned(), cpu);
+        self.served.lock().unwrap().insert(workload.into(), entry);
+    }
+
+    /// The endpoint is parked after its idle time, until a request wakes it.
+    pub fn park(&self, workload: &str) {
+        self.parked.lock().unwrap().insert(workload.into());
+    }
+
+    /// Starts a parked endpoint: starting for `wake_takes`, then ready. False if it wasn't
+    /// parked.
+    pub fn wake(self: &Arc<Self>, workload: &str) -> bool {
+        if !self.parked.lock().unwrap().remove(workload) {
+            return false;
+        }
+        self.starting(workload, true);
+        let takes = *self.wake_takes.lock().unwrap();
+        let (me, workload) = (Arc::clone(self), workload.to_owned());
+        tokio::spawn(async move {
+            tokio::time::sleep(takes).await;
+            me.starting(&workload, false);
+        });
+        true
+    }
+
+    /// The workload's engine is starting (`true`) or ready again.
+    pub fn starting(&self, workload: &str, starting: bool) {
+        let mut all = self.starting.lock().unwrap();
+        if starting {
+            all.insert(workload.into());
+        } else {
+            all.remove(workload);
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -212,11 +344,68 @@ impl ControllerInternalService for FakeController {
         self.0.refuse_as_standby()?;
         let req = request.into_inner();
         self.0.resolutions.fetch_add(1, Ordering::SeqCst);
+        let parked = self.0.parked.lock().unwrap().contains(&req.workload_id);
+        let theirs = (self.0.targets.lock().unwrap().get(&req.workload_id))
+            .is_some_and(|(tenant, _)| *tenant == req.tenant_id);
+        if parked && theirs {
+            let mut status = Status::unavailable("it is parked after its idle time");
+            status.metadata_mut().insert(
+                einsora_proto::metadata::ERROR,
+                tonic::metadata::MetadataValue::from_static(einsora_proto::metadata::PARKED),
+            );
+            return Err(status);
+        }
+        if self.0.starting.lock().unwrap().contains(&req.workload_id) {
+            let mut status = Status::unavailable("its machine hasn't reported it ready");
+            status.metadata_mut().insert(
+                einsora_proto::metadata::ERROR,
+                tonic::metadata::MetadataValue::from_static(einsora_proto::metadata::NOT_READY),
+            );
+            return Err(status);
+        }
         let targets = self.0.targets.lock().unwrap();
         match targets.get(&req.workload_id) {
             Some((tenant, target)) if *tenant == req.tenant_id => Ok(Response::new(target.clone())),
             _ => Err(Status::not_found("no such workload")),
         }
+    }
+
+    async fn list_served_models(
+        &self,
+        request: Request<pb::ListServedModelsRequest>,
+    ) -> Result<Response<pb::ListServedModelsResponse>, Status> {
+        self.0.refuse_as_standby()?;
+        let tenant = request.into_inner().tenant_id;
+        self.0.listings.fetch_add(1, Ordering::SeqCst);
+        let targets = self.0.targets.lock().unwrap();
+        let starting = self.0.starting.lock().unwrap();
+        let served = self.0.served.lock().unwrap();
+        let parked = self.0.parked.lock().unwrap();
+        let models = served
+            .iter()
+            .filter_map(|(workload, (name, cpu))| {
+                let (owner, target) = targets.get(workload)?;
+                let asleep = parked.contains(workload);
+                (*owner == tenant).then(|| pb::ServedModel {
+                    served_name: name.clone(),
+                    target: (!starting.contains(workload) && !asleep).then(|| target.clone()),
+                    cpu: *cpu,
+                    workload_id: workload.clone(),
+                    parked: asleep,
+                })
+            })
+            .collect();
+        Ok(Response::new(pb::ListServedModelsResponse { models }))
+    }
+
+    async fn touch_endpoints(
+        &self,
+        request: Request<pb::TouchEndpointsRequest>,
+    ) -> Result<Response<pb::TouchEndpointsResponse>, Status> {
+        self.0.refuse_as_standby()?;
+        let ids = request.into_inner().endpoint_ids;
+        self.0.touched.lock().unwrap().extend(ids);
+        Ok(Response::new(pb::TouchEndpointsResponse {}))
     }
 
     type RelayStream = Frames;

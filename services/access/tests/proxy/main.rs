@@ -5,14 +5,21 @@
 // A test harness: a failed unwrap is a failed test, and it reads its own environment.
 #![allow(clippy::unwrap_used, clippy::disallowed_methods)]
 
+mod accounting;
 mod endpoints;
+mod engine;
 mod fakes;
 mod http;
 mod https;
+mod inference_keys;
 mod kept;
 mod lifecycle;
+mod one_base;
 mod opening;
+mod queue;
 mod relayed;
+mod routes;
+mod scale_to_zero;
 mod sessions;
 mod workload;
 
@@ -70,11 +77,26 @@ impl Harness {
         Harness::serving(url, |_| AccessTls::Off, target_ttl).await
     }
 
+    /// A proxy whose endpoints are held to `limits`.
+    pub async fn with_limits(limits: einsora_access::limits::Limits) -> Harness {
+        let url = AccessUrl::parse("http://localhost:8090").unwrap();
+        Harness::configured(url, |_| AccessTls::Off, Duration::ZERO, limits).await
+    }
+
     /// A proxy at `public_url` whose port speaks what `web_tls` makes of the PKI directory.
     pub async fn serving(
         public_url: AccessUrl,
         web_tls: impl FnOnce(&std::path::Path) -> AccessTls,
         target_ttl: std::time::Duration,
+    ) -> Harness {
+        Harness::configured(public_url, web_tls, target_ttl, Default::default()).await
+    }
+
+    async fn configured(
+        public_url: AccessUrl,
+        web_tls: impl FnOnce(&std::path::Path) -> AccessTls,
+        target_ttl: std::time::Duration,
+        limits: einsora_access::limits::Limits,
     ) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let tls = InternalTls::from_settings(&settings(dir.path(), &[])).unwrap();
@@ -82,6 +104,7 @@ impl Harness {
         let others = Shutdown::new();
         let api = Arc::new(Api::default());
         let controller = Arc::new(Controller::default());
+        api.controller.set(Arc::clone(&controller)).unwrap();
         let api_addr = serve_grpc(&tls, Role::Api, fakes::api_routes(&api), &others).await;
         let controller_routes = fakes::controller_routes(&controller);
         let controller_addr = serve_grpc(&tls, Role::Controller, controller_routes, &others).await;
@@ -102,12 +125,13 @@ impl Harness {
             api_addr,
             controller_addrs: vec![standby_addr, controller_addr],
             tls,
-            limits: Default::default(),
+            limits,
             target_ttl,
             http: einsora_runtime::http::HttpLimits {
                 max_connections: 1024,
                 header_read: std::time::Duration::from_secs(10),
             },
+            touch_every: Duration::from_millis(100),
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy = listener.local_addr().unwrap();

@@ -1,7 +1,8 @@
 //! A workload's server on a Unix socket, counting the connections it accepts and the requests
 //! it answers: it echoes what it was sent as JSON (and plants cookies in its answer), streams
 //! server-sent events forever when asked (`x-test-stream`; counting those that ended, which is
-//! when their connection closed), and echoes raw bytes after accepting a WebSocket upgrade.
+//! when their connection closed), echoes raw bytes after accepting a WebSocket upgrade, and
+//! answers as an OpenAI-compatible engine when asked (`engine.rs`).
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -99,6 +100,9 @@ async fn answer(State(counts): State<Arc<Counts>>, mut request: Request) -> Resp
             .header("sec-websocket-accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
             .body(Body::empty())
             .unwrap();
+    }
+    if request.headers().contains_key(crate::engine::ENGINE) {
+        return crate::engine::answer(request).await;
     }
     if request.headers().contains_key("x-test-stream") {
         let ticks = Ticks {

@@ -1,6 +1,8 @@
 //! Local accounts (EINSORA_AUTH_MODE=local, and dev's seeded users): logging in with a
-//! password, dashboard sessions, the caller's own details and password, and API tokens.
+//! password, dashboard sessions, the caller's own details and password, API tokens and
+//! inference keys.
 
+pub(crate) mod inference_keys;
 pub mod known_client;
 pub mod limiter;
 pub(crate) mod me;
@@ -25,6 +27,7 @@ use crate::{context, status};
 use limiter::{Client, LIMITS, Limiter, Limits};
 use passwords::Passwords;
 
+pub use inference_keys::InferenceKeys;
 pub use tokens::Tokens;
 pub(crate) use tokens::check_name;
 pub use users::Users;

@@ -1,11 +1,13 @@
-//! The secrets Einsora hands out (session IDs, CSRF tokens, API tokens, enrolment tokens, access
-//! tickets): random from the OS, and stored only as their SHA-256.
+//! The secrets Einsora hands out (session IDs, CSRF tokens, API tokens, inference keys,
+//! enrolment tokens, access tickets): random from the OS, and stored only as their SHA-256.
 
 use einsora_store::SecretHash;
 use subtle::ConstantTimeEq;
 
 pub const TOKEN_PREFIX: &str = "tsk_";
 const ENROLMENT_TOKEN_PREFIX: &str = "enr_";
+/// Inference keys: they call endpoints at the access proxy, and nothing else.
+pub const INFERENCE_KEY_PREFIX: &str = "isk_";
 /// Base62 characters after the prefix: 32 × log2(62) ≈ 190 random bits.
 const TOKEN_CHARS: usize = 32;
 /// The prefix (`tsk_`, `enr_`) and four characters: enough to recognise a token, far too
@@ -54,6 +56,11 @@ pub fn new_token() -> Result<String, getrandom::Error> {
     base62_token(TOKEN_PREFIX)
 }
 
+/// A new inference key: `isk_` and 32 base62 characters.
+pub fn new_inference_key() -> Result<String, getrandom::Error> {
+    base62_token(INFERENCE_KEY_PREFIX)
+}
+
 /// A new enrolment token: `enr_` and 32 base62 characters.
 pub fn new_enrolment_token() -> Result<String, getrandom::Error> {
     base62_token(ENROLMENT_TOKEN_PREFIX)
@@ -80,12 +87,21 @@ fn base62_token(prefix: &str) -> Result<String, getrandom::Error> {
 }
 
 pub fn looks_like_token(s: &str) -> bool {
-    s.strip_prefix(TOKEN_PREFIX).is_some_and(|rest| {
+    has_form(s, TOKEN_PREFIX)
+}
+
+pub fn looks_like_inference_key(s: &str) -> bool {
+    has_form(s, INFERENCE_KEY_PREFIX)
+}
+
+/// `prefix` and 32 base62 characters.
+fn has_form(s: &str, prefix: &str) -> bool {
+    s.strip_prefix(prefix).is_some_and(|rest| {
         rest.len() == TOKEN_CHARS && rest.bytes().all(|b| b.is_ascii_alphanumeric())
     })
 }
 
-/// What a token is shown as in lists and timelines (`tsk_Ab3x`, `enr_Ab3x`).
+/// What a token is shown as in lists and timelines (`tsk_Ab3x`, `isk_Ab3x`, `enr_Ab3x`).
 pub fn display_prefix(token: &str) -> String {
     token.chars().take(DISPLAY_PREFIX_CHARS).collect()
 }
@@ -116,6 +132,18 @@ mod tests {
         assert_ne!(e, new_enrolment_token().unwrap());
         assert_eq!(display_prefix(&e), e[..8]);
         assert!(!looks_like_token(&e), "not an API token");
+    }
+
+    #[test]
+    fn inference_keys_have_their_own_prefix_and_are_no_api_tokens() {
+        let k = new_inference_key().unwrap();
+        assert!(looks_like_inference_key(&k), "{k}");
+        assert_eq!(k.len(), 4 + 32);
+        assert_eq!(display_prefix(&k), k[..8]);
+        assert!(!looks_like_token(&k), "an inference key manages nothing");
+        assert!(!looks_like_inference_key(&new_token().unwrap()));
+        assert!(!looks_like_inference_key("isk_short"));
+        assert_ne!(k, new_inference_key().unwrap());
     }
 
     #[test]

@@ -102,7 +102,7 @@ pub async fn api_with(limits: Limits) -> Api {
     Api {
         accounts: Accounts::with_limits(Arc::clone(&auth), passwords, limits),
         tokens: Tokens::new(Arc::clone(&auth)),
-        internal: Internal::new(auth),
+        internal: Internal::new(auth, Arc::new(einsora_core::catalog::Catalog::builtin())),
         store,
         _db: db,
     }

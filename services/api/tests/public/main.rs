@@ -12,6 +12,7 @@ mod activity;
 mod context;
 mod create;
 mod enrolment;
+mod inference_keys;
 mod isolation;
 mod machines;
 mod outage;
@@ -19,6 +20,7 @@ mod quotas;
 mod reads;
 mod usage;
 mod users;
+mod wake;
 
 use std::sync::Arc;
 
@@ -274,6 +276,9 @@ pub fn endpoint(name: &str) -> pb::CreateWorkloadRequest {
         params: Some(pb::create_workload_request::Params::Endpoint(
             EndpointParams {
                 model: "org/model".into(),
+                slots: None,
+                served_name: None,
+                park_after_idle_s: None,
             },
         )),
         ..notebook(name, "cpu-4c-16g")

@@ -47,6 +47,7 @@ async fn usage_is_the_callers_tenants_in_the_period() {
             to: to.map(timestamp),
             page_size: size,
             page_token: token.into(),
+            ..Default::default()
         })
     };
     let (from, to) = (Some(h0 + Duration::hours(1)), Some(h0 + Duration::hours(3)));
@@ -265,4 +266,154 @@ async fn a_report_sums_the_period_by_user_team_or_class_and_a_member_sees_their_
         Code::InvalidArgument,
     );
     assert!(status.message().starts_with("to"), "{}", status.message());
+}
+
+/// Token counts as the access proxy sends them: `(hour, endpoint, key, user, prompt, completion)`.
+async fn tokens(env: &Env, tenant: &Who, counts: &[(OffsetDateTime, &str, &str, &Who, u64, u64)]) {
+    use einsora_proto::internal::v1 as internal;
+    let batch = internal::RecordTokenUsageRequest {
+        batch_id: uuid::Uuid::now_v7().to_string(),
+        counts: counts
+            .iter()
+            .map(
+                |(hour, endpoint, key, who, prompt, completion)| internal::TokenCount {
+                    tenant_id: tenant.tenant.to_string(),
+                    endpoint_id: (*endpoint).into(),
+                    key_id: (*key).into(),
+                    user_id: who.user.to_string(),
+                    hour_start: Some(timestamp(*hour)),
+                    requests: 1,
+                    prompt_tokens: *prompt,
+                    completion_tokens: *completion,
+                },
+            )
+            .collect(),
+    };
+    assert!(
+        einsora_api::token_usage::record(&*env.store, batch)
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn tokens_are_listed_per_hour_or_summed_and_a_member_sees_their_own() {
+    let env = env().await;
+    let owner = env.tenant("acme", None).await;
+    let member = env
+        .user(
+            owner.tenant,
+            "member@acme.example",
+            einsora_core::role::Role::Member,
+        )
+        .await;
+    let other = env.tenant("globex", None).await;
+    let endpoint = uuid::Uuid::now_v7().to_string();
+    let key = einsora_core::ids::InferenceKeyId::new().to_string();
+    let h0 = datetime!(2025-03-01 10:00 UTC);
+    let h1 = h0 + Duration::hours(1);
+    tokens(
+        &env,
+        &owner,
+        &[
+            (h0, &endpoint, "", &owner, 10, 5),
+            (h1, &endpoint, "", &owner, 20, 6),
+            (h1, &endpoint, &key, &member, 100, 50),
+        ],
+    )
+    .await;
+    tokens(&env, &other, &[(h0, &endpoint, "", &other, 999, 999)]).await;
+
+    let ask = |who: &Who, tokens: &str, size: u32, token: &str| {
+        who.req(pb::ListUsageRequest {
+            from: Some(timestamp(h0)),
+            to: Some(timestamp(h0 + Duration::hours(2))),
+            page_size: size,
+            page_token: token.into(),
+            tokens: tokens.into(),
+        })
+    };
+    let list = |request| async { env.usage.list_usage(request).await.unwrap().into_inner() };
+    let row = |t: &pb::TokenUsage| {
+        (
+            t.hour_start.map(|h| h.seconds),
+            t.key_id.clone(),
+            t.user_id.clone(),
+            t.requests,
+            t.prompt_tokens,
+            t.completion_tokens,
+        )
+    };
+    let hourly = list(ask(&owner, "hour", 0, "")).await;
+    assert!(hourly.records.is_empty(), "tokens in place of records");
+    let mut rows: Vec<_> = hourly.tokens.iter().map(row).collect();
+    rows.sort();
+    let (s0, s1) = (Some(h0.unix_timestamp()), Some(h1.unix_timestamp()));
+    let (o, m) = (owner.user.to_string(), member.user.to_string());
+    assert_eq!(
+        rows,
+        [
+            (s0, String::new(), o.clone(), 1, 10, 5),
+            (s1, String::new(), o.clone(), 1, 20, 6),
+            (s1, key.clone(), m.clone(), 1, 100, 50),
+        ],
+        "the whole tenant's, its own only, per hour"
+    );
+    assert!(
+        hourly
+            .tokens
+            .iter()
+            .all(|t| t.endpoint_id == endpoint && t.tenant_id == owner.tenant.to_string())
+    );
+
+    // Paged as records are.
+    let first = list(ask(&owner, "hour", 2, "")).await;
+    assert_eq!(first.tokens.len(), 2);
+    let rest = list(ask(&owner, "hour", 2, &first.next_page_token)).await;
+    assert_eq!(rest.tokens.len(), 1);
+    assert_eq!(rest.next_page_token, "");
+    let mut paged: Vec<_> = first.tokens.iter().chain(&rest.tokens).map(row).collect();
+    paged.sort();
+    assert_eq!(paged, rows);
+
+    let mut summed: Vec<_> = list(ask(&owner, "range", 0, ""))
+        .await
+        .tokens
+        .iter()
+        .map(row)
+        .collect();
+    summed.sort();
+    assert_eq!(
+        summed,
+        [
+            (None, String::new(), o.clone(), 2, 30, 11),
+            (None, key.clone(), m.clone(), 1, 100, 50),
+        ]
+    );
+    let status = assert_code(
+        env.usage.list_usage(ask(&owner, "range", 1, "")).await,
+        Code::InvalidArgument,
+    );
+    assert!(
+        status.message().contains("tokens=hour"),
+        "{}",
+        status.message()
+    );
+
+    // A member: their own tokens only.
+    for tokens in ["hour", "range"] {
+        let theirs = list(ask(&member, tokens, 0, "")).await;
+        assert_eq!(theirs.tokens.len(), 1, "{tokens}");
+        assert_eq!(theirs.tokens[0].user_id, m, "{tokens}");
+    }
+
+    let status = assert_code(
+        env.usage.list_usage(ask(&owner, "day", 0, "")).await,
+        Code::InvalidArgument,
+    );
+    assert!(
+        status.message().starts_with("tokens"),
+        "{}",
+        status.message()
+    );
 }

@@ -1,8 +1,10 @@
-//! One reconcile pass (seeds: "Reconcile loop"): admit, observe, park, remove, for one region,
+//! One reconcile pass (seeds: "Reconcile loop"): admit, observe, park (and park idle endpoints:
+//! `idle.rs`), remove, for one region,
 //! by its lease holder. Each step lives in its own file; this one orders them and decides which
 //! store errors end the pass.
 
 mod admit;
+pub(crate) mod idle;
 mod observe;
 mod settle;
 
@@ -77,6 +79,11 @@ impl Reconciler {
                 steps.push(Step::to(w, to, reason));
             }
         }
+        // Endpoints idle past their time, unless a step above moves them already.
+        let moving: HashSet<_> = steps.iter().map(|s| s.workload.id).collect();
+        let idle = self.idle(&|w| moving.contains(&w.id)).await?;
+        outcome.busy |= !idle.is_empty();
+        steps.extend(idle);
         // The pass's steps in one transaction: one lock and one commit, however many.
         self.writer.apply(&steps).await?;
         self.writer.retain(|id| seen.contains(&id));

@@ -383,3 +383,82 @@ async fn a_restarted_controller_finds_the_runtime_as_it_was() {
 }
 
 mod fallback;
+
+/// Scale-to-zero: an endpoint that parks when idle is parked once it has gone its time without
+/// a request (counted from its start, or its last request as the proxy reported it), through
+/// the normal stop; a recent request keeps it running, also for a controller started afresh
+/// (the time is in the store); one that doesn't park runs on.
+#[tokio::test]
+async fn an_idle_endpoint_is_parked_after_its_time_and_a_used_one_is_not() {
+    let mut w = world(&[("l40s-48gb", 2)], &[], timers()).await;
+    let params = |park: &str| format!(r#"{{"model":"m.gguf"{park}}}"#);
+    let make = |name: &'static str, params: String| {
+        let new = NewWorkload {
+            kind: WorkloadKind::Endpoint,
+            gpu_class: "l40s-48gb".into(),
+            units: 1,
+            shape: shape_of("l40s-48gb"),
+            image: "openai-endpoint".into(),
+            params,
+            ..new_workload(w.tenant, name)
+        };
+        let store = Arc::clone(&w.store);
+        async move {
+            let created = Reason::Created { by: user() };
+            store.create_workload(&new, &created).await.unwrap()
+        }
+    };
+    let parks = make("parks", params(r#","park_after_idle_s":60"#)).await;
+    let stays = make("stays", params("")).await;
+    w.pass().await;
+    assert_eq!(w.state(&parks).await, State::Running);
+    w.pass().await;
+    assert_eq!(w.state(&parks).await, State::Running, "just started");
+
+    // Two minutes on (every time moved back), with a request ten seconds ago: not idle.
+    w._db
+        .execute("UPDATE workload_events SET at = at - 120000; UPDATE workloads SET updated_at = updated_at - 120000");
+    let recent = time::OffsetDateTime::now_utc() - time::Duration::seconds(10);
+    w.store.touch_endpoints(&[parks.id], recent).await.unwrap();
+    // An older report doesn't move it back.
+    let older = recent - time::Duration::seconds(300);
+    w.store.touch_endpoints(&[parks.id], older).await.unwrap();
+    w.pass().await;
+    assert_eq!(
+        w.state(&parks).await,
+        State::Running,
+        "used ten seconds ago"
+    );
+
+    // A controller started afresh on the same database decides the same.
+    let store = w._db.open_again().await;
+    let lease = store
+        .take_lease("controller:local", "test", timers().lease)
+        .await
+        .unwrap()
+        .unwrap();
+    w.reconciler.writer = Fenced::new(Arc::clone(&store), lease);
+    w.reconciler.store = store;
+    w.pass().await;
+    assert_eq!(
+        w.state(&parks).await,
+        State::Running,
+        "used ten seconds ago"
+    );
+
+    // Its last request two minutes ago now: parked, through the normal stop.
+    w._db
+        .execute("UPDATE workloads SET last_request_at = last_request_at - 120000");
+    w.pass().await;
+    w.pass().await;
+    assert_eq!(w.state(&parks).await, State::Stopped);
+    assert_eq!(w.state(&stays).await, State::Running, "it doesn't park");
+    let timeline = w.timeline(&parks).await;
+    assert_eq!(
+        timeline[timeline.len() - 2..],
+        [
+            "stopping: parked after 1 min without requests",
+            "stopped: resources released",
+        ]
+    );
+}

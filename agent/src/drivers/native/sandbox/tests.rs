@@ -151,6 +151,7 @@ fn an_endpoint_gets_its_model_read_only_and_no_notebook_files() {
         model: "/state/models/w1/model.gguf".into(),
         alias: "tiny".into(),
         server: ModelServer::LlamaCpp,
+        slots: 3,
     };
     s.launcher = "llamacpp-serve.py";
     s.token_file = "/state/secrets/w1/api-key".into();
@@ -169,6 +170,11 @@ fn an_endpoint_gets_its_model_read_only_and_no_notebook_files() {
         &bwrap,
         &["/opt/einsora/llamacpp-serve.py", "--alias", "tiny"]
     ));
+    // Its slots: requests at once, each with a request's share of the context.
+    assert!(
+        has(&bwrap, &["--parallel", "3", "--ctx-size=3072"]),
+        "{bwrap:?}"
+    );
 }
 
 /// With egress, root joins the workload's network namespace first and bubblewrap keeps it (and

@@ -21,6 +21,7 @@ __all__ = [
     "ComputeClass",
     "CpuCores",
     "CreateEnrolmentTokenResponse",
+    "CreateInferenceKeyResponse",
     "CreateInviteResponse",
     "CreatePasswordResetResponse",
     "CreateTokenResponse",
@@ -36,9 +37,13 @@ __all__ = [
     "GetUsageReportResponse",
     "GpuUse",
     "Image",
+    "InferenceKey",
+    "InferenceLimits",
+    "InferenceLimitsInput",
     "Invite",
     "ListActivityResponse",
     "ListEnrolmentTokensResponse",
+    "ListInferenceKeysResponse",
     "ListInvitesResponse",
     "ListMachinesResponse",
     "ListQuotasResponse",
@@ -67,6 +72,8 @@ __all__ = [
     "Session",
     "Status",
     "Team",
+    "TenantInferenceLimits",
+    "TokenUsage",
     "UsageRecord",
     "UsageReportRow",
     "User",
@@ -283,6 +290,37 @@ class ChangePasswordResponse:
 
 
 @dataclass
+class CreateInferenceKeyResponse:
+    """`einsora.accounts.v1.CreateInferenceKeyResponse`."""
+
+    key: str = field(default="", repr=False)
+    inference_key: Optional[InferenceKey] = field(default=None)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "CreateInferenceKeyResponse":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('key', None)
+        if raw is not None:
+            value.key = raw
+        raw = data.pop('inference_key', None)
+        if raw is not None:
+            value.inference_key = InferenceKey.from_dict(raw)
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.key is not None:
+            out['key'] = self.key
+        if self.inference_key is not None:
+            out['inference_key'] = self.inference_key.to_dict()
+        return out
+
+
+@dataclass
 class CreateInviteResponse:
     """`einsora.accounts.v1.CreateInviteResponse`."""
 
@@ -444,6 +482,177 @@ class DeleteTeamResponse:
 
 
 @dataclass
+class InferenceKey:
+    """`einsora.accounts.v1.InferenceKey`."""
+
+    id: str = field(default="")
+    name: str = field(default="")
+    prefix: str = field(default="")
+    user_id: str = field(default="")
+    owner_email: str = field(default="")
+    all_endpoints: bool = field(default=False)
+    endpoint_ids: List[str] = field(default_factory=list)
+    tokens_used_today: int = field(default=0)
+    created_at: Optional[datetime] = field(default=None)
+    last_used_at: Optional[datetime] = field(default=None)
+    limits: Optional[InferenceLimits] = field(default=None)
+    revoked_at: Optional[datetime] = field(default=None)
+    tokens_left_today: Optional[int] = field(default=None)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "InferenceKey":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('id', None)
+        if raw is not None:
+            value.id = raw
+        raw = data.pop('name', None)
+        if raw is not None:
+            value.name = raw
+        raw = data.pop('prefix', None)
+        if raw is not None:
+            value.prefix = raw
+        raw = data.pop('user_id', None)
+        if raw is not None:
+            value.user_id = raw
+        raw = data.pop('owner_email', None)
+        if raw is not None:
+            value.owner_email = raw
+        raw = data.pop('all_endpoints', None)
+        if raw is not None:
+            value.all_endpoints = raw
+        raw = data.pop('endpoint_ids', None)
+        if raw is not None:
+            value.endpoint_ids = list(raw)
+        raw = data.pop('tokens_used_today', None)
+        if raw is not None:
+            value.tokens_used_today = int(raw)
+        raw = data.pop('created_at', None)
+        if raw is not None:
+            value.created_at = _wire.parse_time(raw)
+        raw = data.pop('last_used_at', None)
+        if raw is not None:
+            value.last_used_at = _wire.parse_time(raw)
+        raw = data.pop('limits', None)
+        if raw is not None:
+            value.limits = InferenceLimits.from_dict(raw)
+        raw = data.pop('revoked_at', None)
+        if raw is not None:
+            value.revoked_at = _wire.parse_time(raw)
+        raw = data.pop('tokens_left_today', None)
+        if raw is not None:
+            value.tokens_left_today = int(raw)
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.id is not None:
+            out['id'] = self.id
+        if self.name is not None:
+            out['name'] = self.name
+        if self.prefix is not None:
+            out['prefix'] = self.prefix
+        if self.user_id is not None:
+            out['user_id'] = self.user_id
+        if self.owner_email is not None:
+            out['owner_email'] = self.owner_email
+        if self.all_endpoints is not None:
+            out['all_endpoints'] = self.all_endpoints
+        if self.endpoint_ids is not None:
+            out['endpoint_ids'] = list(self.endpoint_ids)
+        if self.tokens_used_today is not None:
+            out['tokens_used_today'] = str(self.tokens_used_today)
+        if self.created_at is not None:
+            out['created_at'] = _wire.format_time(self.created_at)
+        if self.last_used_at is not None:
+            out['last_used_at'] = _wire.format_time(self.last_used_at)
+        if self.limits is not None:
+            out['limits'] = self.limits.to_dict()
+        if self.revoked_at is not None:
+            out['revoked_at'] = _wire.format_time(self.revoked_at)
+        if self.tokens_left_today is not None:
+            out['tokens_left_today'] = str(self.tokens_left_today)
+        return out
+
+
+@dataclass
+class InferenceLimits:
+    """`einsora.accounts.v1.InferenceLimits`."""
+
+    requests_per_minute: Optional[int] = field(default=None)
+    tokens_per_day: Optional[int] = field(default=None)
+    tokens_per_minute: Optional[int] = field(default=None)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "InferenceLimits":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('requests_per_minute', None)
+        if raw is not None:
+            value.requests_per_minute = raw
+        raw = data.pop('tokens_per_day', None)
+        if raw is not None:
+            value.tokens_per_day = raw
+        raw = data.pop('tokens_per_minute', None)
+        if raw is not None:
+            value.tokens_per_minute = raw
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.requests_per_minute is not None:
+            out['requests_per_minute'] = self.requests_per_minute
+        if self.tokens_per_day is not None:
+            out['tokens_per_day'] = self.tokens_per_day
+        if self.tokens_per_minute is not None:
+            out['tokens_per_minute'] = self.tokens_per_minute
+        return out
+
+
+@dataclass
+class InferenceLimitsInput:
+    """`einsora.accounts.v1.InferenceLimits-input` (request)."""
+
+    requests_per_minute: Optional[int] = field(default=None)
+    tokens_per_day: Optional[int] = field(default=None)
+    tokens_per_minute: Optional[int] = field(default=None)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "InferenceLimitsInput":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('requests_per_minute', None)
+        if raw is not None:
+            value.requests_per_minute = raw
+        raw = data.pop('tokens_per_day', None)
+        if raw is not None:
+            value.tokens_per_day = raw
+        raw = data.pop('tokens_per_minute', None)
+        if raw is not None:
+            value.tokens_per_minute = raw
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.requests_per_minute is not None:
+            out['requests_per_minute'] = self.requests_per_minute
+        if self.tokens_per_day is not None:
+            out['tokens_per_day'] = self.tokens_per_day
+        if self.tokens_per_minute is not None:
+            out['tokens_per_minute'] = self.tokens_per_minute
+        return out
+
+
+@dataclass
 class Invite:
     """`einsora.accounts.v1.Invite`."""
 
@@ -513,6 +722,31 @@ class Invite:
             out['role'] = self.role
         if self.used_at is not None:
             out['used_at'] = _wire.format_time(self.used_at)
+        return out
+
+
+@dataclass
+class ListInferenceKeysResponse:
+    """`einsora.accounts.v1.ListInferenceKeysResponse`."""
+
+    keys: List[InferenceKey] = field(default_factory=list)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "ListInferenceKeysResponse":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('keys', None)
+        if raw is not None:
+            value.keys = [InferenceKey.from_dict(x) for x in raw]
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.keys is not None:
+            out['keys'] = [x.to_dict() for x in self.keys]
         return out
 
 
@@ -915,6 +1149,43 @@ class Team:
             out['members'] = self.members
         if self.created_at is not None:
             out['created_at'] = _wire.format_time(self.created_at)
+        return out
+
+
+@dataclass
+class TenantInferenceLimits:
+    """`einsora.accounts.v1.TenantInferenceLimits`."""
+
+    tokens_used_today: int = field(default=0)
+    limits: Optional[InferenceLimits] = field(default=None)
+    tokens_left_today: Optional[int] = field(default=None)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "TenantInferenceLimits":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('tokens_used_today', None)
+        if raw is not None:
+            value.tokens_used_today = int(raw)
+        raw = data.pop('limits', None)
+        if raw is not None:
+            value.limits = InferenceLimits.from_dict(raw)
+        raw = data.pop('tokens_left_today', None)
+        if raw is not None:
+            value.tokens_left_today = int(raw)
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.tokens_used_today is not None:
+            out['tokens_used_today'] = str(self.tokens_used_today)
+        if self.limits is not None:
+            out['limits'] = self.limits.to_dict()
+        if self.tokens_left_today is not None:
+            out['tokens_left_today'] = str(self.tokens_left_today)
         return out
 
 
@@ -1438,6 +1709,9 @@ class EndpointParams:
     """`einsora.common.v1.EndpointParams`."""
 
     model: str = field(default="")
+    park_after_idle_s: Optional[int] = field(default=None)
+    served_name: Optional[str] = field(default=None)
+    slots: Optional[int] = field(default=None)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
     """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
 
@@ -1448,6 +1722,15 @@ class EndpointParams:
         raw = data.pop('model', None)
         if raw is not None:
             value.model = raw
+        raw = data.pop('park_after_idle_s', None)
+        if raw is not None:
+            value.park_after_idle_s = raw
+        raw = data.pop('served_name', None)
+        if raw is not None:
+            value.served_name = raw
+        raw = data.pop('slots', None)
+        if raw is not None:
+            value.slots = raw
         value.extra = data
         return value
 
@@ -1455,6 +1738,12 @@ class EndpointParams:
         out: Dict[str, Any] = dict(self.extra)
         if self.model is not None:
             out['model'] = self.model
+        if self.park_after_idle_s is not None:
+            out['park_after_idle_s'] = self.park_after_idle_s
+        if self.served_name is not None:
+            out['served_name'] = self.served_name
+        if self.slots is not None:
+            out['slots'] = self.slots
         return out
 
 
@@ -1463,6 +1752,9 @@ class EndpointParamsInput:
     """`einsora.common.v1.EndpointParams-input` (request)."""
 
     model: str = field(default="")
+    park_after_idle_s: Optional[int] = field(default=None)
+    served_name: Optional[str] = field(default=None)
+    slots: Optional[int] = field(default=None)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
     """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
 
@@ -1473,6 +1765,15 @@ class EndpointParamsInput:
         raw = data.pop('model', None)
         if raw is not None:
             value.model = raw
+        raw = data.pop('park_after_idle_s', None)
+        if raw is not None:
+            value.park_after_idle_s = raw
+        raw = data.pop('served_name', None)
+        if raw is not None:
+            value.served_name = raw
+        raw = data.pop('slots', None)
+        if raw is not None:
+            value.slots = raw
         value.extra = data
         return value
 
@@ -1480,6 +1781,12 @@ class EndpointParamsInput:
         out: Dict[str, Any] = dict(self.extra)
         if self.model is not None:
             out['model'] = self.model
+        if self.park_after_idle_s is not None:
+            out['park_after_idle_s'] = self.park_after_idle_s
+        if self.served_name is not None:
+            out['served_name'] = self.served_name
+        if self.slots is not None:
+            out['slots'] = self.slots
         return out
 
 
@@ -2171,6 +2478,7 @@ class ListUsageResponse:
 
     records: List[UsageRecord] = field(default_factory=list)
     next_page_token: str = field(default="")
+    tokens: List[TokenUsage] = field(default_factory=list)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
     """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
 
@@ -2184,6 +2492,9 @@ class ListUsageResponse:
         raw = data.pop('next_page_token', None)
         if raw is not None:
             value.next_page_token = raw
+        raw = data.pop('tokens', None)
+        if raw is not None:
+            value.tokens = [TokenUsage.from_dict(x) for x in raw]
         value.extra = data
         return value
 
@@ -2193,6 +2504,75 @@ class ListUsageResponse:
             out['records'] = [x.to_dict() for x in self.records]
         if self.next_page_token is not None:
             out['next_page_token'] = self.next_page_token
+        if self.tokens is not None:
+            out['tokens'] = [x.to_dict() for x in self.tokens]
+        return out
+
+
+@dataclass
+class TokenUsage:
+    """`einsora.usage.v1.TokenUsage`."""
+
+    tenant_id: str = field(default="")
+    endpoint_id: str = field(default="")
+    key_id: str = field(default="")
+    user_id: str = field(default="")
+    requests: int = field(default=0)
+    prompt_tokens: int = field(default=0)
+    completion_tokens: int = field(default=0)
+    hour_start: Optional[datetime] = field(default=None)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "TokenUsage":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('tenant_id', None)
+        if raw is not None:
+            value.tenant_id = raw
+        raw = data.pop('endpoint_id', None)
+        if raw is not None:
+            value.endpoint_id = raw
+        raw = data.pop('key_id', None)
+        if raw is not None:
+            value.key_id = raw
+        raw = data.pop('user_id', None)
+        if raw is not None:
+            value.user_id = raw
+        raw = data.pop('requests', None)
+        if raw is not None:
+            value.requests = int(raw)
+        raw = data.pop('prompt_tokens', None)
+        if raw is not None:
+            value.prompt_tokens = int(raw)
+        raw = data.pop('completion_tokens', None)
+        if raw is not None:
+            value.completion_tokens = int(raw)
+        raw = data.pop('hour_start', None)
+        if raw is not None:
+            value.hour_start = _wire.parse_time(raw)
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.tenant_id is not None:
+            out['tenant_id'] = self.tenant_id
+        if self.endpoint_id is not None:
+            out['endpoint_id'] = self.endpoint_id
+        if self.key_id is not None:
+            out['key_id'] = self.key_id
+        if self.user_id is not None:
+            out['user_id'] = self.user_id
+        if self.requests is not None:
+            out['requests'] = str(self.requests)
+        if self.prompt_tokens is not None:
+            out['prompt_tokens'] = str(self.prompt_tokens)
+        if self.completion_tokens is not None:
+            out['completion_tokens'] = str(self.completion_tokens)
+        if self.hour_start is not None:
+            out['hour_start'] = _wire.format_time(self.hour_start)
         return out
 
 

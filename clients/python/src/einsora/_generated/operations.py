@@ -16,6 +16,7 @@ from .models import (
     Catalog,
     ChangePasswordResponse,
     CreateEnrolmentTokenResponse,
+    CreateInferenceKeyResponse,
     CreateInviteResponse,
     CreatePasswordResetResponse,
     CreateTokenResponse,
@@ -23,9 +24,12 @@ from .models import (
     EndpointParamsInput,
     EnrolmentToken,
     GetUsageReportResponse,
+    InferenceKey,
+    InferenceLimitsInput,
     Invite,
     ListActivityResponse,
     ListEnrolmentTokensResponse,
+    ListInferenceKeysResponse,
     ListInvitesResponse,
     ListMachinesResponse,
     ListQuotasResponse,
@@ -45,6 +49,7 @@ from .models import (
     Session,
     Status,
     Team,
+    TenantInferenceLimits,
     User,
     VmParamsInput,
     Workload,
@@ -75,6 +80,12 @@ class Operations:
         query = None
         body: Optional[Dict[str, Any]] = {'expires_at': expires_at, 'name': name, 'region': region}
         return self._transport.call("POST", "/v1/enrolment-tokens", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=CreateEnrolmentTokenResponse)
+
+    def create_inference_key(self, *, name: str, all_endpoints: Optional[bool] = None, endpoint_ids: Optional[List[str]] = None, limits: Optional[Union[InferenceLimitsInput, Dict[str, Any]]] = None, idempotency_key: Optional[str] = None) -> CreateInferenceKeyResponse:
+        """POST /v1/inference-keys (CreateInferenceKey)."""
+        query = None
+        body: Optional[Dict[str, Any]] = {'all_endpoints': all_endpoints, 'endpoint_ids': endpoint_ids, 'limits': limits, 'name': name}
+        return self._transport.call("POST", "/v1/inference-keys", query=query, body=body, headers={'Idempotency-Key': idempotency_key}, answer=CreateInferenceKeyResponse)
 
     def create_invite(self, *, email: str, expires_at: Optional[Union[datetime, str]] = None, role: Optional[Literal["owner", "admin", "member"]] = None, idempotency_key: Optional[str] = None) -> CreateInviteResponse:
         """POST /v1/invites (CreateInvite)."""
@@ -130,6 +141,12 @@ class Operations:
         body = None
         return self._transport.call("GET", "/v1/catalog", query=query, body=body, answer=Catalog)
 
+    def get_inference_limits(self) -> TenantInferenceLimits:
+        """GET /v1/inference-limits (GetInferenceLimits)."""
+        query = None
+        body = None
+        return self._transport.call("GET", "/v1/inference-limits", query=query, body=body, answer=TenantInferenceLimits)
+
     def get_machine(self, id: str) -> Machine:
         """GET /v1/machines/{id} (GetMachine)."""
         query = None
@@ -178,6 +195,12 @@ class Operations:
         body = None
         return self._transport.call("GET", "/v1/enrolment-tokens", query=query, body=body, answer=ListEnrolmentTokensResponse)
 
+    def list_inference_keys(self) -> ListInferenceKeysResponse:
+        """GET /v1/inference-keys (ListInferenceKeys)."""
+        query = None
+        body = None
+        return self._transport.call("GET", "/v1/inference-keys", query=query, body=body, answer=ListInferenceKeysResponse)
+
     def list_invites(self) -> ListInvitesResponse:
         """GET /v1/invites (ListInvites)."""
         query = None
@@ -208,9 +231,9 @@ class Operations:
         body = None
         return self._transport.call("GET", "/v1/tokens", query=query, body=body, answer=ListTokensResponse)
 
-    def list_usage(self, *, from_: Union[datetime, str], to: Union[datetime, str], page_size: Optional[int] = None, page_token: Optional[str] = None) -> ListUsageResponse:
+    def list_usage(self, *, from_: Union[datetime, str], to: Union[datetime, str], page_size: Optional[int] = None, page_token: Optional[str] = None, tokens: Optional[str] = None) -> ListUsageResponse:
         """GET /v1/usage (ListUsage)."""
-        query = {'from': from_, 'to': to, 'page_size': page_size, 'page_token': page_token}
+        query = {'from': from_, 'to': to, 'page_size': page_size, 'page_token': page_token, 'tokens': tokens}
         body = None
         return self._transport.call("GET", "/v1/usage", query=query, body=body, answer=ListUsageResponse)
 
@@ -280,6 +303,12 @@ class Operations:
         body = None
         return self._transport.call("DELETE", f"/v1/enrolment-tokens/{_wire.segment(id)}", query=query, body=body, answer=EnrolmentToken)
 
+    def revoke_inference_key(self, id: str) -> InferenceKey:
+        """DELETE /v1/inference-keys/{id} (RevokeInferenceKey)."""
+        query = None
+        body = None
+        return self._transport.call("DELETE", f"/v1/inference-keys/{_wire.segment(id)}", query=query, body=body, answer=InferenceKey)
+
     def revoke_invite(self, id: str) -> Invite:
         """DELETE /v1/invites/{id} (RevokeInvite)."""
         query = None
@@ -297,6 +326,12 @@ class Operations:
         query = None
         body = None
         return self._transport.call("DELETE", f"/v1/tokens/{_wire.segment(id)}", query=query, body=body, answer=ApiToken)
+
+    def set_inference_limits(self, *, limits: Optional[Union[InferenceLimitsInput, Dict[str, Any]]] = None) -> TenantInferenceLimits:
+        """PUT /v1/inference-limits (SetInferenceLimits)."""
+        query = None
+        body: Optional[Dict[str, Any]] = {'limits': limits}
+        return self._transport.call("PUT", "/v1/inference-limits", query=query, body=body, answer=TenantInferenceLimits)
 
     def set_quota(self, *, gpu_class: str, scope: Literal["tenant", "team", "user"], cpus: Optional[int] = None, limit: Optional[int] = None, memory_gib: Optional[int] = None, subject_id: Optional[str] = None) -> ListQuotasResponse:
         """PUT /v1/quotas (SetQuota)."""
