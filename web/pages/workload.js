@@ -310,7 +310,10 @@ function tabbed(list, chosen, onChoose) {
   return h('div', { class: 'tabs' }, h('div', { role: 'tablist', 'aria-label': 'Workload' }, buttons), panels);
 }
 
-/** An endpoint's idle time before it parks, as people say it ("after 10 min"); "never" unset. */
+/**
+ * An endpoint's idle time before it parks, as people say it ("after 10 min"); "never" unset.
+ * @param {number | undefined} seconds
+ */
 function idleAfter(seconds) {
   if (!seconds) return 'never';
   const [h, m, s] = [Math.floor(seconds / 3600), Math.floor(seconds / 60) % 60, seconds % 60];
