@@ -135,6 +135,8 @@ fn a_notebook_that_flips_its_socket_to_the_engine_never_reaches_it() {
     let (solo, _leftovers) = solo();
     solo.expect_log("its socket was tampered with; failing it");
     solo.expect_log("not the workload's own socket");
+    // Its server is killed as it is failed, perhaps while the session's request is on it.
+    solo.expect_log("the workload did not answer");
     let acme = tenant(&solo, "dev@acme");
     let canary = Canary::listen();
     let attacker = launch(&solo, &acme.token, a_notebook("attacker"));

@@ -14,7 +14,8 @@
 //! ([`IDLE_RELAYED`] relayed, each holding one of its machine's tunnels), each dropped after
 //! [`IDLE_FOR`] unused. The workload may close a kept connection whenever it likes: one found
 //! closed is skipped, and one that closes before the request was written to it is replaced by a
-//! fresh dial (`forward::dial`).
+//! fresh dial (`forward::dial`). A workload whose socket was tampered with is killed by its
+//! agent before it is reported failed, so no kept connection reaches a failed workload's server.
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;

@@ -338,6 +338,9 @@ impl Worker {
             Probe::NotYet => Ok((StatusCode::Starting, None)),
             Probe::Tampered(why) => {
                 tracing::warn!(workload = %sandbox.workload, %why, "its socket was tampered with; failing it");
+                // Killed before it is reported failed: a connection the access proxy keeps to
+                // its server (`kept.rs`) dies with it, so nothing reaches a failed workload.
+                self.engine.stop(&c.id, Duration::ZERO).await?;
                 Ok((StatusCode::SocketTampered, None))
             }
         }

@@ -274,7 +274,7 @@ impl Worker {
             // Its class or runtime left the catalog: the server of this attempt keeps running
             // as it was started, and nothing new starts.
             return match runs {
-                Some(_) => self.ready(&places, &serves, &record).await,
+                Some(_) => self.ready(&w.workload, &places, &serves, &record).await,
                 None => refused(StatusCode::Exited),
             };
         }
@@ -364,7 +364,7 @@ impl Worker {
                 self.stop(&w.workload).await;
                 return refused(StatusCode::SandboxChanged);
             }
-            return self.ready(&places, &serves, &record).await;
+            return self.ready(&w.workload, &places, &serves, &record).await;
         }
         if record.started(w.attempt) {
             // Started once already, and its server is gone: never started again.
@@ -479,7 +479,13 @@ impl Worker {
     }
 
     /// A running server: ready once it answers, on its own socket, the token the agent keeps.
-    async fn ready(&self, places: &Places, serves: &Serves, record: &Record) -> Outcome {
+    async fn ready(
+        &self,
+        workload: &str,
+        places: &Places,
+        serves: &Serves,
+        record: &Record,
+    ) -> Outcome {
         let Some(token) = record.token.as_deref() else {
             return (StatusCode::SandboxChanged, None);
         };
@@ -492,6 +498,11 @@ impl Worker {
             Probe::NotYet => (StatusCode::Starting, None),
             Probe::Tampered(why) => {
                 tracing::warn!(socket = %socket.display(), %why, "its socket was tampered with; failing it");
+                // Killed before it is reported failed: a connection the access proxy keeps to
+                // its server (`kept.rs`) dies with it, so nothing reaches a failed workload.
+                if let Err(e) = self.supervisor.stop(workload, Duration::ZERO).await {
+                    tracing::warn!(%workload, error = %e, "can't kill its processes yet");
+                }
                 (StatusCode::SocketTampered, None)
             }
         }
