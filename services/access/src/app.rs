@@ -35,6 +35,8 @@ pub(crate) struct Proxy {
     pub(crate) queues: Queues,
     pub(crate) upstream: Upstream,
     pub(crate) targets: Targets,
+    /// Who bearer credentials belong to, as the api said a moment ago.
+    pub(crate) credentials: Arc<crate::credentials::Credentials>,
     /// Each tenant's served models, for the one base URL (`gateway.rs`).
     pub(crate) served: crate::served::ServedModels,
     pub(crate) sessions: Sessions,

@@ -1,6 +1,7 @@
 //! Endpoints at the public URL's host: `/e/<id>/v1/{models,completions,chat/completions}` for
-//! API tokens and inference keys only. The credential is checked on every request and, while a
-//! response streams, every [`RECHECK`], so a revoked token's or key's stream ends within
+//! API tokens and inference keys only. The credential is checked on every request (against the
+//! api's answer of the last second, `credentials.rs`) and, while a response streams, every
+//! [`RECHECK`], so a revoked token or key is refused within a second and its stream ends within
 //! seconds. A key answers as unknown every endpoint outside its scope, and every request is held
 //! to the key's and the tenant's inference limits (`ratelimit.rs`). Cookies never authenticate
 //! inference and never reach the worker. Each request is held to the endpoint limits
@@ -133,8 +134,8 @@ pub(crate) async fn caller(
         .ok_or_else(unauthenticated)?
         .to_owned();
     let mut caller = proxy
-        .upstream
-        .authenticate(&api_token, id)
+        .credentials
+        .authenticate(&proxy.upstream, &api_token, id)
         .await
         .map_err(|e| e.failure("api", unauthenticated()))?;
     record_caller(&caller.tenant_id, &caller.user_id, &caller.subject);
@@ -380,6 +381,7 @@ fn describe(headers: &mut HeaderMap, target: &Target) {
 /// restarting) keeps the stream going.
 fn until_revoked(proxy: &Proxy, api_token: String, id: RequestId, place: Place) -> Stop {
     let upstream: Upstream = proxy.upstream.clone();
+    let credentials = Arc::clone(&proxy.credentials);
     let shutdown = proxy.shutdown.cancelled();
     let limit = proxy.limits.timeout;
     Box::pin(async move {
@@ -387,7 +389,8 @@ fn until_revoked(proxy: &Proxy, api_token: String, id: RequestId, place: Place) 
         let revoked = async {
             loop {
                 tokio::time::sleep(RECHECK).await;
-                if let Err(LookupError::Refused) = upstream.authenticate(&api_token, &id).await {
+                let checked = credentials.authenticate(&upstream, &api_token, &id).await;
+                if let Err(LookupError::Refused) = checked {
                     tracing::info!("API token no longer valid; ending the stream");
                     return;
                 }

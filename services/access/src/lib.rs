@@ -9,12 +9,14 @@
 
 mod app;
 mod body;
+mod credentials;
 mod cut;
 mod endpoint;
 mod errors;
 mod forward;
 mod gateway;
 mod host;
+mod json_member;
 mod kept;
 mod keys;
 pub mod limits;
@@ -54,6 +56,9 @@ pub use einsora_runtime::access_url::SETTING as URL;
 const CONTROLLER_CONNECT: std::time::Duration = std::time::Duration::from_secs(2);
 /// A workload's target is reused this long (`targets.rs`).
 pub const TARGET_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+/// Who a bearer credential belongs to is reused this long (`credentials.rs`): a revoked one is
+/// refused within it.
+pub const CREDENTIAL_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 // The api's and the controller's own settings (`einsora_api::ADDR`, `einsora_controller::ADDR`),
 // named again here rather than depending on those crates.
 pub const API_ADDR: &str = "EINSORA_API_ADDR";
@@ -76,6 +81,9 @@ pub struct Config {
     pub limits: limits::Limits,
     /// How long a workload's target, as the controller said, is reused (`targets.rs`).
     pub target_ttl: std::time::Duration,
+    /// How long who a bearer credential belongs to, as the api said, is reused
+    /// (`credentials.rs`).
+    pub credential_ttl: std::time::Duration,
     /// Connections at once, and how long a request's head may take.
     pub http: HttpLimits,
     /// How often endpoints' use is reported to the controller (`touch.rs`; tests scale it
@@ -102,6 +110,7 @@ impl Config {
             tls: InternalTls::from_settings(settings)?,
             limits: limits::Limits::from_settings(settings)?,
             target_ttl: TARGET_TTL,
+            credential_ttl: CREDENTIAL_TTL,
             http: HttpLimits::from_settings(settings)?,
             touch_every: touch::EVERY,
         })
@@ -150,6 +159,7 @@ fn prepare(cfg: &Config, shutdown: &Shutdown) -> anyhow::Result<(app::App, Optio
         queues: queue::Queues::default(),
         upstream: upstream::Upstream::new(api, controllers),
         targets: targets::Targets::new(cfg.target_ttl),
+        credentials: std::sync::Arc::new(credentials::Credentials::new(cfg.credential_ttl)),
         served: served::ServedModels::new(cfg.target_ttl),
         sessions: session::Sessions::default(),
         shutdown: shutdown.clone(),

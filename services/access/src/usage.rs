@@ -27,6 +27,7 @@ use einsora_runtime::metrics::{self, Counters};
 use hyper::body::{Body, Bytes, Frame, SizeHint};
 use serde_json::{Map, Value};
 
+use crate::json_member;
 use crate::tally::{Tally, Who};
 
 /// The most of a JSON answer kept to read its usage.
@@ -280,40 +281,44 @@ impl<B> Usage<B> {
         if line.len() > MAX_EVENT {
             return Line::Keep;
         }
-        let usage = names_usage(json);
-        if !usage && !contains(json, b"\"timings\"") {
+        // The usage chunk (once an answer) is parsed whole; every other just for its timings.
+        if names_usage(json)
+            && let Ok(Value::Object(chunk)) = serde_json::from_slice::<Value>(json.trim_ascii())
+        {
+            if let Some(spent) = chunk.get("usage").and_then(usage_of) {
+                self.usage = Some(spent);
+            }
+            let usage_only = chunk
+                .get("choices")
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty);
+            if self.counting.added.usage && usage_only {
+                self.skip_blank = true;
+                return Line::Drop;
+            }
+        }
+        self.timings_line(json)
+    }
+
+    /// A `data:` line's JSON: its `timings` read and, where the proxy asked for them, taken out
+    /// of the bytes as they came (`json_member.rs`); nothing else of the chunk is parsed.
+    fn timings_line(&mut self, json: &[u8]) -> Line {
+        if !contains(json, b"\"timings\"") {
             return Line::Keep;
         }
-        let Ok(Value::Object(mut chunk)) = serde_json::from_slice::<Value>(json.trim_ascii())
-        else {
+        let Some(member) = json_member::find(json, "timings") else {
             return Line::Keep;
         };
-        if usage && let Some(spent) = chunk.get("usage").and_then(usage_of) {
-            self.usage = Some(spent);
-        }
-        if let Some(spent) = chunk.get("timings").and_then(timings_of) {
+        let value = serde_json::from_slice::<Value>(&json[member.value.clone()]);
+        if let Some(spent) = value.ok().as_ref().and_then(timings_of) {
             self.progress = Some(spent);
         }
-        let added = self.counting.added;
-        let usage_only = chunk
-            .get("choices")
-            .and_then(Value::as_array)
-            .is_some_and(Vec::is_empty);
-        if added.usage && usage && usage_only {
-            self.skip_blank = true;
-            return Line::Drop;
+        if !self.counting.added.timings {
+            return Line::Keep;
         }
-        if added.timings && chunk.remove("timings").is_some() {
-            let mut new = b"data: ".to_vec();
-            if serde_json::to_writer(&mut new, &chunk).is_err() {
-                return Line::Keep;
-            }
-            if line.ends_with(b"\r") {
-                new.push(b'\r');
-            }
-            return Line::Rewritten(new);
-        }
-        Line::Keep
+        let mut new = b"data:".to_vec();
+        new.extend_from_slice(&json_member::without(json, &member));
+        Line::Rewritten(new)
     }
 
     /// Counts the answer's tokens, once: the metric, the tally, the caller's hook.

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::fakes::{ALICE, BOB};
 use crate::http::{self, Stream, get};
 use crate::workload::Workload;
-use crate::{Harness, WORKER_KEY, cookie};
+use crate::{CREDENTIAL_TTL, Harness, WORKER_KEY, cookie};
 
 const PUBLIC: &str = "localhost:8090";
 const ALICE_TOKEN: &str = "tsk_aliceSECRET0001";
@@ -49,25 +49,51 @@ async fn every_request_needs_a_valid_api_token_and_cookies_never_count() {
     }
     assert_eq!(h.workload.requests(), 0);
 
+    let checks = || {
+        h.api
+            .authentications
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    // A refused credential is asked of the api every time.
+    let before = checks();
+    for _ in 0..2 {
+        let unknown = [("Authorization", "Bearer tsk_unknown")];
+        assert_eq!(models(&h, id, &unknown).await.status, 401);
+    }
+    assert_eq!(checks(), before + 2, "a refusal is never kept");
+
+    // An accepted one: the api's answer serves the requests of the next moment, and is asked
+    // again after it.
     let answer = models(&h, id, &[("Authorization", &alice)]).await;
     assert_eq!(answer.status, 200, "{answer:?}");
-    let checks = h
-        .api
-        .authentications
-        .load(std::sync::atomic::Ordering::SeqCst);
+    let first = checks();
     assert_eq!(
         models(&h, id, &[("Authorization", &alice)]).await.status,
         200
     );
-    let after = h
-        .api
-        .authentications
-        .load(std::sync::atomic::Ordering::SeqCst);
-    assert_eq!(after, checks + 1, "each request is checked");
+    assert_eq!(checks(), first, "asked again within its moment");
+    tokio::time::sleep(CREDENTIAL_TTL).await;
+    assert_eq!(
+        models(&h, id, &[("Authorization", &alice)]).await.status,
+        200
+    );
+    assert_eq!(checks(), first + 1, "not asked again after its moment");
+
+    // Revoked: refused within the moment.
     h.api.revoke_token(ALICE_TOKEN);
-    let answer = models(&h, id, &[("Authorization", &alice)]).await;
-    assert_eq!(answer.status, 401, "{answer:?}");
-    assert_eq!(h.workload.requests(), 2);
+    let revoked = Instant::now();
+    let mut served = 3;
+    loop {
+        let answer = models(&h, id, &[("Authorization", &alice)]).await;
+        if answer.status == 401 {
+            break;
+        }
+        assert_eq!(answer.status, 200, "{answer:?}");
+        served += 1;
+        assert!(revoked.elapsed() < CREDENTIAL_TTL + Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(h.workload.requests(), served);
 }
 
 #[tokio::test]

@@ -41,6 +41,8 @@ use uuid::Uuid;
 use fakes::{Api, Controller, Who};
 use workload::Workload;
 
+/// Who a bearer credential belongs to is reused this long: the product's second, scaled down.
+pub const CREDENTIAL_TTL: Duration = Duration::from_millis(300);
 pub const NOTEBOOK_TOKEN: &str = "nbtoken-SECRET-7f3a";
 pub const WORKER_KEY: &str = "workerkey-SECRET-91c2";
 
@@ -127,6 +129,8 @@ impl Harness {
             tls,
             limits,
             target_ttl,
+            // Scaled down: a revoked credential is refused within this.
+            credential_ttl: CREDENTIAL_TTL,
             http: einsora_runtime::http::HttpLimits {
                 max_connections: 1024,
                 header_read: std::time::Duration::from_secs(10),
