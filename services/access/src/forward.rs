@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use axum::http::{Request, Response, StatusCode};
+use axum::http::{Method, Request, Response, StatusCode};
 use einsora_runtime::shutdown::Shutdown;
 use einsora_runtime::workload_socket;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 
@@ -151,6 +151,7 @@ async fn dial(
     // A connection is kept between requests (`kept.rs`); a WebSocket's never is.
     let run = (target.workload, target.attempt);
     if !websocket && let Some(mut sender) = upstream.kept.take(run) {
+        let again = replayable(&request);
         match sender.try_send_request(request).await {
             Ok(response) => {
                 let response = answered(response, false, target)?;
@@ -158,9 +159,16 @@ async fn dial(
                 return Ok(response.map(|body| kept.answer(run, &target.route, sender, body)));
             }
             // Not sent: the workload closed the connection. A fresh one below.
-            Err(mut e) => match e.take_message() {
-                Some(unsent) => request = unsent,
-                None => return Err(unreachable(target, &e.into_error())),
+            Err(mut e) => match (e.take_message(), again) {
+                (Some(unsent), _) => request = unsent,
+                // Sent as the workload closed it (its idle time ending as the request came): a
+                // request that may be sent twice goes again on a fresh one, as a reverse proxy
+                // retries an idempotent request on another connection (RFC 9110 §9.2.2).
+                (None, Some(again)) => {
+                    tracing::debug!(error = %e.into_error(), "a kept connection closed under a request; sending it again");
+                    request = again;
+                }
+                (None, None) => return Err(unreachable(target, &e.into_error())),
             },
         }
     }
@@ -192,6 +200,27 @@ async fn dial(
         true => Answer::unkept(body),
         false => upstream.kept.answer(run, &target.route, sender, body),
     }))
+}
+
+/// A copy of `request` to send again should its first sending fail: only an idempotent one
+/// without a body (whose bytes would be gone).
+fn replayable(request: &Request<Body>) -> Option<Request<Body>> {
+    let idempotent = [
+        Method::GET,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::PUT,
+        Method::DELETE,
+    ];
+    if !idempotent.contains(request.method()) || request.body().size_hint().exact() != Some(0) {
+        return None;
+    }
+    let mut again = Request::new(Body::empty());
+    *again.method_mut() = request.method().clone();
+    *again.uri_mut() = request.uri().clone();
+    *again.version_mut() = request.version();
+    *again.headers_mut() = request.headers().clone();
+    Some(again)
 }
 
 /// The workload's answer, its hop-by-hop headers gone.

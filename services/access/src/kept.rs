@@ -13,8 +13,9 @@
 //! dropped halfway: hyper closes it. Bounded: at most [`IDLE_LOCAL`] idle per run
 //! ([`IDLE_RELAYED`] relayed, each holding one of its machine's tunnels), each dropped after
 //! [`IDLE_FOR`] unused. The workload may close a kept connection whenever it likes: one found
-//! closed is skipped, and one that closes before the request was written to it is replaced by a
-//! fresh dial (`forward::dial`). A workload whose socket was tampered with is killed by its
+//! closed is skipped, one that closes before the request was written to it is replaced by a
+//! fresh dial, and one that closes under an idempotent request without a body has it sent again
+//! on a fresh one (`forward::dial`); any other request it closes under is answered 503. A workload whose socket was tampered with is killed by its
 //! agent before it is reported failed, so no kept connection reaches a failed workload's server.
 
 use std::collections::{HashMap, VecDeque};

@@ -1,7 +1,8 @@
 //! Connections to a workload on this host are kept between requests (`kept.rs`), counted by
 //! the connections its socket accepted: one for a run of sequential requests, never one of an
 //! earlier run, never one still busy with an answer, never one whose answer was dropped halfway,
-//! never a WebSocket's; and a workload that closes idle connections costs no request.
+//! never a WebSocket's; a workload that closes idle connections costs no request, nor one that
+//! closes a kept connection under a GET (sent again), while a POST is never sent twice.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -175,7 +176,7 @@ async fn a_workload_closing_idle_connections_costs_no_request() {
     let id = h.endpoint(&ALICE);
     let stopped = Shutdown::new();
     let socket = h.workload.socket.with_file_name("closing.sock");
-    let accepts = closing_server(&socket, Duration::from_millis(50), &stopped);
+    let accepts = closing_server(&socket, Duration::from_millis(50), usize::MAX, &stopped);
     let path = socket.to_str().unwrap().to_owned();
     h.controller
         .change(&id.to_string(), |t| t.socket_path = path.clone());
@@ -189,9 +190,60 @@ async fn a_workload_closing_idle_connections_costs_no_request() {
     stopped.trigger();
 }
 
-/// An HTTP/1.1 server answering `{}` to every request on a connection, which it closes once
-/// it has been idle `idle`; how many connections it accepted.
-fn closing_server(socket: &Path, idle: Duration, stopped: &Shutdown) -> Arc<AtomicUsize> {
+/// A workload whose idle time ends as a request comes on a kept connection: it reads the
+/// request and closes. A GET goes again on a new connection and is answered; a POST, which may
+/// have been acted on, is not sent twice.
+#[tokio::test]
+async fn a_request_a_kept_connection_closed_under_goes_again_only_if_it_may() {
+    let h = Harness::start().await;
+    h.api.add_token(TOKEN, ALICE);
+    let id = h.endpoint(&ALICE);
+    let stopped = Shutdown::new();
+    let socket = h.workload.socket.with_file_name("closing.sock");
+    let accepts = closing_server(&socket, Duration::from_secs(5), 1, &stopped);
+    let path = socket.to_str().unwrap().to_owned();
+    h.controller
+        .change(&id.to_string(), |t| t.socket_path = path.clone());
+    // Each request after the first goes on the connection the one before was answered on,
+    // which closes under it: sent again on a new one, and answered.
+    for i in 1..=4 {
+        let answer = models(&h, id).await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert_eq!(accepts.load(Ordering::SeqCst), i);
+    }
+
+    let auth = format!("Bearer {TOKEN}");
+    let post = async |body: &'static str| {
+        let head = http::head(
+            "POST",
+            &format!("/e/{id}/v1/embeddings"),
+            PUBLIC,
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+                ("Content-Length", &body.len().to_string()),
+            ],
+        );
+        http::send(h.proxy, &head, body).await
+    };
+    let before = accepts.load(Ordering::SeqCst);
+    let refused = post("{}").await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(accepts.load(Ordering::SeqCst), before, "never sent twice");
+    assert_eq!(post("{}").await.status, 200, "the next goes on a new one");
+    assert_eq!(accepts.load(Ordering::SeqCst), before + 1);
+    stopped.trigger();
+}
+
+/// An HTTP/1.1 server answering `{}` to the first `answers` requests on a connection, which it
+/// closes once it has been idle `idle`, or as the next request comes; how many connections it
+/// accepted.
+fn closing_server(
+    socket: &Path,
+    idle: Duration,
+    answers: usize,
+    stopped: &Shutdown,
+) -> Arc<AtomicUsize> {
     let listener = UnixListener::bind(socket).unwrap();
     let accepts = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&accepts);
@@ -206,13 +258,18 @@ fn closing_server(socket: &Path, idle: Duration, stopped: &Shutdown) -> Arc<Atom
             tokio::spawn(async move {
                 let mut seen = Vec::new();
                 let mut buf = [0u8; 4096];
+                let mut answered = 0;
                 loop {
                     let read = tokio::time::timeout(idle, conn.read(&mut buf)).await;
                     let Ok(Ok(n @ 1..)) = read else { return };
                     seen.extend_from_slice(&buf[..n]);
-                    // Bodiless requests: each head ends one.
+                    // Each head ends a request (a body, `{}`, is taken with the next head).
                     while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
                         seen.drain(..end + 4);
+                        if answered == answers {
+                            return;
+                        }
+                        answered += 1;
                         let answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\
                                       Content-Length: 2\r\n\r\n{}";
                         conn.write_all(answer.as_bytes()).await.unwrap();
