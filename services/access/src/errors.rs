@@ -16,6 +16,8 @@ use uuid::Uuid;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub(crate) const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+/// OpenAI's code for a model no endpoint serves (the one base URL's, `gateway.rs`).
+const MODEL_NOT_FOUND: &str = "model_not_found";
 /// When to retry a 429 or 503 that names no better time.
 const RETRY: Duration = Duration::from_secs(1);
 
@@ -127,6 +129,15 @@ impl Failure {
 
     pub(crate) fn not_found(message: &'static str) -> Self {
         Self::new(ErrorCode::NotFound, message)
+    }
+
+    /// No endpoint of the caller's serves the model its request names: a 404 whose code is
+    /// OpenAI's own for it, `model_not_found`, in every envelope.
+    pub(crate) fn no_such_model(message: &'static str) -> Self {
+        Failure {
+            code: MODEL_NOT_FOUND,
+            ..Self::not_found(message)
+        }
     }
 
     pub(crate) fn method_not_allowed() -> Self {
@@ -253,6 +264,9 @@ mod tests {
             serde_json::json!({"error": {"message": "no key", "type": "authentication_error",
                                           "code": "invalid_api_key", "param": null}})
         );
+        let (response, body) = answered(Failure::no_such_model("x"), Envelope::OpenAi).await;
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        assert_eq!(body["error"]["code"], "model_not_found");
         let (_, body) = answered(refused(), Envelope::Einsora).await;
         assert_eq!(body["error"]["code"], "unauthenticated");
         assert!(body["error"]["request_id"].is_string());
@@ -260,6 +274,7 @@ mod tests {
             (Failure::invalid("x"), "invalid_request_error"),
             (Failure::forbidden("x"), "permission_error"),
             (Failure::not_found("x"), "not_found_error"),
+            (Failure::no_such_model("x"), "not_found_error"),
             (Failure::unavailable("x"), "overloaded_error"),
             (Failure::tampered(), "server_error"),
         ] {

@@ -57,7 +57,7 @@ pub(crate) async fn serve(
     let name = model_of(&prepared.body).ok_or_else(|| Failure::invalid(NO_MODEL))?;
     let replicas: Vec<&Served> = served.into_iter().filter(|s| s.name == name).collect();
     if replicas.is_empty() {
-        return Err(Failure::not_found(
+        return Err(Failure::no_such_model(
             "no running endpoint of yours serves this model; GET /v1/models lists those that do",
         ));
     }

@@ -214,6 +214,15 @@ def the_gateways_errors_parse(gw):
         expect(e.type == "not_found_error" and e.body["message"], f"body: {e.body}")
     else:
         raise AssertionError("an unknown endpoint answered")
+    # The one base URL, a model nothing of the tenant's serves: OpenAI's own code for it.
+    one_base = gw.base_url.rsplit("/e/", 1)[0] + "/v1"
+    try:
+        gw.client_with(base_url=one_base).chat.completions.create(
+            model="no-such-model", messages=hello(), max_tokens=1)
+    except openai.NotFoundError as e:
+        expect(e.code == "model_not_found", f"code {e.code}: {e.body}")
+    else:
+        raise AssertionError("an unknown model answered")
 
 
 @case

@@ -240,6 +240,7 @@ async fn a_request_goes_by_its_model_to_the_callers_endpoint_serving_it() {
     for unknown in ["secret", "nope"] {
         let answer = ask(&h, unknown).await;
         assert_eq!(answer.status, 404, "{answer:?}");
+        assert_eq!(answer.openai_error_code(), "model_not_found");
         assert!(answer.body.contains("GET /v1/models"), "{answer:?}");
     }
     assert_eq!(bobs_engine.chats(), 0);
