@@ -11,6 +11,7 @@ import * as workload from './pages/workload.js';
 import * as launch from './pages/launch.js';
 import * as machines from './pages/machines.js';
 import * as tokens from './pages/tokens.js';
+import * as keys from './pages/keys.js';
 import * as usage from './pages/usage.js';
 import * as activity from './pages/activity.js';
 import * as users from './pages/users.js';
@@ -36,6 +37,7 @@ const ROUTES = [
   { pattern: /^\/launch$/, page: launch, title: 'Launch' },
   { pattern: /^\/machines$/, page: machines, title: 'Machines' },
   { pattern: /^\/tokens$/, page: tokens, title: 'API tokens' },
+  { pattern: /^\/keys$/, page: keys, title: 'Inference keys' },
   { pattern: /^\/usage$/, page: usage, title: 'Usage' },
   { pattern: /^\/activity$/, page: activity, title: 'Activity' },
   { pattern: /^\/users$/, page: users, title: 'Users' },
@@ -50,6 +52,7 @@ const NAV = [
   ['/launch', 'Launch'],
   ['/machines', 'Machines'],
   ['/tokens', 'API tokens'],
+  ['/keys', 'Inference keys'],
   ['/usage', 'Usage'],
   ['/activity', 'Activity'],
   ['/users', 'Users'],

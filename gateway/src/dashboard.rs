@@ -45,6 +45,7 @@ pub(crate) const ASSETS: &[Asset] = assets![
     "pages/launch.js",
     "pages/machines.js",
     "pages/tokens.js",
+    "pages/keys.js",
     "pages/usage.js",
     "pages/activity.js",
     "pages/logs.js",

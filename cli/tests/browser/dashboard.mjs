@@ -916,6 +916,38 @@ async function main() {
     const spent = (await chatted.json()).usage;
     assert(spent && spent.prompt_tokens > 0, `the engine's usage: ${JSON.stringify(spent)}`);
     result.endpoint_usage = spent;
+
+    stepStart('inference keys: one for this endpoint with a limit, shown once, used, revoked');
+    await nav(page, 'Inference keys');
+    await page.waitForURL(/\/keys$/);
+    await heading(page, 'Inference keys').waitFor();
+    const keyName = `browser-key-${Date.now()}`;
+    await page.getByLabel('Key name', { exact: true }).fill(keyName);
+    await page.getByLabel('Every endpoint I can use, those launched later too').uncheck();
+    await page.getByLabel('llm-browser', { exact: true }).check();
+    await page.getByLabel('Requests a minute', { exact: true }).first().fill('5');
+    await page.getByRole('button', { name: 'Create key', exact: true }).click();
+    const key = await waitFor('the new key', async () => /isk_[0-9A-Za-z]{32}/.exec(await page.locator('body').innerText())?.[0]);
+    const withKey = await fetch(`${base}/chat/completions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+    });
+    assert(withKey.status === 200, `the shown key calls its endpoint: ${withKey.status}`);
+    const limited = withKey.headers.get('x-ratelimit-limit-requests');
+    assert(limited === '5', `its limit is on the answer: ${limited}`);
+    const keyRow = page.getByRole('row').filter({ hasText: keyName });
+    await keyRow.waitFor();
+    await keyRow.getByText('llm-browser').waitFor();
+    await keyRow.getByText('5 requests a minute').waitFor();
+    await screenshot('keys');
+    await nav(page, 'Workloads');
+    await nav(page, 'Inference keys');
+    await keyRow.waitFor();
+    assert(!(await page.content()).includes(key), 'the key is shown once only');
+    await keyRow.getByRole('button', { name: 'Revoke', exact: true }).click();
+    await waitFor('the key to be refused', async () =>
+      (await fetch(`${base}/models`, { headers: { Authorization: `Bearer ${key}` } })).status === 401);
     await api('DELETE', `/v1/workloads/${endpoint}`);
 
     stepStart('API tokens: create (shown once), use, revoke');

@@ -24,7 +24,7 @@ fn dashboard(solo: &Solo) -> String {
 
 /// Every page of the dashboard, as the screenshots name them (`status-banner`: a page with
 /// the banner of what is down).
-const PAGES: [&str; 14] = [
+const PAGES: [&str; 15] = [
     "signin",
     "workloads",
     "status-banner",
@@ -33,6 +33,7 @@ const PAGES: [&str; 14] = [
     "logs",
     "machines",
     "tokens",
+    "keys",
     "usage",
     "usage-tokens",
     "activity",
