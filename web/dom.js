@@ -206,6 +206,27 @@ export function confirmDialog({ title, body, confirm }) {
 }
 
 /**
+ * A secret shown this once: what it is (`lead`, a paragraph or more), the text to copy (the
+ * secret, or a command or link holding it) in a code block of `kind`, a Copy button, and
+ * anything after.
+ * @param {(Node | string)[]} lead
+ * @param {string} text
+ * @param {'token' | 'command' | 'link'} kind
+ * @param {...(Node | string)} after
+ * @returns {HTMLElement}
+ */
+export function shownOnce(lead, text, kind, ...after) {
+  return h(
+    'div',
+    { role: 'status', class: 'secret' },
+    ...lead,
+    h('pre', {}, h('code', { class: kind }, text)),
+    copyButton(() => text),
+    ...after,
+  );
+}
+
+/**
  * A "Copy" button for `text`, saying so in a live region when done.
  * @param {() => string} text
  * @returns {HTMLElement}

@@ -4,7 +4,7 @@
 // limits over every key and token.
 
 import { api, listAll } from '../api.js';
-import { h, copyButton, errorBox, field, table } from '../dom.js';
+import { h, errorBox, field, shownOnce, table } from '../dom.js';
 import { time } from '../format.js';
 
 const COLUMNS = ['Name', 'Prefix', 'Endpoints', 'Limits', 'Tokens today', 'Owner', 'Last used', 'Actions'];
@@ -105,7 +105,7 @@ export function render(main) {
     submit.disabled = true;
     try {
       const answer = await api.post('/v1/inference-keys', body);
-      created.replaceChildren(shownOnce(answer));
+      created.replaceChildren(newKey(answer));
       name.value = '';
       await refresh();
     } catch (error) {
@@ -247,12 +247,7 @@ function limitsText(limits = {}) {
  * @param {any} answer
  * @returns {HTMLElement}
  */
-function shownOnce(answer) {
-  return h(
-    'div',
-    { role: 'status', class: 'secret' },
-    h('p', {}, h('strong', {}, `Your new key ${answer.inference_key?.name ?? ''}`), ' \u2014 copy it now: it is shown only once.'),
-    h('pre', {}, h('code', { class: 'token' }, answer.key)),
-    copyButton(() => answer.key),
-  );
+function newKey(answer) {
+  const lead = h('p', {}, h('strong', {}, `Your new key ${answer.inference_key?.name ?? ''}`), ' \u2014 copy it now: it is shown only once.');
+  return shownOnce([lead], answer.key, 'token');
 }

@@ -3,7 +3,7 @@
 // let another machine join (`einsora agent join`), shown once, listed, revoked.
 
 import { api, poll } from '../api.js';
-import { h, confirmDialog, copyButton, describe, errorBox, field, setOptions, table } from '../dom.js';
+import { h, confirmDialog, describe, errorBox, field, setOptions, shownOnce, table } from '../dom.js';
 import { gib, gpuUse, time } from '../format.js';
 
 const MACHINE_COLUMNS = ['Name', 'Region', 'System', 'CPUs', 'Memory', 'GPUs', 'Status', 'My workloads', 'Actions'];
@@ -165,7 +165,7 @@ export function render(main) {
       const body = { name: name.value.trim() };
       if (region.value) body.region = region.value;
       const answer = await api.post('/v1/enrolment-tokens', body);
-      created.replaceChildren(shownOnce(answer));
+      created.replaceChildren(joinCommand(answer));
       name.value = '';
       await refresh();
     } catch (error) {
@@ -204,23 +204,20 @@ export function render(main) {
  * @param {any} answer
  * @returns {HTMLElement}
  */
-function shownOnce(answer) {
+function joinCommand(answer) {
   const command = `einsora agent join --token ${answer.token} --controller https://<controller>:<port>`;
-  return h(
-    'div',
-    { role: 'status', class: 'secret' },
+  const lead = [
     h('p', {}, h('strong', {}, 'Copy it now: the token is shown only once.'), ` It expires `, time(answer.enrolment_token?.expires_at), '.'),
     h('p', {}, 'On the machine that joins, run:'),
-    h('pre', {}, h('code', { class: 'command' }, command)),
-    copyButton(() => command),
-    h(
-      'p',
-      { class: 'hint' },
-      'Replace ',
-      h('code', {}, '<controller>:<port>'),
-      ' with the address that machine reaches this controller\u2019s agent port at (its ',
-      h('code', {}, 'EINSORA_AGENT_ADDR'),
-      ', 8443 by default).',
-    ),
+  ];
+  const hint = h(
+    'p',
+    { class: 'hint' },
+    'Replace ',
+    h('code', {}, '<controller>:<port>'),
+    ' with the address that machine reaches this controller\u2019s agent port at (its ',
+    h('code', {}, 'EINSORA_AGENT_ADDR'),
+    ', 8443 by default).',
   );
+  return shownOnce(lead, command, 'command', hint);
 }

@@ -2,7 +2,7 @@
 // make a token), shown once, listed by name and prefix, revoked at once.
 
 import { api } from '../api.js';
-import { h, copyButton, errorBox, field, select, table } from '../dom.js';
+import { h, errorBox, field, select, shownOnce, table } from '../dom.js';
 import { time } from '../format.js';
 
 const COLUMNS = ['Name', 'Prefix', 'Created', 'Last used', 'Expires', 'Actions'];
@@ -85,7 +85,7 @@ export function render(main) {
     submit.disabled = true;
     try {
       const answer = await api.post('/v1/tokens', body);
-      created.replaceChildren(shownOnce(answer));
+      created.replaceChildren(newToken(answer));
       name.value = '';
       await refresh();
     } catch (error) {
@@ -120,12 +120,7 @@ export function render(main) {
  * @param {any} answer
  * @returns {HTMLElement}
  */
-function shownOnce(answer) {
-  return h(
-    'div',
-    { role: 'status', class: 'secret' },
-    h('p', {}, h('strong', {}, `Your new token ${answer.api_token?.name ?? ''}`), ' \u2014 copy it now: it is shown only once.'),
-    h('pre', {}, h('code', { class: 'token' }, answer.token)),
-    copyButton(() => answer.token),
-  );
+function newToken(answer) {
+  const lead = h('p', {}, h('strong', {}, `Your new token ${answer.api_token?.name ?? ''}`), ' \u2014 copy it now: it is shown only once.');
+  return shownOnce([lead], answer.token, 'token');
 }

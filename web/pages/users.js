@@ -3,7 +3,7 @@
 // remove users, and make password-reset links. An admin manages members only.
 
 import { api } from '../api.js';
-import { h, copyButton, errorBox, field, select, table } from '../dom.js';
+import { h, errorBox, field, select, shownOnce, table } from '../dom.js';
 import { time } from '../format.js';
 
 const ROLES = [
@@ -101,7 +101,7 @@ export function render(main) {
           actions.push(
             action('Reset password', async () => {
               const answer = await api.post('/v1/users/{id}/password-reset', {}, { params: { id: u.id } });
-              shown.replaceChildren(shownOnce('reset', answer.secret, `A password reset for ${u.email}`));
+              shown.replaceChildren(oneTimeLink('reset', answer.secret, `A password reset for ${u.email}`));
             }),
           );
           actions.push(
@@ -164,7 +164,7 @@ export function render(main) {
     try {
       const chosen = /** @type {'member' | 'admin' | 'owner'} */ (role.value);
       const answer = await api.post('/v1/invites', { email: email.value.trim(), role: chosen });
-      shown.replaceChildren(shownOnce('invite', answer.secret, `An invite for ${answer.invite?.email ?? ''}`));
+      shown.replaceChildren(oneTimeLink('invite', answer.secret, `An invite for ${answer.invite?.email ?? ''}`));
       email.value = '';
       await refresh();
     } catch (error) {
@@ -207,18 +207,13 @@ export function render(main) {
  * @param {string} what
  * @returns {HTMLElement}
  */
-function shownOnce(kind, secret, what) {
+function oneTimeLink(kind, secret, what) {
   const link = `${location.origin}/#/${kind}/${secret}`;
-  return h(
-    'div',
-    { role: 'status', class: 'secret' },
-    h(
-      'p',
-      {},
-      h('strong', {}, what),
-      ' \u2014 copy the link now and pass it on privately: it is shown only once, works once, and Einsora sends no e-mail.',
-    ),
-    h('pre', {}, h('code', { class: 'link' }, link)),
-    copyButton(() => link),
+  const lead = h(
+    'p',
+    {},
+    h('strong', {}, what),
+    ' \u2014 copy the link now and pass it on privately: it is shown only once, works once, and Einsora sends no e-mail.',
   );
+  return shownOnce([lead], link, 'link');
 }
