@@ -4,6 +4,8 @@
 // agents list the GGUF files in their models directories that validate). The fallback opt-in
 // runs it on CPU (the API's `cpu`: the CPU class closest to the requested one) if its GPU class
 // has no room after the minutes given; it is offered only where a CPU class can run the image.
+// An endpoint may also be given the name it serves its model under, how many requests its
+// engine serves at once, and an idle time after which it parks.
 
 import { api } from '../api.js';
 import { h, errorBox, field, select, setOptions } from '../dom.js';
@@ -111,6 +113,20 @@ function form(catalog, models, context) {
     `A GGUF file in the models directory of the machine it runs on, by its path there (e.g. my-model.gguf or team/my-model.gguf). Nothing is downloaded. ${found}`,
   );
   modelField.append(offered);
+  const servedName = h('input', { id: 'launch-served-name', name: 'served_name', autocomplete: 'off', spellcheck: 'false', maxlength: 128 });
+  const slots = h('input', { id: 'launch-slots', name: 'slots', type: 'number', min: 1, max: 64, step: 1 });
+  const parkAfter = h('input', { id: 'launch-park-after', name: 'park_after_idle', type: 'number', min: 1, max: 10080, step: 1 });
+  const endpointFields = h(
+    'div',
+    { class: 'stack' },
+    field(
+      'Served as',
+      servedName,
+      'The name clients send as "model" at the one base URL; endpoints serving one name are its replicas. Empty: the model file\u2019s name without .gguf.',
+    ),
+    field('Requests at once', slots, 'What its engine serves in parallel (1 to 64); more wait in its queue. Empty: 1.'),
+    field('Park after idle minutes', parkAfter, 'It stops after this long without a request (1 to 10080), and the next request starts it again. Empty: it runs until stopped.'),
+  );
   const keysField = field('SSH public keys', keys, 'Optional: one OpenSSH public key a line.');
   const fallback = h('input', { id: 'launch-fallback', name: 'fallback', type: 'checkbox' });
   const fallbackLabel = h('label', { for: fallback.id });
@@ -158,6 +174,7 @@ function form(catalog, models, context) {
       ? `Unavailable: ${why}.`
       : 'It keeps asking for its class until then, and its timeline says where it runs; usage is counted on the class it runs on.';
     modelField.hidden = k !== 'endpoint';
+    endpointFields.hidden = k !== 'endpoint';
     model.required = k === 'endpoint';
     keysField.hidden = k !== 'vm';
   }
@@ -173,6 +190,7 @@ function form(catalog, models, context) {
     field('Class', gpuClass, 'The compute class it asks for; usage is counted by the class it runs on.'),
     field('Image', image),
     modelField,
+    endpointFields,
     keysField,
     fallbackField,
     problem,
@@ -190,7 +208,7 @@ function form(catalog, models, context) {
       region: region.value,
     };
     if (kind.value === 'notebook') body.notebook = {};
-    if (kind.value === 'endpoint') body.endpoint = { model: model.value.trim() };
+    if (kind.value === 'endpoint') body.endpoint = endpointParams(model, servedName, slots, parkAfter);
     if (kind.value === 'vm') {
       const lines = keys.value.split('\n').map((l) => l.trim()).filter(Boolean);
       body.vm = lines.length ? { ssh_authorized_keys: lines } : {};
@@ -212,6 +230,28 @@ function form(catalog, models, context) {
     }
   });
   return element;
+}
+
+/**
+ * An endpoint's parameters from its fields: what is left empty is the API's default, and what
+ * isn't a whole number is sent as -1, for the API to say what it takes.
+ * @param {HTMLInputElement} model
+ * @param {HTMLInputElement} servedName
+ * @param {HTMLInputElement} slots
+ * @param {HTMLInputElement} parkAfter
+ * @returns {import('../api-types').EndpointParamsInput}
+ */
+function endpointParams(model, servedName, slots, parkAfter) {
+  /** @type {import('../api-types').EndpointParamsInput} */
+  const params = { model: model.value.trim() };
+  const whole = (/** @type {string} */ text) => (/^\d+$/.test(text) ? Number(text) : -1);
+  if (servedName.value.trim()) params.served_name = servedName.value.trim();
+  if (slots.value.trim()) params.slots = whole(slots.value.trim());
+  if (parkAfter.value.trim()) {
+    const minutes = whole(parkAfter.value.trim());
+    params.park_after_idle_s = minutes < 0 ? -1 : minutes * 60;
+  }
+  return params;
 }
 
 /** @param {ComputeClass} c */

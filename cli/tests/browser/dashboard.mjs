@@ -893,12 +893,19 @@ async function main() {
     assert(!offered.includes(NOT_A_MODEL), `a file that isn't a model is never offered: ${offered}`);
     assert(/Your machines offer/.test(modelHint ?? ''), `the hint says files are offered: ${modelHint}`);
     await page.getByLabel('Model', { exact: true }).fill(MODEL);
+    // The name it serves its model under at the one base URL, and an idle time to park after.
+    await page.getByLabel('Served as', { exact: true }).fill('tiny-browser');
+    await page.getByLabel('Park after idle minutes', { exact: true }).fill('30');
     await page.getByRole('button', { name: 'Launch', exact: true }).click();
     await page.waitForURL(/\/workloads\/[0-9a-f-]{36}$/);
     const endpoint = new URL(page.url()).pathname.split('/').pop();
     result.endpoint = endpoint;
     await heading(page, 'llm-browser').waitFor();
+    await page.getByText('after 30 min without requests', { exact: true }).waitFor();
     await watchState(page, 'running');
+    const listed = await fetch(`http://localhost:${ACCESS_PORT}/v1/models`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+    const served = ((await listed.json()).data ?? []).map((/** @type {any} */ m) => m.id);
+    assert(served.includes('tiny-browser'), `the one base URL lists its served name: ${served}`);
     const base = `http://localhost:${ACCESS_PORT}/e/${endpoint}/v1`;
     await page.getByText(base, { exact: false }).first().waitFor();
     await page.getByRole('button', { name: 'Copy', exact: true }).click();
