@@ -115,8 +115,10 @@ fn the_routes_clients_use_are_served_by_a_real_engine() {
         assert!(refused.body.contains(says), "{}", refused.body);
     }
 
-    // Anthropic's Messages API, whole and streamed.
-    let message = json!({"model": "claude-x", "max_tokens": 8, "system": "Be brief.",
+    // Anthropic's Messages API, whole and streamed. Greedy (temperature 0): the test model's
+    // weights are random, and sampling may end an answer at its first token (content is what
+    // is checked here).
+    let message = json!({"model": "claude-x", "max_tokens": 8, "temperature": 0, "system": "Be brief.",
                          "messages": [{"role": "user", "content": [{"type": "text", "text": "Say"},
                                                                    {"type": "text", "text": "hello."}]}]});
     let answer = send("messages", &api_key, &message);
@@ -168,9 +170,9 @@ fn the_routes_clients_use_are_served_by_a_real_engine() {
     assert_eq!(refused.status, 401, "{}", refused.body);
     assert_eq!(refused.json()["error"]["type"], "authentication_error");
 
-    // OpenAI's Responses API, whole and streamed.
+    // OpenAI's Responses API, whole and streamed; greedy, as above.
     let asked = json!({"model": "m", "instructions": "Be brief.", "input": "Say hello.",
-                       "max_output_tokens": 8});
+                       "max_output_tokens": 8, "temperature": 0});
     let answer = send("responses", &auth, &asked);
     assert_eq!(answer.status, 200, "{}", answer.body);
     let response = answer.json();
