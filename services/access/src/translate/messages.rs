@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use super::sse::{self, Events};
-use super::{Call, Finish, Usage, arguments_text, choice, id};
+use super::{Call, Finish, Usage, arguments_text, choice, id, kind};
 
 /// The request as a chat completion request (`Err`: what can't be translated).
 pub(super) fn request(mut body: Map<String, Value>) -> Result<Map<String, Value>, String> {
@@ -35,18 +35,15 @@ pub(super) fn request(mut body: Map<String, Value>) -> Result<Map<String, Value>
         turn_of(turn, &mut messages).map_err(|e| format!("messages[{i}]{e}"))?;
     }
     chat.insert("messages".into(), Value::Array(messages));
-    for (from, to) in [
+    let fields = [
         ("model", "model"),
         ("max_tokens", "max_tokens"),
         ("temperature", "temperature"),
         ("top_p", "top_p"),
         ("top_k", "top_k"),
         ("stop_sequences", "stop"),
-    ] {
-        if let Some(value) = body.remove(from).filter(|v| !v.is_null()) {
-            chat.insert(to.into(), value);
-        }
-    }
+    ];
+    super::renamed(&mut body, &mut chat, &fields);
     if let Some(tools) = body.remove("tools").filter(|v| !v.is_null()) {
         chat.insert("tools".into(), tools_of(&tools)?);
     }
@@ -73,10 +70,6 @@ fn texts<'a>(blocks: &'a [Value], what: &str) -> Result<Vec<&'a str>, String> {
             )),
         })
         .collect()
-}
-
-fn kind(block: &Value) -> &str {
-    block.get("type").and_then(Value::as_str).unwrap_or("")
 }
 
 /// One user or assistant turn as chat messages (a user turn's tool results come first, each

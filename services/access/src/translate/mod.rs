@@ -244,6 +244,21 @@ impl Translation {
     }
 }
 
+/// Moves each field `body` gives (not as null) into `chat`, under the chat API's name for it:
+/// `(from, to)`.
+fn renamed(body: &mut Map<String, Value>, chat: &mut Map<String, Value>, fields: &[(&str, &str)]) {
+    for (from, to) in fields {
+        if let Some(value) = body.remove(*from).filter(|v| !v.is_null()) {
+            chat.insert((*to).into(), value);
+        }
+    }
+}
+
+/// A block's or an item's `type`; empty if it has none.
+fn kind(value: &Value) -> &str {
+    value.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
 /// `stream` as asked, and the usage asked for in a stream (the answer's closing events carry
 /// it).
 fn streaming(chat: &mut Map<String, Value>, stream: Option<&Value>) -> Result<(), String> {

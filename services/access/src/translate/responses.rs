@@ -12,7 +12,7 @@
 use serde_json::{Map, Value, json};
 
 use super::sse::{self, Events};
-use super::{Call, Finish, Usage, arguments_text, choice, id, now};
+use super::{Call, Finish, Usage, arguments_text, choice, id, kind, now};
 
 /// The most text and arguments a streamed answer may gather (its closing events repeat it).
 const MAX_OUTPUT: usize = 4 << 20;
@@ -46,17 +46,14 @@ pub(super) fn request(mut body: Map<String, Value>) -> Result<Map<String, Value>
     }
     let mut chat = Map::new();
     chat.insert("messages".into(), Value::Array(messages));
-    for (from, to) in [
+    let fields = [
         ("model", "model"),
         ("max_output_tokens", "max_tokens"),
         ("temperature", "temperature"),
         ("top_p", "top_p"),
         ("parallel_tool_calls", "parallel_tool_calls"),
-    ] {
-        if let Some(value) = body.remove(from).filter(|v| !v.is_null()) {
-            chat.insert(to.into(), value);
-        }
-    }
+    ];
+    super::renamed(&mut body, &mut chat, &fields);
     if let Some(tools) = body.remove("tools").filter(|v| !v.is_null()) {
         chat.insert("tools".into(), tools_of(&tools)?);
     }
@@ -70,10 +67,6 @@ pub(super) fn request(mut body: Map<String, Value>) -> Result<Map<String, Value>
     }
     super::streaming(&mut chat, body.get("stream"))?;
     Ok(chat)
-}
-
-fn kind(value: &Value) -> &str {
-    value.get("type").and_then(Value::as_str).unwrap_or("")
 }
 
 /// One input item as chat messages.
