@@ -98,6 +98,9 @@ pub enum Image {
     /// A Lab's control plane, this einsora binary (`einsora/server:local`), and its database,
     /// Debian's PostgreSQL (`einsora/postgres:local`): what compose/ runs.
     Server,
+    /// The libvirt driver's Debian 12 VM image (`<data dir>/images-cache/vm-debian`: base disk,
+    /// kernel, initrd), built with debootstrap; no Docker needed.
+    VmDebian,
 }
 
 impl Image {
@@ -109,19 +112,26 @@ impl Image {
             Image::NotebookCuda => "notebook-cuda",
             Image::Vllm => "vllm",
             Image::Server => "server",
+            Image::VmDebian => "vm-debian",
         }
+    }
+
+    /// Whether it is a container image (built on the base image, with Docker).
+    fn is_container(self) -> bool {
+        self != Image::VmDebian
     }
 }
 
-/// The recipe's stages for `images`: the base and what was named, or, when nothing was, the
-/// notebook and llama.cpp images every machine uses.
+/// The recipe's stages for `images`: what was named (after the base, for a container image),
+/// or, when nothing was, the base and the notebook and llama.cpp images every machine uses.
 fn stages(images: &[Image]) -> Vec<&'static str> {
     let named = if images.is_empty() {
         &[Image::Notebook, Image::Llamacpp][..]
     } else {
         images
     };
-    std::iter::once("base")
+    let base = named.iter().any(|i| i.is_container()).then_some("base");
+    base.into_iter()
         .chain(named.iter().map(|i| i.stage()))
         .collect()
 }
@@ -177,6 +187,11 @@ mod tests {
         assert_eq!(
             stages(&[Image::NotebookCuda, Image::Vllm]),
             ["base", "notebook-cuda", "vllm"]
+        );
+        assert_eq!(stages(&[Image::VmDebian]), ["vm-debian"]);
+        assert_eq!(
+            stages(&[Image::VmDebian, Image::Notebook]),
+            ["base", "vm-debian", "notebook"]
         );
     }
 
