@@ -46,6 +46,7 @@ pub struct Config {
     pub docker: Option<drivers::docker::DockerConfig>,
     pub native: Option<drivers::native::NativeConfig>,
     pub macos: Option<drivers::native::NativeConfig>,
+    pub libvirt: Option<drivers::libvirt::LibvirtConfig>,
     /// The tools its inventory reads run (EINSORA_NVIDIA_SMI).
     pub probe: inventory::Probe,
 }
@@ -58,6 +59,7 @@ impl Config {
             docker: drivers::docker::DockerConfig::from_settings(settings, &state_dir)?,
             native: drivers::native::NativeConfig::from_settings(settings, &state_dir)?,
             macos: drivers::macos::config::from_settings(settings, &state_dir)?,
+            libvirt: drivers::libvirt::LibvirtConfig::from_settings(settings, &state_dir)?,
             probe: inventory::Probe::from_settings(settings)?,
             controllers: settings
                 .is_set(CONTROLLER)
@@ -106,7 +108,14 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         controllers: controllers.clone(),
         ..macos
     });
-    let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, native, macos, cfg.sim).await;
+    let libvirt = cfg.libvirt.map(|libvirt| drivers::libvirt::LibvirtConfig {
+        machine: identity.machine_id.clone(),
+        ..libvirt
+    });
+    let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, native, macos, cfg.sim)
+        .await
+        .with_libvirt(libvirt)
+        .await;
     let timing = sync::Timing {
         heartbeat: cfg.heartbeat,
         inventory_every: cfg.inventory_every,

@@ -24,6 +24,10 @@ const INTERNAL: &[(&str, &str)] = &[
         "`einsora images build` hands images/dockerd its directory",
     ),
     (
+        "EINSORA_LIBVIRTD_DIR",
+        "images/libvirtd's own directory for its daemons' PIDs and logs, as images/dockerd's",
+    ),
+    (
         "EINSORA_SERVER_BINARY",
         "`einsora images build server` hands images/build the binary the image runs (itself)",
     ),

@@ -1,10 +1,11 @@
 //! Drivers: how a machine runs workloads. `docker` runs notebooks and endpoints as containers;
 //! `linux-native` runs them as sandboxed processes where there is no Docker; `local` is what
 //! those two share; `process` is the supervisor the native drivers build on; `macos` is the
-//! macos-native driver's, being built (its sandbox profile so far); `sim` runs nothing, for
-//! development and tests.
+//! macos-native driver's, being built (its sandbox profile so far); `libvirt` runs VMs; `sim`
+//! runs nothing, for development and tests.
 
 pub mod docker;
+pub mod libvirt;
 pub mod local;
 pub mod macos;
 pub mod native;
@@ -33,6 +34,8 @@ pub struct Drivers {
     native: Option<native::Native>,
     /// macos-native: the same machinery as linux-native, on a Mac's sandbox.
     macos: Option<native::Native>,
+    /// VMs, where the owner turned it on and guests can run.
+    libvirt: Option<libvirt::Libvirt>,
     /// Where endpoints' models may come from, and the model files found there (kept between
     /// scans).
     models_dir: Option<PathBuf>,
@@ -92,6 +95,7 @@ impl Drivers {
             docker,
             native,
             macos,
+            libvirt: None,
             models_dir,
             listing: Arc::default(),
             changed,
@@ -102,6 +106,14 @@ impl Drivers {
             stream: 0,
             inbox,
         }
+    }
+
+    /// Adds the libvirt driver, if libvirt answers and guests can run here.
+    pub async fn with_libvirt(mut self, config: Option<libvirt::LibvirtConfig>) -> Drivers {
+        if let Some(config) = config {
+            self.libvirt = libvirt::Libvirt::detect(config, Arc::clone(&self.changed)).await;
+        }
+        self
     }
 
     /// A new sync stream starts: its first desired state sets where each workload's output is
@@ -123,8 +135,14 @@ impl Drivers {
     pub fn names(&self) -> Vec<String> {
         let docker = self.docker.iter().map(|_| docker::NAME);
         let native = self.natives().map(native::Native::name);
+        let libvirt = self.libvirt.iter().map(|_| libvirt::NAME);
         let sim = self.sim.iter().map(|_| sim::NAME);
-        docker.chain(native).chain(sim).map(str::to_owned).collect()
+        docker
+            .chain(native)
+            .chain(libvirt)
+            .chain(sim)
+            .map(str::to_owned)
+            .collect()
     }
 
     /// linux-native and macos-native, where they are.
@@ -196,6 +214,7 @@ impl Drivers {
         self.refused.clear();
         let listed: Vec<&str> = desired.iter().map(|d| d.workload_id.as_str()).collect();
         let (mut on_docker, mut on_native, mut on_macos) = (Vec::new(), Vec::new(), Vec::new());
+        let mut on_libvirt = Vec::new();
         for raw in desired {
             let d = match DesiredWorkload::try_from(raw.clone()) {
                 Ok(d) => d,
@@ -233,6 +252,17 @@ impl Drivers {
                     output: d.output,
                     stream: self.stream,
                 }),
+                _ if d.spec.driver == libvirt::NAME && self.libvirt.is_some() => {
+                    on_libvirt.push(local::Wanted {
+                        gpus_missing,
+                        workload: id,
+                        attempt: d.attempt,
+                        mode: d.mode,
+                        spec: d.spec,
+                        output: d.output,
+                        stream: self.stream,
+                    });
+                }
                 _ if d.spec.driver == native::NAME && self.native.is_some()
                     || d.spec.driver == MACOS_DRIVER && self.macos.is_some() =>
                 {
@@ -265,6 +295,9 @@ impl Drivers {
         }
         if let Some(macos) = &self.macos {
             macos.handle().apply(on_macos);
+        }
+        if let Some(libvirt) = &self.libvirt {
+            libvirt.handle().apply(on_libvirt);
         }
         if let Some(sim) = &mut self.sim {
             sim.park_unlisted(&listed);
@@ -302,7 +335,9 @@ impl Drivers {
                 .into_iter()
                 .map(move |(id, seen)| (name, id, seen))
         });
-        for (driver, id, seen) in docker.chain(native) {
+        let libvirt = self.libvirt.iter().flat_map(|l| l.handle().statuses());
+        let libvirt = libvirt.map(|(id, seen)| (libvirt::NAME, id, seen));
+        for (driver, id, seen) in docker.chain(native).chain(libvirt) {
             let Some(mut s) = status(&id, seen.attempt, seen.mode, seen.code, driver) else {
                 continue;
             };
@@ -321,7 +356,12 @@ impl Drivers {
             .iter()
             .map(docker::Docker::restarts)
             .sum::<u32>()
-            + self.natives().map(native::Native::restarts).sum::<u32>();
+            + self.natives().map(native::Native::restarts).sum::<u32>()
+            + self
+                .libvirt
+                .iter()
+                .map(libvirt::Libvirt::restarts)
+                .sum::<u32>();
         WorkloadStatuses {
             workloads,
             driver_restarts,

@@ -77,14 +77,16 @@ pub fn compact(workload: &str) -> String {
 pub const NOTEBOOK_SOCKET: &str = "jl.sock";
 /// An endpoint's model server socket, in its run directory.
 pub const ENDPOINT_SOCKET: &str = "llm.sock";
+/// A VM's SSH, in its run directory: the agent's own socket, joined to the guest's channels.
+pub const VM_SSH_SOCKET: &str = "ssh.sock";
 
-/// The socket's name in the run directory, by what the server serves; `None` for a kind with
-/// no server to open (a VM).
+/// The socket's name in the run directory, by what the workload serves there; every kind has
+/// one (`Option` for a kind that may have none).
 pub fn socket_name(kind: WorkloadKind) -> Option<&'static str> {
     match kind {
         WorkloadKind::Notebook => Some(NOTEBOOK_SOCKET),
         WorkloadKind::Endpoint => Some(ENDPOINT_SOCKET),
-        WorkloadKind::Vm => None,
+        WorkloadKind::Vm => Some(VM_SSH_SOCKET),
     }
 }
 
@@ -107,7 +109,10 @@ mod tests {
             socket_path(Path::new("/s"), "w1", WorkloadKind::Endpoint),
             Some(PathBuf::from("/s/run/w1/llm.sock"))
         );
-        assert_eq!(socket_path(Path::new("/s"), "w1", WorkloadKind::Vm), None);
+        assert_eq!(
+            socket_path(Path::new("/s"), "w1", WorkloadKind::Vm),
+            Some(PathBuf::from("/s/run/w1/ssh.sock"))
+        );
     }
 
     #[test]

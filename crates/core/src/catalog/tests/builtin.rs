@@ -110,6 +110,8 @@ fn driver_refs_pick_drivers_by_kind_and_accelerator() {
         names("ubuntu-24.04", Vm, Cpu),
         ["libvirt", "macos-vz", "sim"]
     );
+    assert_eq!(names("debian-12", Vm, Cpu), ["libvirt", "sim"]);
+    assert_eq!(names("debian-12", Vm, Nvidia), ["libvirt", "sim"]);
     assert!(catalog.driver("docker").is_some());
 }
 
