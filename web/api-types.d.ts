@@ -12,6 +12,7 @@ export interface ErrorEnvelope {
 export interface AccessGrant {
   endpoint?: EndpointAccess;
   notebook?: NotebookLink;
+  ssh?: VmSsh;
   workload_id: string;
 }
 
@@ -22,6 +23,12 @@ export interface EndpointAccess {
 export interface NotebookLink {
   expires_at?: string;
   link: string;
+}
+
+export interface VmSsh {
+  expires_at?: string;
+  ticket: string;
+  url: string;
 }
 
 export interface AcceptInviteResponse {

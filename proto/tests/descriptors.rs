@@ -95,6 +95,7 @@ fn secret_fields_are_marked() {
     let secrets: BTreeSet<String> = schema().secret_fields().into_iter().collect();
     let expected: BTreeSet<String> = [
         "einsora.access.v1.NotebookLink.link",
+        "einsora.access.v1.VmSsh.ticket",
         "einsora.accounts.v1.LoginRequest.password",
         "einsora.accounts.v1.LoginResponse.session_id",
         "einsora.accounts.v1.Session.csrf_token",

@@ -67,6 +67,19 @@ pub enum ClientCommand {
     /// Open a running workload: a notebook's one-time link (for a browser, valid 60 s), or an
     /// endpoint's base URL (for an API token).
     Open { id: String },
+    /// SSH into a running VM as `einsora` (the system's `ssh`, through the access proxy; no
+    /// port opens). Anything after `--` goes to ssh after the destination: a command to run.
+    Ssh {
+        id: String,
+        /// The private key to log in with (ssh's `-i`).
+        #[arg(short = 'i', long)]
+        identity: Option<std::path::PathBuf>,
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// One SSH session's bytes between stdin/stdout and a VM: for ssh's ProxyCommand
+    /// (`ssh -o ProxyCommand='einsora ssh-proxy <id>' einsora@vm`).
+    SshProxy { id: String },
     /// What this installation offers: regions, classes, images.
     Catalog,
     /// Your machines.
@@ -157,6 +170,26 @@ pub struct Launch {
     /// `1h`; a minute to a week), and a request to it starts it again.
     #[arg(long, value_name = "DURATION", value_parser = idle_seconds)]
     park_after_idle: Option<u64>,
+    /// A VM's SSH public key, authorised to log in as `einsora`: a `.pub` file, or the key's
+    /// one line. Repeatable.
+    #[arg(long = "ssh-key", value_name = "FILE|KEY", value_parser = ssh_key)]
+    ssh_keys: Vec<String>,
+    /// A VM's root disk in GiB (default: its class's).
+    #[arg(long)]
+    disk_gib: Option<u32>,
+}
+
+/// An SSH public key's one line: the file's (its first line) where `text` names one.
+fn ssh_key(text: &str) -> Result<String, String> {
+    let path = std::path::Path::new(text);
+    if path.is_file() {
+        let read = std::fs::read_to_string(path).map_err(|e| format!("{text}: {e}"))?;
+        let line = read.lines().map(str::trim).find(|l| !l.is_empty());
+        return line
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{text} holds no key"));
+    }
+    Ok(text.trim().to_owned())
 }
 
 /// An idle time as whole seconds (`90s`, `10m`, `1h30m`); the API checks its range.
@@ -325,6 +358,11 @@ async fn execute(
             println!("{link}");
             Ok(())
         }
+        ClientCommand::Ssh { id, identity, args } => {
+            let known_hosts = super::credentials::SavedSession::locate()?.known_hosts();
+            super::ssh::ssh(&id, identity.as_deref(), &known_hosts, &args)
+        }
+        ClientCommand::SshProxy { id } => super::ssh::proxy(api, &id).await,
         ClientCommand::Start { id } => action(api, &id, "start", show).await,
         ClientCommand::Delete { id } => {
             let value = api
@@ -487,6 +525,12 @@ fn launch_body(launch: Launch) -> Value {
     if let Some(seconds) = launch.park_after_idle {
         body["endpoint"]["park_after_idle_s"] = seconds.into();
     }
+    if !launch.ssh_keys.is_empty() {
+        body["vm"]["ssh_authorized_keys"] = launch.ssh_keys.into();
+    }
+    if let Some(gib) = launch.disk_gib {
+        body["vm"]["disk_gib"] = gib.into();
+    }
     body
 }
 
@@ -530,11 +574,45 @@ mod tests {
             model: Some("tiny.gguf".into()),
             served_name: None,
             park_after_idle: Some(600),
+            ssh_keys: Vec::new(),
+            disk_gib: None,
         };
         let body = launch_body(launch);
         assert_eq!(
             body["endpoint"],
             json!({"model": "tiny.gguf", "park_after_idle_s": 600})
+        );
+        assert!(body.get("vm").is_none());
+    }
+
+    #[test]
+    fn a_vms_keys_come_from_files_or_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("id.pub");
+        std::fs::write(&file, "\nssh-ed25519 AAAA me@host\n").unwrap();
+        assert_eq!(
+            ssh_key(file.to_str().unwrap()).unwrap(),
+            "ssh-ed25519 AAAA me@host"
+        );
+        assert_eq!(ssh_key(" ssh-rsa BBBB x ").unwrap(), "ssh-rsa BBBB x");
+        let empty = dir.path().join("empty.pub");
+        std::fs::write(&empty, "\n").unwrap();
+        assert!(ssh_key(empty.to_str().unwrap()).is_err());
+        let launch = Launch {
+            kind: "vm".into(),
+            name: "box".into(),
+            class: "cpu-1c-2g".into(),
+            image: "debian-12".into(),
+            region: None,
+            model: None,
+            served_name: None,
+            park_after_idle: None,
+            ssh_keys: vec!["ssh-ed25519 AAAA me@host".into()],
+            disk_gib: Some(4),
+        };
+        assert_eq!(
+            launch_body(launch)["vm"],
+            json!({"ssh_authorized_keys": ["ssh-ed25519 AAAA me@host"], "disk_gib": 4})
         );
     }
 }

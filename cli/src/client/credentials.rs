@@ -64,6 +64,11 @@ impl SavedSession {
         Ok(SavedSession { path })
     }
 
+    /// Where `einsora ssh` keeps VMs' host keys: beside the saved sessions.
+    pub fn known_hosts(&self) -> PathBuf {
+        self.path.with_file_name("known_hosts")
+    }
+
     /// Every server's entry, by server; none if nothing is saved yet.
     fn read(&self) -> anyhow::Result<Map<String, Value>> {
         let text = match std::fs::read_to_string(&self.path) {

@@ -8,6 +8,7 @@ mod keys;
 mod logs;
 mod output;
 mod quotas;
+mod ssh;
 mod status;
 mod usage;
 mod users;

@@ -48,3 +48,4 @@ mod status;
 mod traces;
 mod up;
 mod user_roles;
+mod vms;

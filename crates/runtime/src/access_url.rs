@@ -82,6 +82,11 @@ impl AccessUrl {
         )
     }
 
+    /// Where a VM's SSH is reached (`Upgrade: einsora-ssh`, with a ticket), at its own host.
+    pub fn vm_ssh_url(&self, workload: impl fmt::Display) -> String {
+        format!("{}/_einsora/ssh", self.notebook_origin(workload))
+    }
+
     /// `<notebook origin>/_einsora/open?ticket=<ticket>`. A secret.
     pub fn notebook_link(&self, workload: impl fmt::Display, ticket: &str) -> String {
         format!(

@@ -109,10 +109,16 @@ pub(crate) async fn send(
 }
 
 /// A connection to the workload, on this host or relayed.
-trait Connection: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+pub(crate) trait Connection:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static
+{
+}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Connection for T {}
 
-async fn connect(target: &Target, upstream: &Upstream) -> Result<Box<dyn Connection>, Failure> {
+pub(crate) async fn connect(
+    target: &Target,
+    upstream: &Upstream,
+) -> Result<Box<dyn Connection>, Failure> {
     match &target.route {
         Route::Socket(socket) => {
             let connect = tokio::time::timeout(CONNECT_TIMEOUT, workload_socket::connect(socket));

@@ -29,6 +29,7 @@ mod ratelimit;
 mod routing;
 mod served;
 mod session;
+mod ssh;
 mod sweep;
 mod tally;
 mod targets;

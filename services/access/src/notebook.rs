@@ -1,6 +1,6 @@
 //! A notebook's own site, `w-<id>.localhost`: the ticket's page, then every other request
 //! forwarded to the workload's socket for a session opened at this host, while the attempt it
-//! opened is still the one running.
+//! opened is still the one running. A VM's host serves its SSH sessions (`ssh.rs`).
 
 use axum::body::Body;
 use axum::http::header::{AUTHORIZATION, HOST, HeaderMap, HeaderValue, ORIGIN};
@@ -13,7 +13,7 @@ use crate::app::{Proxy, record_caller};
 use crate::body::Guarded;
 use crate::errors::{Failure, RequestId};
 use crate::upstream::LookupError;
-use crate::{forward, open, session};
+use crate::{forward, open, session, ssh};
 
 const SEC_FETCH_SITE: HeaderName = HeaderName::from_static("sec-fetch-site");
 const RESERVED: &str = "/_einsora/";
@@ -24,6 +24,9 @@ pub(crate) async fn handle(
     request: Request<Body>,
     id: &RequestId,
 ) -> Result<Response, Failure> {
+    if request.uri().path() == ssh::PATH {
+        return ssh::open(proxy, workload, request, id).await;
+    }
     let (parts, body) = request.into_parts();
     if parts.uri.path() == open::PATH {
         return open::open(proxy, workload, &parts, id).await;

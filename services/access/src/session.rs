@@ -53,8 +53,9 @@ impl Sessions {
         let id = random_hex::<32>()?;
         let now = Instant::now();
         let mut map = self.lock();
+        // Expired ones end here, and ended ones (an SSH session closed) go.
         map.retain(|_, s| {
-            let live = s.expires > now;
+            let live = s.expires > now && !s.ended.is_triggered();
             if !live {
                 s.ended.trigger();
             }

@@ -40,9 +40,10 @@ impl AccessApi {
         AccessApi { store, auth, url }
     }
 
-    /// Notes who opened the notebook, then issues the ticket: nobody gets in unrecorded. The
-    /// ticket keeps the credential that asked for it: what it opens ends with that credential.
-    async fn open_notebook(
+    /// Notes who opened the notebook or VM, then issues the ticket: nobody gets in unrecorded.
+    /// The ticket keeps the credential that asked for it: what it opens ends with that
+    /// credential.
+    async fn open_with_ticket(
         &self,
         caller: &Caller,
         granted_by: einsora_store::Grant,
@@ -72,10 +73,18 @@ impl AccessApi {
             .create_ticket(&new)
             .await
             .map_err(status::store)?;
-        Ok(Grant::Notebook(pb::NotebookLink {
-            link: self.url.notebook_link(w.id, &ticket),
-            expires_at: Some(timestamp(expires_at)),
-        }))
+        let expires_at = Some(timestamp(expires_at));
+        Ok(match w.kind {
+            WorkloadKind::Vm => Grant::Ssh(pb::VmSsh {
+                url: self.url.vm_ssh_url(w.id),
+                ticket,
+                expires_at,
+            }),
+            _ => Grant::Notebook(pb::NotebookLink {
+                link: self.url.notebook_link(w.id, &ticket),
+                expires_at,
+            }),
+        })
     }
 }
 
@@ -95,8 +104,10 @@ impl AccessService for AccessApi {
         let grant = scoped::write_workload(&*self.store, &caller.scope(), id, |w| async move {
             refuse_unless_open(&w)?;
             match w.kind {
-                WorkloadKind::Notebook => self.open_notebook(caller, granted_by, &w).await,
-                _ => Ok(Grant::Endpoint(pb::EndpointAccess {
+                WorkloadKind::Notebook | WorkloadKind::Vm => {
+                    self.open_with_ticket(caller, granted_by, &w).await
+                }
+                WorkloadKind::Endpoint => Ok(Grant::Endpoint(pb::EndpointAccess {
                     base_url: self.url.endpoint_base(w.id),
                 })),
             }
@@ -109,14 +120,15 @@ impl AccessService for AccessApi {
     }
 }
 
-/// Only a running notebook on a machine, or a running endpoint, can be opened.
+/// Only a running notebook or VM on a machine, or a running endpoint, can be opened.
 fn refuse_unless_open(w: &Workload) -> Result<(), Status> {
-    let problem = if w.kind == WorkloadKind::Vm {
-        "a VM is reached over SSH, not through the access proxy".to_owned()
-    } else if w.state != State::Running {
+    let problem = if w.state != State::Running {
         format!("the {} isn't running (it is {})", w.kind, w.state)
-    } else if w.kind == WorkloadKind::Notebook && w.machine_id.is_none() {
-        "this notebook doesn't run on a machine the access proxy reaches".to_owned()
+    } else if w.kind != WorkloadKind::Endpoint && w.machine_id.is_none() {
+        format!(
+            "this {} doesn't run on a machine the access proxy reaches",
+            w.kind
+        )
     } else {
         return Ok(());
     };
@@ -159,16 +171,18 @@ mod tests {
     }
 
     #[test]
-    fn only_running_notebooks_on_machines_and_running_endpoints_open() {
+    fn only_running_notebooks_and_vms_on_machines_and_running_endpoints_open() {
         use WorkloadKind::*;
         assert!(refuse_unless_open(&workload(Notebook, State::Running, true)).is_ok());
+        assert!(refuse_unless_open(&workload(Vm, State::Running, true)).is_ok());
         assert!(refuse_unless_open(&workload(Endpoint, State::Running, false)).is_ok());
         for w in [
             workload(Notebook, State::Running, false),
             workload(Notebook, State::Provisioning, true),
             workload(Notebook, State::Stopped, true),
             workload(Endpoint, State::Pending, false),
-            workload(Vm, State::Running, true),
+            workload(Vm, State::Stopped, true),
+            workload(Vm, State::Running, false),
         ] {
             let err = refuse_unless_open(&w).unwrap_err();
             assert_eq!(

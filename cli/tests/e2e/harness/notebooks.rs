@@ -133,6 +133,18 @@ pub fn solo_native(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
     (solo, leftovers)
 }
 
+/// [`solo_with`] whose machine has neither the docker nor the linux-native driver: only what
+/// `extra` turns on (the libvirt driver's tests).
+pub fn solo_bare(extra: &[(&str, &str)]) -> (Solo, Leftovers) {
+    let mut env = vec![
+        ("EINSORA_AGENT_DOCKER", "false"),
+        ("EINSORA_AGENT_NATIVE", "off"),
+    ];
+    env.extend_from_slice(extra);
+    env.push(("EINSORA_AUTH_MODE", "dev"));
+    solo_on_this_machine(&env)
+}
+
 /// The wheels of `names` (the images', EINSORA_TEST_WHEELS), in one directory.
 pub fn wheelhouse(names: &[&str]) -> tempfile::TempDir {
     let built = std::env::var("EINSORA_TEST_WHEELS")

@@ -79,6 +79,7 @@ __all__ = [
     "User",
     "VmParams",
     "VmParamsInput",
+    "VmSsh",
     "Workload",
     "WorkloadEvent",
     "WorkloadExport"
@@ -92,6 +93,7 @@ class AccessGrant:
     workload_id: str = field(default="")
     endpoint: Optional[EndpointAccess] = field(default=None)
     notebook: Optional[NotebookLink] = field(default=None)
+    ssh: Optional[VmSsh] = field(default=None)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
     """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
 
@@ -108,6 +110,9 @@ class AccessGrant:
         raw = data.pop('notebook', None)
         if raw is not None:
             value.notebook = NotebookLink.from_dict(raw)
+        raw = data.pop('ssh', None)
+        if raw is not None:
+            value.ssh = VmSsh.from_dict(raw)
         value.extra = data
         return value
 
@@ -119,6 +124,8 @@ class AccessGrant:
             out['endpoint'] = self.endpoint.to_dict()
         if self.notebook is not None:
             out['notebook'] = self.notebook.to_dict()
+        if self.ssh is not None:
+            out['ssh'] = self.ssh.to_dict()
         return out
 
 
@@ -173,6 +180,43 @@ class NotebookLink:
         out: Dict[str, Any] = dict(self.extra)
         if self.link is not None:
             out['link'] = self.link
+        if self.expires_at is not None:
+            out['expires_at'] = _wire.format_time(self.expires_at)
+        return out
+
+
+@dataclass
+class VmSsh:
+    """`einsora.access.v1.VmSsh`."""
+
+    url: str = field(default="")
+    ticket: str = field(default="", repr=False)
+    expires_at: Optional[datetime] = field(default=None)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "VmSsh":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('url', None)
+        if raw is not None:
+            value.url = raw
+        raw = data.pop('ticket', None)
+        if raw is not None:
+            value.ticket = raw
+        raw = data.pop('expires_at', None)
+        if raw is not None:
+            value.expires_at = _wire.parse_time(raw)
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.url is not None:
+            out['url'] = self.url
+        if self.ticket is not None:
+            out['ticket'] = self.ticket
         if self.expires_at is not None:
             out['expires_at'] = _wire.format_time(self.expires_at)
         return out

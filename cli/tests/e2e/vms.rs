@@ -1,0 +1,143 @@
+//! The libvirt driver with real guests: `einsora up` whose agent has the libvirt driver and no
+//! other, running Debian VMs (`images/build vm-debian`, EINSORA_TEST_VM_IMAGES) under qemu's
+//! emulation (this machine's KVM doesn't run guests: EINSORA_VM_ACCEL=tcg), through the
+//! libvirt `images/libvirtd` starts (./scripts/test does). SSH goes through `einsora ssh`: the
+//! access proxy, the agent's SSH socket, the guest's virtio-serial channels; no network.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::harness::cli::Cli;
+use crate::harness::notebooks::*;
+use crate::harness::solo::Solo;
+use crate::harness::workloads::{timeline, wait_for, wait_for_within};
+use crate::harness::world::tenant;
+
+/// A Debian guest under TCG: its kernel, systemd and cloud-init's first boot.
+const BOOT: Duration = Duration::from_secs(300);
+
+/// Ends the guests a test started, however it ends (a failed assertion leaves none running).
+struct Guests(Vec<String>);
+
+impl Drop for Guests {
+    fn drop(&mut self) {
+        for id in &self.0 {
+            let _ = Command::new("virsh")
+                .args(["--quiet", "--connect", "qemu:///system", "destroy"])
+                .arg(format!("einsora-{id}"))
+                .output();
+        }
+    }
+}
+
+/// `einsora up` with the libvirt driver only, its VMs' directories in `vms`.
+fn solo_vms(vms: &Path) -> (Solo, Leftovers) {
+    let images = std::env::var("EINSORA_TEST_VM_IMAGES").expect(
+        "EINSORA_TEST_VM_IMAGES names the images cache holding vm-debian (./scripts/test builds it)",
+    );
+    solo_bare(&[
+        ("EINSORA_AGENT_LIBVIRT", "true"),
+        ("EINSORA_VM_ACCEL", "tcg"),
+        ("EINSORA_VM_IMAGES", &images),
+        ("EINSORA_VM_DIR", vms.to_str().unwrap()),
+    ])
+}
+
+/// A directory qemu's user can pass through (a temporary directory is its owner's only).
+fn vm_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    dir
+}
+
+/// A key pair: its private key's path.
+fn key(dir: &Path) -> PathBuf {
+    let key = dir.join("key");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "tester@e2e", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    key
+}
+
+fn running_domains() -> String {
+    let out = Command::new("virsh")
+        .args(["--quiet", "--connect", "qemu:///system", "list", "--name"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Launched with a key from the CLI, a VM boots and answers `einsora ssh`; stopped, its guest
+/// shuts down and its disk is kept; started, it boots the same disk (a file written before is
+/// there); deleted, its domain and its disk are gone.
+#[test]
+fn a_vm_boots_answers_ssh_keeps_its_disk_and_is_deleted() {
+    let vms = vm_dir();
+    let (solo, _leftovers) = solo_vms(vms.path());
+    let keys = tempfile::tempdir().unwrap();
+    let key = key(keys.path());
+    let public = format!("{}.pub", key.display());
+    let acme = tenant(&solo, "dev@acme");
+    let cli = Cli::with_token(&solo, token(&acme));
+    let launched = cli.json(&[
+        "launch",
+        "--kind",
+        "vm",
+        "--name",
+        "box",
+        "--class",
+        "cpu-1c-2g",
+        "--image",
+        "debian-12",
+        "--ssh-key",
+        &public,
+    ]);
+    let id = launched["id"].as_str().unwrap().to_owned();
+    let _guests = Guests(vec![id.clone()]);
+    wait_for_within(&solo, &acme.session, &id, "running", BOOT);
+    assert!(running_domains().contains(&format!("einsora-{id}")));
+
+    let key = key.to_str().unwrap();
+    let ssh = |command: &str| cli.ok(&["ssh", &id, "-i", key, "--", command]);
+    let uname = ssh("uname -sm");
+    assert_eq!(uname.trim(), "Linux x86_64", "{uname}");
+    // No network interface but loopback: the guest is reached only over its channels.
+    let links = ssh("ls /sys/class/net");
+    assert_eq!(links.trim(), "lo", "{links}");
+    ssh("echo still here > kept.txt && sync");
+    // Two sessions at once, each on a channel of its own.
+    let mut long = cli.command(&["ssh", &id, "-i", key, "--", "sleep 5; echo long"]);
+    let long = long.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(ssh("echo short").trim(), "short");
+    let long = long.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&long.stdout).trim(), "long");
+
+    cli.ok(&["stop", &id]);
+    wait_for_within(
+        &solo,
+        &acme.session,
+        &id,
+        "stopped",
+        Duration::from_secs(120),
+    );
+    assert!(!running_domains().contains(&id), "its guest is shut down");
+    let disk = vms.path().join(&id).join("disk.qcow2");
+    assert!(disk.is_file(), "its disk is kept");
+
+    cli.ok(&["start", &id]);
+    wait_for_within(&solo, &acme.session, &id, "running", BOOT);
+    assert_eq!(ssh("cat kept.txt").trim(), "still here");
+
+    cli.ok(&["delete", &id]);
+    wait_for(&solo, &acme.session, &id, "deleted");
+    assert!(!running_domains().contains(&id), "its domain is gone");
+    assert!(!vms.path().join(&id).exists(), "its disk is gone");
+    let steps = timeline(&solo, &acme.session, &id);
+    assert!(steps[1].ends_with("with libvirt"), "{steps:?}");
+}
