@@ -141,3 +141,74 @@ fn a_vm_boots_answers_ssh_keeps_its_disk_and_is_deleted() {
     let steps = timeline(&solo, &acme.session, &id);
     assert!(steps[1].ends_with("with libvirt"), "{steps:?}");
 }
+
+/// `einsora up` restarted while a VM runs: its guest is adopted (the same domain, never
+/// booted again), and it still answers `einsora ssh`.
+#[test]
+fn an_agent_restart_adopts_a_running_vm() {
+    let vms = vm_dir();
+    let (mut solo, _leftovers) = solo_vms(vms.path());
+    let keys = tempfile::tempdir().unwrap();
+    let key = key(keys.path());
+    let public = format!("{}.pub", key.display());
+    let acme = tenant(&solo, "dev@acme");
+    let cli = Cli::with_token(&solo, token(&acme));
+    let launched = cli.json(&[
+        "launch",
+        "--kind",
+        "vm",
+        "--name",
+        "kept",
+        "--class",
+        "cpu-1c-2g",
+        "--image",
+        "debian-12",
+        "--ssh-key",
+        &public,
+    ]);
+    let id = launched["id"].as_str().unwrap().to_owned();
+    let _guests = Guests(vec![id.clone()]);
+    wait_for_within(&solo, &acme.session, &id, "running", BOOT);
+    let key = key.to_str().unwrap();
+    let boot_id = |cli: &Cli<'_>| {
+        cli.ok(&[
+            "ssh",
+            &id,
+            "-i",
+            key,
+            "--",
+            "cat /proc/sys/kernel/random/boot_id",
+        ])
+    };
+    let before = boot_id(&cli);
+
+    solo.restart();
+    wait_for(&solo, &acme.session, &id, "running");
+    let cli = Cli::with_token(&solo, token(&acme));
+    // Reachable again once the agent has heard the guest's ready line (said every 2 s).
+    let after = einsora_testkit::eventually_or(
+        "the VM reachable again",
+        Duration::from_secs(30),
+        || {
+            let out = cli.run(
+                &[
+                    "ssh",
+                    &id,
+                    "-i",
+                    key,
+                    "--",
+                    "cat /proc/sys/kernel/random/boot_id",
+                ],
+                None,
+            );
+            out.status
+                .success()
+                .then(|| String::from_utf8(out.stdout).unwrap())
+        },
+        || timeline(&solo, &acme.session, &id).join("\n"),
+    );
+    assert_eq!(after, before, "the same boot of the same guest");
+    let steps = timeline(&solo, &acme.session, &id);
+    let boots = steps.iter().filter(|s| s.starts_with("running")).count();
+    assert_eq!(boots, 1, "never started again: {steps:?}");
+}

@@ -60,11 +60,11 @@ impl Virsh {
     }
 
     /// Einsora's metadata in the running domain `name`; `None` if it has none, or none that
-    /// reads (not one of ours).
+    /// reads (not one of ours), or it ended since it was listed.
     pub async fn metadata(&self, name: &str) -> Result<Option<Metadata>, VirshError> {
         match self.run(&["metadata", name, "--uri", METADATA_NS]).await {
             Ok(xml) => Ok(read_metadata(&xml)),
-            Err(VirshError::Failed(e)) if e.contains("metadata not found") => Ok(None),
+            Err(VirshError::Failed(e)) if e.contains("metadata not found") || gone(&e) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -91,16 +91,15 @@ impl Virsh {
     fn ignoring_gone(&self, result: Result<String, VirshError>) -> Result<(), VirshError> {
         match result {
             Ok(_) => Ok(()),
-            Err(VirshError::Failed(e))
-                if e.contains("Domain not found")
-                    || e.contains("failed to get domain")
-                    || e.contains("domain is not running") =>
-            {
-                Ok(())
-            }
+            Err(VirshError::Failed(e)) if gone(&e) || e.contains("domain is not running") => Ok(()),
             Err(e) => Err(e),
         }
     }
+}
+
+/// Whether virsh said the domain it was asked about doesn't exist (any more).
+fn gone(error: &str) -> bool {
+    error.contains("Domain not found") || error.contains("failed to get domain")
 }
 
 /// Reads the metadata element back as libvirt prints it (whatever prefix it gives the
