@@ -229,9 +229,11 @@ export function shownOnce(lead, text, kind, ...after) {
 /**
  * A "Copy" button for `text`, saying so in a live region when done.
  * @param {() => string} text
+ * @param {string} [label]  its name for screen readers where a page has more than one ("Copy
+ *   the command"); it starts with "Copy", the word on the button
  * @returns {HTMLElement}
  */
-export function copyButton(text) {
+export function copyButton(text, label) {
   // aria-live rather than role=status: a page's one status (a new token) stays easy to find.
   const said = h('span', { 'aria-live': 'polite', class: 'copied' });
   const button = h(
@@ -239,6 +241,7 @@ export function copyButton(text) {
     {
       type: 'button',
       class: 'secondary',
+      'aria-label': label,
       onclick: async () => {
         try {
           await navigator.clipboard.writeText(text());

@@ -1,7 +1,8 @@
 // One workload: what it is and where it runs, its timeline (newest last), kept current by
 // polling every 2 s; Stop, Start, Delete (confirmed in a dialog); Open for a running
 // notebook (a one-time link, opened in a new tab); the API base URL for an endpoint, with a
-// curl example that uses an API token, never the dashboard's cookie. Two tabs: Overview, and
+// curl example that uses an API token, never the dashboard's cookie; for a VM, how to reach it
+// over SSH (`einsora ssh`, or the config for people's own clients). Two tabs: Overview, and
 // Logs (pages/logs.js: its output, followed live); `?tab=logs` opens the second.
 
 import { api, poll } from '../api.js';
@@ -18,6 +19,7 @@ export function render(main, [id], context) {
   const actionProblem = h('div', { class: 'problem' });
   const refreshProblem = h('p', { class: 'problem', 'aria-live': 'polite' });
   const endpoint = h('section', { class: 'card', 'aria-labelledby': 'endpoint-api', hidden: true });
+  const ssh = h('section', { class: 'card', 'aria-labelledby': 'vm-ssh', hidden: true });
 
   const stop = h('button', { type: 'button', disabled: true }, 'Stop');
   const start = h('button', { type: 'button', disabled: true }, 'Start');
@@ -31,6 +33,8 @@ export function render(main, [id], context) {
   const machineNames = new Map();
   /** The endpoint's base URL, once known. */
   let baseUrl = '';
+  /** Whether the SSH card drawn is a running VM's (its commands) or not (a sentence); '' none yet. */
+  let sshDrawn = '';
   let gone = false;
   let busy = false;
 
@@ -131,6 +135,7 @@ export function render(main, [id], context) {
     }
     drawButtons();
     drawEndpoint();
+    drawSsh();
   }
 
   function drawButtons() {
@@ -177,6 +182,39 @@ export function render(main, [id], context) {
     );
   }
 
+  // A VM's SSH card never asks for access: its grant is a one-time ticket for `einsora
+  // ssh-proxy`, which asks for its own each session; the dashboard neither needs nor shows one.
+  function drawSsh() {
+    const w = workload;
+    ssh.hidden = w?.kind !== 'vm';
+    if (!w || ssh.hidden) return;
+    const running = w.state === 'running' ? 'running' : 'not running';
+    // Drawn again only when that changes: a redraw every poll would take the focus off Copy.
+    if (sshDrawn === running) return;
+    sshDrawn = running;
+    const heading = h('h2', { id: 'vm-ssh' }, 'SSH');
+    if (running !== 'running') {
+      ssh.replaceChildren(heading, h('p', {}, 'It can be reached over SSH once it is running.'));
+      return;
+    }
+    const command = `einsora ssh ${w.id}`;
+    const config = sshConfig(w.id);
+    ssh.replaceChildren(
+      heading,
+      h('p', {}, 'With the Einsora CLI, signed in to this tenant:'),
+      h('pre', { class: 'example' }, h('code', { class: 'command' }, command)),
+      copyButton(() => command, 'Copy the command'),
+      h('p', {}, 'Or with your own SSH client: add this to ', h('code', {}, '~/.ssh/config'), ', then ', h('code', {}, `ssh einsora-${w.id}`), '.'),
+      h('pre', { class: 'example' }, h('code', { class: 'ssh-config' }, config)),
+      copyButton(() => config, 'Copy the SSH config'),
+      h(
+        'p',
+        { class: 'hint' },
+        'Either way it logs in as einsora with a key given at launch (-i picks which), through the access proxy: the CLI must be installed and signed in, and no port is opened.',
+      ),
+    );
+  }
+
   /**
    * @param {HTMLButtonElement} button
    * @param {() => Promise<unknown>} action
@@ -208,6 +246,8 @@ export function render(main, [id], context) {
     if (yes) await act(remove, () => api.delete('/v1/workloads/{id}', it));
     else remove.focus();
   });
+  // Only a notebook's Open asks for access here (an endpoint's base URL aside): a VM's grant is
+  // for `einsora ssh-proxy`, never for a browser tab.
   open.addEventListener('click', () =>
     act(open, async () => {
       const grant = await api.post('/v1/workloads/{id}/access', {}, it);
@@ -225,6 +265,7 @@ export function render(main, [id], context) {
         content: [
           h('section', { class: 'card', 'aria-label': 'Details' }, facts),
           endpoint,
+          ssh,
           h('section', { 'aria-labelledby': 'timeline' }, h('h2', { id: 'timeline' }, 'Timeline'), timeline),
         ],
       },
@@ -308,6 +349,20 @@ function tabbed(list, chosen, onChoose) {
   });
   choose(Math.max(0, list.findIndex((tab) => tab.key === chosen)));
   return h('div', { class: 'tabs' }, h('div', { role: 'tablist', 'aria-label': 'Workload' }, buttons), panels);
+}
+
+/**
+ * The `~/.ssh/config` entry for VM `id`, as `einsora ssh` runs it: the CLI as ProxyCommand, the
+ * VM's host key kept under its own alias.
+ * @param {string} id
+ */
+function sshConfig(id) {
+  return [
+    `Host einsora-${id}`,
+    '  User einsora',
+    `  HostKeyAlias einsora-${id}`,
+    `  ProxyCommand einsora ssh-proxy ${id}`,
+  ].join('\n');
 }
 
 /**
