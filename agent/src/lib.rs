@@ -112,10 +112,8 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         machine: identity.machine_id.clone(),
         ..libvirt
     });
-    let mut drivers = drivers::Drivers::start(&cfg.state_dir, docker, native, macos, cfg.sim)
-        .await
-        .with_libvirt(libvirt)
-        .await;
+    let mut drivers =
+        drivers::Drivers::start(&cfg.state_dir, docker, native, macos, libvirt, cfg.sim).await;
     let timing = sync::Timing {
         heartbeat: cfg.heartbeat,
         inventory_every: cfg.inventory_every,

@@ -202,7 +202,7 @@ impl Bench {
             gpu_sample_every: Duration::from_secs(3600),
         };
         tokio::spawn(async move {
-            let mut drivers = Drivers::start(&dir, None, None, None, true).await;
+            let mut drivers = Drivers::start(&dir, None, None, None, None, true).await;
             let probe = crate::inventory::Probe::default();
             let link = Link {
                 controllers: &controllers,

@@ -66,6 +66,7 @@ impl Drivers {
         docker: Option<docker::DockerConfig>,
         native: Option<native::NativeConfig>,
         macos: Option<native::NativeConfig>,
+        libvirt: Option<libvirt::LibvirtConfig>,
         sim: bool,
     ) -> Drivers {
         let changed = Arc::new(Notify::new());
@@ -88,14 +89,20 @@ impl Drivers {
             _ => None,
         };
         let macos = match macos {
-            Some(config) => native::Native::detect(config, Arc::clone(&changed), outbox).await,
+            Some(config) => {
+                native::Native::detect(config, Arc::clone(&changed), outbox.clone()).await
+            }
+            None => None,
+        };
+        let libvirt = match libvirt {
+            Some(config) => libvirt::Libvirt::detect(config, Arc::clone(&changed), outbox).await,
             None => None,
         };
         Drivers {
             docker,
             native,
             macos,
-            libvirt: None,
+            libvirt,
             models_dir,
             listing: Arc::default(),
             changed,
@@ -106,14 +113,6 @@ impl Drivers {
             stream: 0,
             inbox,
         }
-    }
-
-    /// Adds the libvirt driver, if libvirt answers and guests can run here.
-    pub async fn with_libvirt(mut self, config: Option<libvirt::LibvirtConfig>) -> Drivers {
-        if let Some(config) = config {
-            self.libvirt = libvirt::Libvirt::detect(config, Arc::clone(&self.changed)).await;
-        }
-        self
     }
 
     /// A new sync stream starts: its first desired state sets where each workload's output is
@@ -445,7 +444,7 @@ mod tests {
     #[tokio::test]
     async fn a_new_attempt_on_a_gpu_that_went_is_not_started() {
         let dir = tempfile::tempdir().unwrap();
-        let mut drivers = Drivers::start(dir.path(), None, None, None, true).await;
+        let mut drivers = Drivers::start(dir.path(), None, None, None, None, true).await;
         let (started, new) = (
             einsora_core::ids::WorkloadId::new().to_string(),
             einsora_core::ids::WorkloadId::new().to_string(),
@@ -493,13 +492,13 @@ mod tests {
             uuid: "GPU-1".into(),
             memory_bytes: 48 << 30,
         };
-        let bare = Drivers::start(dir.path(), None, None, None, false).await;
+        let bare = Drivers::start(dir.path(), None, None, None, None, false).await;
         assert_eq!(
             bare.gpu_note(std::slice::from_ref(&gpu)),
             Some(GpuNote::NvidiaUnusable)
         );
         assert_eq!(bare.gpu_note(&[]), None, "no GPUs, nothing to say");
-        let sim = Drivers::start(dir.path(), None, None, None, true).await;
+        let sim = Drivers::start(dir.path(), None, None, None, None, true).await;
         assert_eq!(sim.gpu_note(&[gpu]), None);
     }
 
@@ -508,7 +507,7 @@ mod tests {
     #[tokio::test]
     async fn a_weak_driver_refuses_another_tenants_workload() {
         let dir = tempfile::tempdir().unwrap();
-        let mut drivers = Drivers::start(dir.path(), None, None, None, true).await;
+        let mut drivers = Drivers::start(dir.path(), None, None, None, None, true).await;
         for driver in [docker::NAME, native::NAME] {
             let id = einsora_core::ids::WorkloadId::new().to_string();
             let spec = pb::WorkloadSpec {
@@ -531,7 +530,7 @@ mod tests {
     #[tokio::test]
     async fn a_desired_workload_that_doesnt_read_is_refused_and_the_rest_run() {
         let dir = tempfile::tempdir().unwrap();
-        let mut drivers = Drivers::start(dir.path(), None, None, None, true).await;
+        let mut drivers = Drivers::start(dir.path(), None, None, None, None, true).await;
         let good = einsora_core::ids::WorkloadId::new().to_string();
         let bad = einsora_core::ids::WorkloadId::new().to_string();
         let spec = pb::WorkloadSpec {

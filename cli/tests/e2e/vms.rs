@@ -101,6 +101,9 @@ fn a_vm_boots_answers_ssh_keeps_its_disk_and_is_deleted() {
     let _guests = Guests(vec![id.clone()]);
     wait_for_within(&solo, &acme.session, &id, "running", BOOT);
     assert!(running_domains().contains(&format!("einsora-{id}")));
+    // Its serial console is its output: the kernel's first line, and cloud-init's.
+    let logs = cli.logs_until(&id, "Cloud-init");
+    assert!(logs.contains("Linux version"), "{logs}");
 
     let key = key.to_str().unwrap();
     let ssh = |command: &str| cli.ok(&["ssh", &id, "-i", key, "--", command]);

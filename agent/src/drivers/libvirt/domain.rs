@@ -118,7 +118,7 @@ pub struct Domain {
     pub seed: PathBuf,
     /// Where its channels' sockets are made (by libvirt).
     pub run_dir: PathBuf,
-    /// Where its serial console is written.
+    /// Where its serial console is written (its output).
     pub console: PathBuf,
     pub gpus: Vec<PciAddress>,
 }
@@ -233,7 +233,8 @@ impl Domain {
             let _ = writeln!(x, "    </channel>");
         }
         let _ = writeln!(x, "    <serial type='file'>");
-        let _ = writeln!(x, "      <source path='{}'/>", e(&self.console));
+        // Appended to: the driver empties it once read (native/output.rs).
+        let _ = writeln!(x, "      <source path='{}' append='on'/>", e(&self.console));
         let _ = writeln!(x, "      <target port='0'/>");
         let _ = writeln!(x, "    </serial>");
         for gpu in &self.gpus {

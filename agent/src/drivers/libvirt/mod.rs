@@ -2,7 +2,8 @@
 //! copy-on-write disk, with its NoCloud seed and no network interface: the host reaches the
 //! guest only over virtio-serial channels on Unix sockets (readiness, SSH). KVM where it
 //! works, decided by a probe boot when the agent starts; qemu's emulation (TCG) only where the
-//! operator allows it (`EINSORA_VM_ACCEL=tcg`). Parked = shut down (forced after a grace), its
+//! operator allows it (`EINSORA_VM_ACCEL=tcg`). A guest's serial console is its output (its
+//! logs), so a VM that fails to boot says why. Parked = shut down (forced after a grace), its
 //! disk kept; removed = its domain and disk gone. Off unless `EINSORA_AGENT_LIBVIRT=true`.
 
 pub mod config;
@@ -23,6 +24,7 @@ use config::AccelSetting;
 pub use config::LibvirtConfig;
 use domain::Accel;
 
+use super::local::output::Outbox;
 use super::local::{Handle, SeenMap, Wanted};
 
 pub const NAME: &str = "libvirt";
@@ -33,6 +35,7 @@ struct Supervised {
     accel: Accel,
     seen: SeenMap,
     changed: Arc<Notify>,
+    outbox: Outbox,
     restarts: Arc<AtomicU32>,
 }
 
@@ -46,6 +49,7 @@ impl Supervised {
                 self.accel,
                 Arc::clone(&self.seen),
                 Arc::clone(&self.changed),
+                self.outbox.clone(),
             );
             let mut wanted = wanted.clone();
             wanted.mark_changed();
@@ -81,8 +85,13 @@ pub struct Libvirt {
 }
 
 impl Libvirt {
-    /// The driver, if libvirt answers and guests can run here (KVM, or TCG where allowed).
-    pub async fn detect(config: LibvirtConfig, changed: Arc<Notify>) -> Option<Libvirt> {
+    /// The driver, if libvirt answers and guests can run here (KVM, or TCG where allowed);
+    /// `outbox` takes what its guests print on their consoles.
+    pub async fn detect(
+        config: LibvirtConfig,
+        changed: Arc<Notify>,
+        outbox: Outbox,
+    ) -> Option<Libvirt> {
         let virsh = virsh::Virsh::new(&config.uri);
         if let Err(e) = virsh.answers().await {
             tracing::warn!(uri = %config.uri, error = %e, "no libvirt driver: libvirt doesn't answer");
@@ -111,6 +120,7 @@ impl Libvirt {
             accel,
             seen,
             changed,
+            outbox,
             restarts: Arc::clone(&restarts),
         };
         tokio::spawn(worker.run(receiver));

@@ -28,8 +28,10 @@ use super::ready::Readiness;
 use super::seed;
 use super::ssh::SshSocket;
 use super::virsh::Virsh;
+use crate::drivers::local::output::{self as shipping, Cursors, Outbox};
 use crate::drivers::local::records::{Record, Records};
 use crate::drivers::local::{Seen, SeenMap, Wanted};
+use crate::drivers::native::output as console;
 use crate::inventory::command::run_tool;
 
 /// How long a guest has to shut down by itself when parked, before it is ended.
@@ -38,6 +40,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(60);
 const QEMU_IMG_LIMIT: Duration = Duration::from_secs(60);
 /// The memory a VM gets when its class says none.
 const DEFAULT_MEMORY_MIB: u64 = 1024;
+/// The most of a guest's console kept on its machine at once (its logs hold the rest).
+const CONSOLE_LIMIT: u64 = 8 << 20;
 
 pub struct Worker {
     virsh: Virsh,
@@ -50,6 +54,9 @@ pub struct Worker {
     guests: HashMap<String, Guest>,
     /// When each parked guest was asked to shut down.
     stopping: HashMap<String, Instant>,
+    /// Takes what guests print on their consoles, and where it is in each one's.
+    outbox: Outbox,
+    cursors: Cursors,
 }
 
 /// A running guest of one attempt: whether it said it is ready, and once it has, its SSH
@@ -66,7 +73,13 @@ struct Guest {
 type Running = BTreeMap<String, (String, Metadata)>;
 
 impl Worker {
-    pub fn new(config: LibvirtConfig, accel: Accel, seen: SeenMap, changed: Arc<Notify>) -> Worker {
+    pub fn new(
+        config: LibvirtConfig,
+        accel: Accel,
+        seen: SeenMap,
+        changed: Arc<Notify>,
+        outbox: Outbox,
+    ) -> Worker {
         Worker {
             virsh: Virsh::new(&config.uri),
             records: Records::open(&config.state_dir, super::NAME),
@@ -76,6 +89,8 @@ impl Worker {
             changed,
             guests: HashMap::new(),
             stopping: HashMap::new(),
+            outbox,
+            cursors: Cursors::default(),
         }
     }
 
@@ -101,6 +116,9 @@ impl Worker {
         let running = self.running().await?;
         let mut statuses = BTreeMap::new();
         for w in wanted {
+            if w.mode != Mode::Remove {
+                self.ship_console(w);
+            }
             let code = match w.mode {
                 Mode::Run => self.run_one(w, running.get(&w.workload)).await,
                 Mode::Park => self.park(&w.workload, running.get(&w.workload)).await,
@@ -267,7 +285,7 @@ impl Worker {
             disk,
             seed: seed_iso,
             run_dir: dir.clone(),
-            console: dir.join("console.log"),
+            console: dir.join(console::LOG),
             gpus: Vec::new(),
         };
         let metadata = Metadata {
@@ -335,7 +353,39 @@ impl Worker {
             return StatusCode::Stopping;
         }
         let _ = self.records.forget(workload);
+        self.cursors.forget(workload);
         StatusCode::Removed
+    }
+
+    /// Offers what the guest printed on its console since it was last read, the run's token
+    /// removed, and keeps the console's file bounded.
+    fn ship_console(&mut self, w: &Wanted) {
+        let dir = self.vm_dir(&w.workload);
+        let from = self.cursors.from(w);
+        let chunk = match console::read(&dir, from) {
+            Ok(chunk) if !chunk.bytes.is_empty() => chunk,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::debug!(workload = %w.workload, error = %e, "can't read its console yet");
+                return;
+            }
+        };
+        let token = self.records.get(&w.workload).token;
+        let skip = self.cursors.skipping(&w.workload);
+        let now = time::OffsetDateTime::now_utc();
+        let read = shipping::lines(
+            &chunk.bytes,
+            chunk.from,
+            token.as_deref(),
+            chunk.dropped,
+            skip,
+            now,
+        );
+        shipping::ship_read(&self.outbox, &mut self.cursors, w, read);
+        let read_to = self.cursors.at(&w.workload);
+        if let Err(e) = console::keep_bounded(&dir, CONSOLE_LIMIT, read_to) {
+            tracing::warn!(workload = %w.workload, error = %e, "can't keep its console bounded");
+        }
     }
 
     fn vm_dir(&self, workload: &str) -> PathBuf {

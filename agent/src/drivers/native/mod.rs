@@ -13,7 +13,7 @@ mod config;
 mod egress;
 mod envs;
 mod gpus;
-mod output;
+pub(crate) mod output;
 mod platform;
 pub(crate) mod runtimes;
 mod sandbox;

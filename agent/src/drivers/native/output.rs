@@ -1,5 +1,6 @@
 //! A linux-native workload's output as a source with offsets (local/output.rs): its log
-//! (`output.log`, stdout and stderr together, in the agent's own directory) and the bytes
+//! (`output.log`, stdout and stderr together, in the agent's own directory; a VM's serial
+//! console, which the libvirt driver reads the same way) and the bytes
 //! rotated out of it before (`output.base`, with the lines of them that weren't read first), so
 //! an offset is the bytes the workload ever wrote there and survives rotations and agent
 //! restarts. The worker rotates only what was read, unless the log is full: then what wasn't
@@ -7,11 +8,12 @@
 //! crash between emptying the log and recording its base, can still lose lines uncounted.
 
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
 use super::super::local::output::READ_LIMIT;
 
-const LOG: &str = "output.log";
+pub const LOG: &str = "output.log";
 const BASE: &str = "output.base";
 
 /// What one read of the source gave.
@@ -77,6 +79,50 @@ pub fn rotated(dir: &Path, len: u64, dropped: u64) -> std::io::Result<()> {
     let tmp = dir.join("output.base.tmp");
     std::fs::write(&tmp, format!("{next} {dropped}"))?;
     std::fs::rename(&tmp, dir.join(BASE))
+}
+
+/// Keeps the log in `dir` within `limit` bytes: past half of it, what was read (up to
+/// `read_to`, an offset) goes and the last half is moved to `output.log.1` (replacing the one
+/// before), and the log starts again. What hasn't been read waits while the log is within the
+/// limit; past it, it goes too, and its lines are counted as dropped. The writer must append
+/// (`O_APPEND`), so its next write lands at the emptied log's start.
+pub fn keep_bounded(dir: &Path, limit: u64, read_to: Option<u64>) -> std::io::Result<()> {
+    let log = dir.join(LOG);
+    let half = (limit / 2).max(1);
+    let meta = match std::fs::symlink_metadata(&log) {
+        Ok(meta) if meta.is_file() && meta.len() > half => meta,
+        _ => return Ok(()),
+    };
+    let base = base(dir);
+    let unread_from = read_to.unwrap_or(base).saturating_sub(base).min(meta.len());
+    if unread_from < meta.len() && meta.len() <= limit {
+        return Ok(());
+    }
+    let kept = log.with_extension("log.1");
+    match std::fs::remove_file(&kept) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut from = std::fs::File::open(&log)?;
+    from.seek(SeekFrom::Start(unread_from))?;
+    let mut unread = Vec::new();
+    (&mut from)
+        .take(meta.len() - unread_from)
+        .read_to_end(&mut unread)?;
+    let dropped = unread.iter().filter(|b| **b == b'\n').count() as u64;
+    from.seek(SeekFrom::Start(meta.len() - half))?;
+    let mut to = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&kept)?;
+    std::io::copy(&mut from.take(half), &mut to)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)?
+        .set_len(0)?;
+    // Offsets into its output run on past what the log held.
+    rotated(dir, meta.len(), dropped)
 }
 
 #[cfg(test)]

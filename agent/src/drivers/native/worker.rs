@@ -598,7 +598,7 @@ impl Worker {
     }
 
     fn log(&self, id: &str) -> PathBuf {
-        self.log_dir(id).join("output.log")
+        self.log_dir(id).join(super::output::LOG)
     }
 
     /// Its output keeps a bounded tail, as a container's does: past half the log limit, its
@@ -606,54 +606,9 @@ impl Worker {
     /// again. Checked each pass; where the agent can mount, the directory is a tmpfs of twice
     /// the limit, so a workload that writes (or truncates, or allocates) faster fills only that.
     fn keep_log_bounded(&self, id: &str) {
-        use std::io::{Seek, SeekFrom};
-        use std::os::unix::fs::OpenOptionsExt;
-        let log = self.log(id);
-        let half = (self.disks.log_bytes() / 2).max(1);
-        let Ok(meta) = std::fs::symlink_metadata(&log) else {
-            return;
-        };
-        if !meta.is_file() || meta.len() <= half {
-            return;
-        }
-        // What hasn't been shipped yet waits while the log has room (as root its tmpfs holds
-        // twice the limit); past the limit it goes, and its lines are counted as dropped.
         let dir = self.log_dir(id);
-        let base = super::output::base(&dir);
-        let unread_from = self
-            .cursors
-            .at(id)
-            .unwrap_or(base)
-            .saturating_sub(base)
-            .min(meta.len());
-        if unread_from < meta.len() && meta.len() <= self.disks.log_bytes() {
-            return;
-        }
-        let kept = log.with_extension("log.1");
-        let rotated = (|| -> std::io::Result<()> {
-            remove_file(&kept)?;
-            let mut from = std::fs::File::open(&log)?;
-            from.seek(SeekFrom::Start(unread_from))?;
-            let mut unread = Vec::new();
-            std::io::Read::read_to_end(
-                &mut std::io::Read::take(&mut from, meta.len() - unread_from),
-                &mut unread,
-            )?;
-            let dropped = unread.iter().filter(|b| **b == b'\n').count() as u64;
-            from.seek(SeekFrom::Start(meta.len() - half))?;
-            let mut to = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&kept)?;
-            std::io::copy(&mut std::io::Read::take(from, half), &mut to)?;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&log)?
-                .set_len(0)?;
-            // Offsets into its output run on past what the log held (native/output.rs).
-            super::output::rotated(&dir, meta.len(), dropped)
-        })();
+        let read_to = self.cursors.at(id);
+        let rotated = super::output::keep_bounded(&dir, self.disks.log_bytes(), read_to);
         if let Err(e) = rotated {
             tracing::warn!(workload = %id, error = %e, "can't keep its log bounded");
         }

@@ -51,7 +51,7 @@ fn a_tcg_guest_has_no_network_and_talks_only_over_its_channels() {
     assert!(!xml.contains("org.einsora.ssh.4"));
     assert!(xml.contains("<source file='/state/vms/w1/disk.qcow2'/>"));
     assert!(xml.contains("<readonly/>"), "the seed is read-only");
-    assert!(xml.contains("<source path='/state/vms/w1/console.log'/>"));
+    assert!(xml.contains("<source path='/state/vms/w1/console.log' append='on'/>"));
     assert!(xml.contains("<memory unit='MiB'>1024</memory>"));
     assert!(xml.contains("<vcpu>2</vcpu>"));
     assert!(xml.contains("<einsora:attempt>3</einsora:attempt>"));
@@ -89,7 +89,7 @@ fn text_in_the_xml_is_escaped() {
     d.console = "/state/a'b<c>&d/console.log".into();
     let xml = d.xml(&metadata("x"));
     assert!(
-        xml.contains("<source path='/state/a&apos;b&lt;c&gt;&amp;d/console.log'/>"),
+        xml.contains("<source path='/state/a&apos;b&lt;c&gt;&amp;d/console.log' append='on'/>"),
         "{xml}"
     );
 }
