@@ -94,11 +94,13 @@ const DRIVERS: &[DriverInfo] = &[
         os: Os::MacOs,
         per_machine_limit: Some(2),
     },
+    // CPU only until reserved GPUs are passed through (VFIO): a GPU VM is never placed where
+    // it would start without its GPUs.
     DriverInfo {
         name: "libvirt",
         isolation: Isolation::Strong,
         kinds: &[Vm],
-        accelerators: &[Nvidia, Cpu],
+        accelerators: &[Cpu],
         os: Os::Linux,
         per_machine_limit: None,
     },

@@ -17,8 +17,9 @@ pub const ACCEL: &str = "EINSORA_VM_ACCEL";
 pub const IMAGES: &str = "EINSORA_VM_IMAGES";
 /// Where VMs' directories are (disks, seeds, channels' sockets, consoles) and the image builds
 /// their disks were made on: qemu runs as its own user (`libvirt-qemu`), so every directory
-/// above it must let others through (mode o+x).
+/// above it must let others through (mode o+x), which the agent's own state directory doesn't.
 pub const DIR: &str = "EINSORA_VM_DIR";
+const DEFAULT_DIR: &str = "/var/lib/einsora-vms";
 
 /// The catalog runtimes this driver runs, and the directory in [`IMAGES`] each boots from.
 const RUNTIMES: [(&str, &str); 1] = [("debian-12-cloud", "vm-debian")];
@@ -71,7 +72,7 @@ impl LibvirtConfig {
             accel,
             images,
             state_dir: state_dir.to_path_buf(),
-            vm_dir: settings.path(DIR, &state_dir.join("vms"))?,
+            vm_dir: settings.path(DIR, Path::new(DEFAULT_DIR))?,
             machine: String::new(),
         }))
     }
@@ -93,7 +94,7 @@ mod tests {
         let c = config(&[d, (ENABLED, "true")]).unwrap().unwrap();
         assert_eq!(c.accel, AccelSetting::KvmOnly);
         assert_eq!(c.uri, "qemu:///system");
-        assert_eq!(c.vm_dir, Path::new("/state/vms"));
+        assert_eq!(c.vm_dir, Path::new("/var/lib/einsora-vms"));
         assert_eq!(
             c.images["debian-12-cloud"],
             Path::new("/d/images-cache/vm-debian")

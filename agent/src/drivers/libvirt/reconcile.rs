@@ -5,9 +5,9 @@
 //! started, that its disk was made, the image it was made from, the run's token).
 //!
 //! A VM's disk is a qcow2 overlay on its image's base disk. The base it was made on is kept
-//! for as long as the VM is (`<EINSORA_VM_DIR>/bases/<image hash>/`, linked from the image
-//! cache when first used), so rebuilding the image never changes a disk under a VM, and the VM
-//! keeps booting the kernel its disk's modules belong to.
+//! (`<EINSORA_VM_DIR>/bases/<image hash>/`, linked from the image cache when first used; its
+//! hash is the record's `fingerprint`; bases aren't removed yet), so rebuilding the image never
+//! changes a disk under a VM, and the VM keeps booting the kernel its disk's modules belong to.
 //!
 //! qemu runs as libvirt's own user, and libvirt hands it each VM's files (owner-only, the
 //! agent's until then) as it starts: the directories only let others through (0711), never

@@ -117,7 +117,7 @@ async fn join(client: UnixStream, channels: &[Channel]) {
 }
 
 /// A new session on the channel at `socket`: connected, once the guest has said it started
-/// one (its `einsora-ssh` line, whatever came before it dropped: a channel is a byte stream
+/// one (its `einsora-ssh-session` line, whatever came before it dropped: a channel is a byte stream
 /// that outlives sessions). Returns what came after the line.
 async fn session(socket: &Path) -> std::io::Result<(UnixStream, Vec<u8>)> {
     let mut guest = UnixStream::connect(socket).await?;

@@ -1,4 +1,4 @@
-//! libvirt through `virsh`, one call per command, each time-limited (ADR 0018: why not the C
+//! libvirt through `virsh`, one call per command, each time-limited (ADR 0017: why not the C
 //! library's binding). Domains are transient: libvirt knows a VM only while it runs, and the
 //! agent's own records and the VM's disk are what outlive it.
 
