@@ -13,6 +13,7 @@ use crate::harness::notebooks::*;
 use crate::harness::solo::Solo;
 use crate::harness::workloads::{timeline, wait_for, wait_for_within};
 use crate::harness::world::tenant;
+use einsora_testkit::http::{exchange, request};
 
 /// A Debian guest under TCG: its kernel, systemd and cloud-init's first boot.
 const BOOT: Duration = Duration::from_secs(300);
@@ -120,6 +121,32 @@ fn a_vm_boots_answers_ssh_keeps_its_disk_and_is_deleted() {
     assert_eq!(ssh("echo short").trim(), "short");
     let long = long.wait_with_output().unwrap();
     assert_eq!(String::from_utf8_lossy(&long.stdout).trim(), "long");
+
+    // Nobody else gets in: another tenant's CLI, a made-up ticket, a request that isn't an
+    // upgrade.
+    let globex = tenant(&solo, "dev@globex");
+    let theirs = Cli::with_token(&solo, token(&globex));
+    let refused = theirs.run(&["ssh", &id, "-i", key, "--", "true"], None);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("not_found"), "{said}");
+    let host = format!("w-{id}.localhost:{}", port(&solo));
+    let upgrade = [("Connection", "upgrade"), ("Upgrade", "einsora-ssh")];
+    let forged = [
+        upgrade.as_slice(),
+        &[("Authorization", "Ticket tkt_madeup")],
+    ]
+    .concat();
+    let forged = exchange(
+        &solo.access,
+        &request("GET", "/_einsora/ssh", &host, &forged, ""),
+    );
+    assert_eq!(forged.status, 401, "{forged:?}");
+    let plain = exchange(
+        &solo.access,
+        &request("GET", "/_einsora/ssh", &host, &[], ""),
+    );
+    assert_eq!(plain.status, 400, "{plain:?}");
 
     cli.ok(&["stop", &id]);
     wait_for_within(
