@@ -93,12 +93,15 @@ pub async fn proxy(api: &Api, id: &str) -> anyhow::Result<()> {
         tokio::io::copy(&mut from_vm, &mut stdout).await?;
         stdout.flush().await
     };
-    // The session ends when the VM's side does (ssh closes stdin only after that).
-    tokio::select! {
-        done = downstream => done?,
-        done = upstream => { done?; }
-    }
-    Ok(())
+    // The session ends when the VM's side does (ssh closes stdin only after that), or when
+    // the access proxy ends it (its credential revoked, say): then ssh still holds stdin open,
+    // and the blocking read of it would hold the runtime's shutdown, so the process ends here.
+    let ended = tokio::select! {
+        done = downstream => done,
+        done = upstream => done,
+    };
+    let code = i32::from(ended.is_err());
+    std::process::exit(code)
 }
 
 /// Reads the answer's head: `101 Switching Protocols` gives what came after it; anything

@@ -12,7 +12,7 @@ use crate::harness::cli::Cli;
 use crate::harness::notebooks::*;
 use crate::harness::solo::Solo;
 use crate::harness::workloads::{timeline, wait_for, wait_for_within};
-use crate::harness::world::tenant;
+use crate::harness::world::{call, revoke_token, tenant};
 use einsora_testkit::http::{exchange, request};
 
 /// A Debian guest under TCG: its kernel, systemd and cloud-init's first boot.
@@ -29,6 +29,16 @@ impl Drop for Guests {
                 .arg(format!("einsora-{id}"))
                 .output();
         }
+    }
+}
+
+/// A process of the test's, killed however the test ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -119,6 +129,12 @@ fn a_vm_boots_answers_ssh_keeps_its_disk_and_is_deleted() {
     let long = long.stdout(std::process::Stdio::piped()).spawn().unwrap();
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(ssh("echo short").trim(), "short");
+    // Its qemu listens on nothing: no TCP or UDP socket of its own at all.
+    let pid = std::fs::read_to_string(format!("/run/libvirt/qemu/einsora-{id}.pid")).unwrap();
+    let sockets = Command::new("ss").args(["-H", "-tuanp"]).output().unwrap();
+    let sockets = String::from_utf8(sockets.stdout).unwrap();
+    let pid = format!("pid={},", pid.trim());
+    assert!(!sockets.contains(&pid), "qemu has a socket: {sockets}");
     let long = long.wait_with_output().unwrap();
     assert_eq!(String::from_utf8_lossy(&long.stdout).trim(), "long");
 
@@ -241,4 +257,101 @@ fn an_agent_restart_adopts_a_running_vm() {
     let steps = timeline(&solo, &acme.session, &id);
     let boots = steps.iter().filter(|s| s.starts_with("running")).count();
     assert_eq!(boots, 1, "never started again: {steps:?}");
+
+    // A session open when its token is revoked ends, and the token opens none again.
+    let mut open = cli.command(&["ssh", &id, "-i", key, "--", "sleep 120"]);
+    let mut open = Killed(open.spawn().unwrap());
+    std::thread::sleep(Duration::from_secs(3));
+    let tokens = call(&solo, &acme.session, "GET", "/v1/tokens", None).json();
+    let laptop = tokens["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "laptop");
+    let laptop = laptop.expect("the tenant's token")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    revoke_token(&solo, &acme.session, &laptop);
+    let ended = einsora_testkit::eventually_or(
+        "the open session to end",
+        Duration::from_secs(15),
+        || open.0.try_wait().unwrap(),
+        || "it is still open",
+    );
+    assert!(!ended.success(), "ended by the proxy, not by its command");
+    let refused = cli.run(&["ssh", &id, "-i", key, "--", "true"], None);
+    assert!(!refused.status.success());
+
+    // Its qemu killed: the VM stopped by itself, and is failed.
+    let pid = std::fs::read_to_string(format!("/run/libvirt/qemu/einsora-{id}.pid")).unwrap();
+    let killed = Command::new("kill")
+        .args(["-KILL", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    wait_for(&solo, &acme.session, &id, "failed");
+    let steps = timeline(&solo, &acme.session, &id);
+    assert!(
+        steps.last().unwrap().contains("it stopped by itself"),
+        "{steps:?}"
+    );
+}
+
+/// Where KVM doesn't run guests (this machine's hangs) and emulation isn't allowed
+/// (EINSORA_VM_ACCEL's default), the machine offers no libvirt driver, and a VM waits saying
+/// why.
+#[test]
+fn without_kvm_and_no_leave_to_emulate_a_machine_offers_no_vms() {
+    let vms = vm_dir();
+    let images = std::env::var("EINSORA_TEST_VM_IMAGES").unwrap();
+    let (solo, _leftovers) = solo_bare(&[
+        ("EINSORA_AGENT_LIBVIRT", "true"),
+        ("EINSORA_VM_IMAGES", &images),
+        ("EINSORA_VM_DIR", vms.path().to_str().unwrap()),
+    ]);
+    let acme = tenant(&solo, "dev@acme");
+    // The probe guest's refusal is logged as the driver is left off.
+    solo.expect_log("no libvirt driver: KVM doesn't run guests here");
+    let machines = einsora_testkit::eventually_or(
+        "the machine's drivers",
+        Duration::from_secs(30),
+        || {
+            let m = call(&solo, &acme.session, "GET", "/v1/machines", None).json();
+            m["machines"][0]["drivers"].is_array().then_some(m)
+        },
+        || "no machine",
+    );
+    assert_eq!(
+        machines["machines"][0]["drivers"],
+        serde_json::json!([]),
+        "{machines}"
+    );
+    let cli = Cli::with_token(&solo, token(&acme));
+    let launched = cli.json(&[
+        "launch",
+        "--kind",
+        "vm",
+        "--name",
+        "box",
+        "--class",
+        "cpu-1c-2g",
+        "--image",
+        "debian-12",
+    ]);
+    let id = launched["id"].as_str().unwrap().to_owned();
+    let _guests = Guests(vec![id.clone()]);
+    let reason = "waiting for a machine with a driver that runs vms on cpu-1c-2g";
+    einsora_testkit::eventually_or(
+        "the seeds' reason",
+        Duration::from_secs(30),
+        || {
+            timeline(&solo, &acme.session, &id)
+                .iter()
+                .any(|s| s.contains(reason))
+                .then_some(())
+        },
+        || timeline(&solo, &acme.session, &id).join("\n"),
+    );
+    assert!(running_domains().is_empty() || !running_domains().contains(&id));
 }
