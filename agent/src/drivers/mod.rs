@@ -242,25 +242,11 @@ impl Drivers {
                     self.refused.push((id, d.attempt, d.mode, code));
                 }
                 (Some(sim), _, sim::NAME) => sim.apply(&id, d.attempt, d.mode),
-                (_, Some(_), docker::NAME) => on_docker.push(local::Wanted {
-                    gpus_missing,
-                    workload: id,
-                    attempt: d.attempt,
-                    mode: d.mode,
-                    spec: d.spec,
-                    output: d.output,
-                    stream: self.stream,
-                }),
+                (_, Some(_), docker::NAME) => {
+                    on_docker.push(wanted(id, d, gpus_missing, self.stream));
+                }
                 _ if d.spec.driver == libvirt::NAME && self.libvirt.is_some() => {
-                    on_libvirt.push(local::Wanted {
-                        gpus_missing,
-                        workload: id,
-                        attempt: d.attempt,
-                        mode: d.mode,
-                        spec: d.spec,
-                        output: d.output,
-                        stream: self.stream,
-                    });
+                    on_libvirt.push(wanted(id, d, gpus_missing, self.stream));
                 }
                 _ if d.spec.driver == native::NAME && self.native.is_some()
                     || d.spec.driver == MACOS_DRIVER && self.macos.is_some() =>
@@ -270,15 +256,7 @@ impl Drivers {
                     } else {
                         &mut on_macos
                     };
-                    on.push(local::Wanted {
-                        gpus_missing,
-                        workload: id,
-                        attempt: d.attempt,
-                        mode: d.mode,
-                        spec: d.spec,
-                        output: d.output,
-                        stream: self.stream,
-                    });
+                    on.push(wanted(id, d, gpus_missing, self.stream));
                 }
                 _ => {
                     let code = StatusCode::DriverMissing;
@@ -365,6 +343,19 @@ impl Drivers {
             workloads,
             driver_restarts,
         }
+    }
+}
+
+/// What a local driver is handed of desired workload `d` (`id`, its ID's text), on `stream`.
+fn wanted(id: String, d: DesiredWorkload, gpus_missing: bool, stream: u64) -> local::Wanted {
+    local::Wanted {
+        gpus_missing,
+        workload: id,
+        attempt: d.attempt,
+        mode: d.mode,
+        spec: d.spec,
+        output: d.output,
+        stream,
     }
 }
 

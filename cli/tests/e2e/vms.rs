@@ -55,6 +55,26 @@ fn solo_vms(vms: &Path) -> (Solo, Leftovers) {
     ])
 }
 
+/// `einsora launch` of a Debian VM of the tests' class, with the key in `public` (a `.pub`
+/// file): its ID.
+fn launch(cli: &Cli<'_>, name: &str, public: Option<&str>) -> String {
+    let mut args = vec![
+        "launch",
+        "--kind",
+        "vm",
+        "--name",
+        name,
+        "--class",
+        "cpu-1c-2g",
+        "--image",
+        "debian-12",
+    ];
+    if let Some(public) = public {
+        args.extend(["--ssh-key", public]);
+    }
+    cli.json(&args)["id"].as_str().unwrap().to_owned()
+}
+
 /// A directory qemu's user can pass through (a temporary directory is its owner's only).
 fn vm_dir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt as _;
@@ -95,20 +115,7 @@ fn a_vm_boots_answers_ssh_keeps_its_disk_and_is_deleted() {
     let public = format!("{}.pub", key.display());
     let acme = tenant(&solo, "dev@acme");
     let cli = Cli::with_token(&solo, token(&acme));
-    let launched = cli.json(&[
-        "launch",
-        "--kind",
-        "vm",
-        "--name",
-        "box",
-        "--class",
-        "cpu-1c-2g",
-        "--image",
-        "debian-12",
-        "--ssh-key",
-        &public,
-    ]);
-    let id = launched["id"].as_str().unwrap().to_owned();
+    let id = launch(&cli, "box", Some(&public));
     let _guests = Guests(vec![id.clone()]);
     wait_for_within(&solo, &acme.session, &id, "running", BOOT);
     assert!(running_domains().contains(&format!("einsora-{id}")));
@@ -199,20 +206,7 @@ fn an_agent_restart_adopts_a_running_vm() {
     let public = format!("{}.pub", key.display());
     let acme = tenant(&solo, "dev@acme");
     let cli = Cli::with_token(&solo, token(&acme));
-    let launched = cli.json(&[
-        "launch",
-        "--kind",
-        "vm",
-        "--name",
-        "kept",
-        "--class",
-        "cpu-1c-2g",
-        "--image",
-        "debian-12",
-        "--ssh-key",
-        &public,
-    ]);
-    let id = launched["id"].as_str().unwrap().to_owned();
+    let id = launch(&cli, "kept", Some(&public));
     let _guests = Guests(vec![id.clone()]);
     wait_for_within(&solo, &acme.session, &id, "running", BOOT);
     let key = key.to_str().unwrap();
@@ -328,18 +322,7 @@ fn without_kvm_and_no_leave_to_emulate_a_machine_offers_no_vms() {
         "{machines}"
     );
     let cli = Cli::with_token(&solo, token(&acme));
-    let launched = cli.json(&[
-        "launch",
-        "--kind",
-        "vm",
-        "--name",
-        "box",
-        "--class",
-        "cpu-1c-2g",
-        "--image",
-        "debian-12",
-    ]);
-    let id = launched["id"].as_str().unwrap().to_owned();
+    let id = launch(&cli, "box", None);
     let _guests = Guests(vec![id.clone()]);
     let reason = "waiting for a machine with a driver that runs vms on cpu-1c-2g";
     einsora_testkit::eventually_or(

@@ -14,6 +14,8 @@ use uuid::Uuid;
 use crate::app::Proxy;
 use crate::errors::{Failure, RequestId};
 use crate::session::{self, Session};
+use crate::upstream::Target;
+use einsora_runtime::shutdown::Shutdown;
 
 pub(crate) const PATH: &str = "/_einsora/open";
 
@@ -38,21 +40,48 @@ pub(crate) async fn open(
         .map(|(_, ticket)| ticket)
         .filter(|ticket| !ticket.is_empty())
         .ok_or_else(|| Failure::unauthenticated(SPENT))?;
+    let (session_id, target, _) = redeem(
+        proxy,
+        (workload, WorkloadKind::Notebook),
+        &ticket,
+        id,
+        (SPENT, "this notebook isn't running"),
+    )
+    .await?;
+    tracing::info!(workload = %workload, attempt = target.attempt, "notebook opened");
+    let cookie = session::set_cookie(&session_id, proxy.public.is_https());
+    page(cookie).map_err(|e| {
+        tracing::error!(error = %e, "no randomness for a nonce");
+        Failure::unavailable("the proxy can't open sessions right now; try again shortly")
+    })
+}
+
+/// A one-time ticket for `workload`, running as `kind`, redeemed into a session: its ID (a
+/// notebook's cookie), the workload's target, and what ends with the session. `refusals` are
+/// the words for a spent ticket and for a workload not running as `kind`.
+pub(crate) async fn redeem(
+    proxy: &Proxy,
+    (workload, kind): (Uuid, WorkloadKind),
+    ticket: &str,
+    id: &RequestId,
+    (spent, not_running): (&'static str, &'static str),
+) -> Result<(String, Target, Shutdown), Failure> {
     let (caller, grant) = proxy
         .upstream
-        .redeem(workload, &ticket, id)
+        .redeem(workload, ticket, id)
         .await
-        .map_err(|e| e.failure("api", Failure::unauthenticated(SPENT)))?;
+        .map_err(|e| e.failure("api", Failure::unauthenticated(spent)))?;
     crate::app::record_caller(&caller.tenant_id, &caller.user_id, &caller.subject);
-    let not_running = || Failure::not_found("this notebook isn't running");
+    let not_running = || Failure::not_found(not_running);
     let target = proxy
         .upstream
         .resolve(workload, &caller.tenant_id, id)
         .await
         .map_err(|e| e.failure("controller", not_running()))?;
-    if target.kind != WorkloadKind::Notebook {
+    if target.kind != kind {
         return Err(not_running());
     }
+    let ended = proxy.shutdown.child();
     let opened = proxy.sessions.open(Session {
         tenant_id: caller.tenant_id,
         user_id: caller.user_id,
@@ -61,18 +90,13 @@ pub(crate) async fn open(
         attempt: target.attempt,
         expires: std::time::Instant::now() + session::LIFETIME,
         grant,
-        ended: proxy.shutdown.child(),
+        ended: ended.clone(),
     });
     let session_id = opened.map_err(|e| {
         tracing::error!(error = %e, "no randomness for a session ID");
         Failure::unavailable("the proxy can't open sessions right now; try again shortly")
     })?;
-    tracing::info!(workload = %workload, attempt = target.attempt, "notebook opened");
-    let cookie = session::set_cookie(&session_id, proxy.public.is_https());
-    page(cookie).map_err(|e| {
-        tracing::error!(error = %e, "no randomness for a nonce");
-        Failure::unavailable("the proxy can't open sessions right now; try again shortly")
-    })
+    Ok((session_id, target, ended))
 }
 
 fn page(cookie: HeaderValue) -> std::io::Result<Response> {

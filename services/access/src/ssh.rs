@@ -15,7 +15,6 @@ use uuid::Uuid;
 
 use crate::app::Proxy;
 use crate::errors::{Failure, RequestId};
-use crate::session::{self, Session};
 
 pub(crate) const PATH: &str = "/_einsora/ssh";
 /// The protocol the connection upgrades to.
@@ -57,38 +56,14 @@ pub(crate) async fn open(
         .filter(|t| !t.is_empty())
         .ok_or_else(|| Failure::unauthenticated(SPENT))?
         .to_owned();
-    let (caller, grant) = proxy
-        .upstream
-        .redeem(workload, &ticket, id)
-        .await
-        .map_err(|e| e.failure("api", Failure::unauthenticated(SPENT)))?;
-    crate::app::record_caller(&caller.tenant_id, &caller.user_id, &caller.subject);
-    let not_running = || Failure::not_found("this VM isn't running");
-    let target = proxy
-        .upstream
-        .resolve(workload, &caller.tenant_id, id)
-        .await
-        .map_err(|e| e.failure("controller", not_running()))?;
-    if target.kind != WorkloadKind::Vm {
-        return Err(not_running());
-    }
-    let ended = proxy.shutdown.child();
-    proxy
-        .sessions
-        .open(Session {
-            tenant_id: caller.tenant_id,
-            user_id: caller.user_id,
-            subject: caller.subject,
-            workload,
-            attempt: target.attempt,
-            expires: std::time::Instant::now() + session::LIFETIME,
-            grant,
-            ended: ended.clone(),
-        })
-        .map_err(|e| {
-            tracing::error!(error = %e, "no randomness for a session ID");
-            Failure::unavailable("the proxy can't open sessions right now; try again shortly")
-        })?;
+    let (_, target, ended) = crate::open::redeem(
+        proxy,
+        (workload, WorkloadKind::Vm),
+        &ticket,
+        id,
+        (SPENT, "this VM isn't running"),
+    )
+    .await?;
     let guest = crate::forward::connect(&target, &proxy.upstream).await?;
     let client = hyper::upgrade::on(&mut request);
     tracing::info!(%workload, attempt = target.attempt, "SSH session opened");

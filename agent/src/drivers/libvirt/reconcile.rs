@@ -28,7 +28,7 @@ use super::ready::Readiness;
 use super::seed;
 use super::ssh::SshSocket;
 use super::virsh::Virsh;
-use crate::drivers::local::output::{self as shipping, Cursors, Outbox};
+use crate::drivers::local::output::{Cursors, Outbox};
 use crate::drivers::local::records::{Record, Records};
 use crate::drivers::local::{Seen, SeenMap, Wanted};
 use crate::drivers::native::output as console;
@@ -361,27 +361,8 @@ impl Worker {
     /// removed, and keeps the console's file bounded.
     fn ship_console(&mut self, w: &Wanted) {
         let dir = self.vm_dir(&w.workload);
-        let from = self.cursors.from(w);
-        let chunk = match console::read(&dir, from) {
-            Ok(chunk) if !chunk.bytes.is_empty() => chunk,
-            Ok(_) => return,
-            Err(e) => {
-                tracing::debug!(workload = %w.workload, error = %e, "can't read its console yet");
-                return;
-            }
-        };
         let token = self.records.get(&w.workload).token;
-        let skip = self.cursors.skipping(&w.workload);
-        let now = time::OffsetDateTime::now_utc();
-        let read = shipping::lines(
-            &chunk.bytes,
-            chunk.from,
-            token.as_deref(),
-            chunk.dropped,
-            skip,
-            now,
-        );
-        shipping::ship_read(&self.outbox, &mut self.cursors, w, read);
+        console::ship(&dir, &self.outbox, &mut self.cursors, w, token.as_deref());
         let read_to = self.cursors.at(&w.workload);
         if let Err(e) = console::keep_bounded(&dir, CONSOLE_LIMIT, read_to) {
             tracing::warn!(workload = %w.workload, error = %e, "can't keep its console bounded");

@@ -11,7 +11,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
-use super::super::local::output::READ_LIMIT;
+use super::super::local::Wanted;
+use super::super::local::output::{self as shipping, Cursors, Outbox, READ_LIMIT};
 
 pub const LOG: &str = "output.log";
 const BASE: &str = "output.base";
@@ -70,6 +71,26 @@ pub fn read(dir: &Path, offset: u64) -> std::io::Result<Chunk> {
         from: base + start,
         dropped,
     })
+}
+
+/// Offers what `w` wrote to the log in `dir` since it was last read (within a read's limit),
+/// `token` removed from its lines.
+pub fn ship(dir: &Path, outbox: &Outbox, cursors: &mut Cursors, w: &Wanted, token: Option<&str>) {
+    let from = cursors.from(w);
+    let chunk = match read(dir, from) {
+        Ok(chunk) => chunk,
+        Err(e) => {
+            tracing::debug!(workload = %w.workload, error = %e, "can't read its output yet");
+            return;
+        }
+    };
+    if chunk.bytes.is_empty() {
+        return;
+    }
+    let skip = cursors.skipping(&w.workload);
+    let now = time::OffsetDateTime::now_utc();
+    let read = shipping::lines(&chunk.bytes, chunk.from, token, chunk.dropped, skip, now);
+    shipping::ship_read(outbox, cursors, w, read);
 }
 
 /// The log was emptied after holding `len` bytes, `dropped` lines of them unread: its next

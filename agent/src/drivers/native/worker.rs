@@ -22,7 +22,7 @@ use crate::drivers::local::contract::Serves;
 use crate::drivers::local::dirs::Places;
 use crate::drivers::local::disk::Disks;
 use crate::drivers::local::fence::EgressSetting;
-use crate::drivers::local::output::{self as shipping, Cursors, Outbox};
+use crate::drivers::local::output::{Cursors, Outbox};
 use crate::drivers::local::prepare::{Preparation, Unprepared};
 use crate::drivers::local::probe::{Probe, answers};
 use crate::drivers::local::records::{Record, Records};
@@ -554,29 +554,10 @@ impl Worker {
     /// Offers what it printed since it was last read (to the end of its log, within a pass's
     /// read limit), its token removed.
     fn ship_output(&mut self, w: &Wanted) {
-        let from = self.cursors.from(w);
-        let chunk = match super::output::read(&self.log_dir(&w.workload), from) {
-            Ok(chunk) => chunk,
-            Err(e) => {
-                tracing::debug!(workload = %w.workload, error = %e, "can't read its output yet");
-                return;
-            }
-        };
-        if chunk.bytes.is_empty() {
-            return;
-        }
         let token = self.records.get(&w.workload).token;
-        let now = time::OffsetDateTime::now_utc();
-        let skip = self.cursors.skipping(&w.workload);
-        let read = shipping::lines(
-            &chunk.bytes,
-            chunk.from,
-            token.as_deref(),
-            chunk.dropped,
-            skip,
-            now,
-        );
-        shipping::ship_read(&self.parts.outbox, &mut self.cursors, w, read);
+        let dir = self.log_dir(&w.workload);
+        let outbox = &self.parts.outbox;
+        super::output::ship(&dir, outbox, &mut self.cursors, w, token.as_deref());
     }
 
     fn places(&self, id: &str) -> Places {
