@@ -10,9 +10,10 @@ use anyhow::{Context, bail};
 use einsora_runtime::settings::Settings;
 
 /// The recipe's files, by their path under `images/`.
-const RECIPE: [(&str, &str); 20] = [
+const RECIPE: [(&str, &str); 21] = [
     ("build", include_str!("../../images/build")),
     ("dockerd", include_str!("../../images/dockerd")),
+    ("vm-tiny.sh", include_str!("../../images/vm-tiny.sh")),
     (
         "notebook/Dockerfile",
         include_str!("../../images/notebook/Dockerfile"),
@@ -101,6 +102,9 @@ pub enum Image {
     /// The libvirt driver's Debian 12 VM image (`<data dir>/images-cache/vm-debian`: base disk,
     /// kernel, initrd), built with debootstrap; no Docker needed.
     VmDebian,
+    /// A small test guest for the libvirt driver (`<data dir>/images-cache/vm-tiny`: busybox,
+    /// Dropbear and Debian's cloud kernel), booted in seconds; no Docker needed.
+    VmTiny,
 }
 
 impl Image {
@@ -113,12 +117,13 @@ impl Image {
             Image::Vllm => "vllm",
             Image::Server => "server",
             Image::VmDebian => "vm-debian",
+            Image::VmTiny => "vm-tiny",
         }
     }
 
     /// Whether it is a container image (built on the base image, with Docker).
     fn is_container(self) -> bool {
-        self != Image::VmDebian
+        !matches!(self, Image::VmDebian | Image::VmTiny)
     }
 }
 

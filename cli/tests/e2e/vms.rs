@@ -1,8 +1,10 @@
 //! The libvirt driver with real guests: `einsora up` whose agent has the libvirt driver and no
-//! other, running Debian VMs (`images/build vm-debian`, EINSORA_TEST_VM_IMAGES) under qemu's
-//! emulation (this machine's KVM doesn't run guests: EINSORA_VM_ACCEL=tcg), through the
-//! libvirt `images/libvirtd` starts (./scripts/test does). SSH goes through `einsora ssh`: the
-//! access proxy, the agent's SSH socket, the guest's virtio-serial channels; no network.
+//! other, running VMs under qemu's emulation (this machine's KVM doesn't run guests:
+//! EINSORA_VM_ACCEL=tcg), through the libvirt `images/libvirtd` starts (./scripts/test does):
+//! the Debian image with cloud-init (`images/build vm-debian`) once, the small test guest
+//! (`images/build vm-tiny`, catalog image `tiny`) where a guest's contents don't matter; both
+//! in EINSORA_TEST_VM_IMAGES. SSH goes through `einsora ssh`: the access proxy, the agent's SSH
+//! socket, the guest's virtio-serial channels; no network.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,11 +14,15 @@ use crate::harness::cli::Cli;
 use crate::harness::notebooks::*;
 use crate::harness::solo::Solo;
 use crate::harness::workloads::{timeline, wait_for, wait_for_within};
-use crate::harness::world::{call, revoke_token, tenant};
+use crate::harness::world::{Credential, call, login, new_token, revoke_token, tenant};
 use einsora_testkit::http::{exchange, request};
 
 /// A Debian guest under TCG: its kernel, systemd and cloud-init's first boot.
 const BOOT: Duration = Duration::from_secs(300);
+/// The test guest under TCG boots in seconds; generous for a loaded machine.
+const TINY_BOOT: Duration = Duration::from_secs(120);
+const DEBIAN: &str = "debian-12";
+const TINY: &str = "tiny";
 
 /// Ends the guests a test started, however it ends (a failed assertion leaves none running).
 struct Guests(Vec<String>);
@@ -55,9 +61,9 @@ fn solo_vms(vms: &Path) -> (Solo, Leftovers) {
     ])
 }
 
-/// `einsora launch` of a Debian VM of the tests' class, with the key in `public` (a `.pub`
+/// `einsora launch` of a VM of `image` in the tests' class, with the key in `public` (a `.pub`
 /// file): its ID.
-fn launch(cli: &Cli<'_>, name: &str, public: Option<&str>) -> String {
+fn launch(cli: &Cli<'_>, image: &str, name: &str, public: Option<&str>) -> String {
     let mut args = vec![
         "launch",
         "--kind",
@@ -67,7 +73,7 @@ fn launch(cli: &Cli<'_>, name: &str, public: Option<&str>) -> String {
         "--class",
         "cpu-1c-2g",
         "--image",
-        "debian-12",
+        image,
     ];
     if let Some(public) = public {
         args.extend(["--ssh-key", public]);
@@ -95,6 +101,31 @@ fn key(dir: &Path) -> PathBuf {
     key
 }
 
+/// A user `email` invited into the tenant of `owner`, joined, with an API token: the token.
+fn member(solo: &Solo, owner: &Credential, email: &str) -> String {
+    let invited = call(
+        solo,
+        owner,
+        "POST",
+        "/v1/invites",
+        Some(serde_json::json!({ "email": email })),
+    );
+    assert_eq!(invited.status, 200, "{}", invited.body);
+    let password = "a member's password 123";
+    let joined = call(
+        solo,
+        &Credential::Nobody,
+        "POST",
+        "/v1/invites/accept",
+        Some(serde_json::json!({
+            "secret": invited.json()["secret"], "display_name": "Ann", "password": password,
+        })),
+    );
+    assert_eq!(joined.status, 200, "{}", joined.body);
+    let session = login(solo, email, password);
+    new_token(solo, &session)
+}
+
 fn running_domains() -> String {
     let out = Command::new("virsh")
         .args(["--quiet", "--connect", "qemu:///system", "list", "--name"])
@@ -115,7 +146,7 @@ fn a_vm_boots_answers_ssh_keeps_its_disk_and_is_deleted() {
     let public = format!("{}.pub", key.display());
     let acme = tenant(&solo, "dev@acme");
     let cli = Cli::with_token(&solo, token(&acme));
-    let id = launch(&cli, "box", Some(&public));
+    let id = launch(&cli, DEBIAN, "box", Some(&public));
     let _guests = Guests(vec![id.clone()]);
     wait_for_within(&solo, &acme.session, &id, "running", BOOT);
     assert!(running_domains().contains(&format!("einsora-{id}")));
@@ -206,9 +237,9 @@ fn an_agent_restart_adopts_a_running_vm() {
     let public = format!("{}.pub", key.display());
     let acme = tenant(&solo, "dev@acme");
     let cli = Cli::with_token(&solo, token(&acme));
-    let id = launch(&cli, "kept", Some(&public));
+    let id = launch(&cli, TINY, "kept", Some(&public));
     let _guests = Guests(vec![id.clone()]);
-    wait_for_within(&solo, &acme.session, &id, "running", BOOT);
+    wait_for_within(&solo, &acme.session, &id, "running", TINY_BOOT);
     let key = key.to_str().unwrap();
     let boot_id = |cli: &Cli<'_>| {
         cli.ok(&[
@@ -251,6 +282,15 @@ fn an_agent_restart_adopts_a_running_vm() {
     let steps = timeline(&solo, &acme.session, &id);
     let boots = steps.iter().filter(|s| s.starts_with("running")).count();
     assert_eq!(boots, 1, "never started again: {steps:?}");
+
+    // Another user of the same tenant, with a key of their own, doesn't get in: a VM opens to
+    // its owner (as a notebook does).
+    let ann = member(&solo, &acme.session, "ann@acme.example");
+    let anns = Cli::with_token(&solo, &ann);
+    let refused = anns.run(&["ssh", &id, "-i", key, "--", "true"], None);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("not_found"), "{said}");
 
     // A session open when its token is revoked ends, and the token opens none again.
     let mut open = cli.command(&["ssh", &id, "-i", key, "--", "sleep 120"]);
@@ -322,7 +362,7 @@ fn without_kvm_and_no_leave_to_emulate_a_machine_offers_no_vms() {
         "{machines}"
     );
     let cli = Cli::with_token(&solo, token(&acme));
-    let id = launch(&cli, "box", None);
+    let id = launch(&cli, TINY, "box", None);
     let _guests = Guests(vec![id.clone()]);
     let reason = "waiting for a machine with a driver that runs vms on cpu-1c-2g";
     einsora_testkit::eventually_or(

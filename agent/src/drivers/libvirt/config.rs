@@ -13,7 +13,7 @@ pub const URI: &str = "EINSORA_LIBVIRT_URI";
 /// `kvm`: only hardware virtualisation, and VMs are not offered where it doesn't work;
 /// `tcg`: qemu's emulation allowed where KVM doesn't work (slow: for tests and small guests).
 pub const ACCEL: &str = "EINSORA_VM_ACCEL";
-/// Where `einsora images build vm-debian` put the VM images.
+/// Where `einsora images build vm-debian` (and `vm-tiny`) put the VM images.
 pub const IMAGES: &str = "EINSORA_VM_IMAGES";
 /// Where VMs' directories are (disks, seeds, channels' sockets, consoles) and the image builds
 /// their disks were made on: qemu runs as its own user (`libvirt-qemu`), so every directory
@@ -22,7 +22,10 @@ pub const DIR: &str = "EINSORA_VM_DIR";
 const DEFAULT_DIR: &str = "/var/lib/einsora-vms";
 
 /// The catalog runtimes this driver runs, and the directory in [`IMAGES`] each boots from.
-const RUNTIMES: [(&str, &str); 1] = [("debian-12-cloud", "vm-debian")];
+const RUNTIMES: [(&str, &str); 2] = [
+    ("debian-12-cloud", "vm-debian"),
+    ("tiny-busybox", "vm-tiny"),
+];
 
 /// What the operator allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
