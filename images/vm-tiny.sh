@@ -162,7 +162,7 @@ else
 fi
 [ -e /disk/etc/dropbear_ed25519_host_key ] \
   || dropbearkey -t ed25519 -f /disk/etc/dropbear_ed25519_host_key >/dev/null 2>&1
-echo "einsora: booted"
+echo "einsora: booted, kernel up $(cut -d" " -f1 /proc/uptime) s"
 EOF
   cat >"$root/lib/einsora/ready" <<'EOF'
 #!/bin/sh
