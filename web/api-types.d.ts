@@ -304,6 +304,11 @@ export type NotebookParams = Record<string, unknown>;
 
 export type NotebookParamsInput = Record<string, never>;
 
+export interface VmHost {
+  accel: string;
+  limit: number;
+}
+
 export interface VmParams {
   disk_gib?: number;
   ssh_authorized_keys: string[];
@@ -369,6 +374,7 @@ export interface Machine {
   sharing?: "private" | "invite-only" | "community";
   status?: "online" | "offline" | "revoked";
   trusted_user_ids: string[];
+  vm?: VmHost;
   workload_count: number;
 }
 

@@ -124,3 +124,24 @@ export const KINDS = ['notebook', 'endpoint', 'vm'];
 export function stateBadge(state) {
   return h('span', { class: `state state-${STATES.includes(state) ? state : 'unknown'}` }, state || 'unknown');
 }
+
+/**
+ * How a machine runs VMs, in words: `KVM` or `qemu's emulation (TCG: slow)`; '' when unknown.
+ * @param {string} accel
+ * @returns {string}
+ */
+export function accelWords(accel) {
+  if (accel === 'kvm') return 'KVM (hardware virtualisation)';
+  if (accel === 'tcg') return "qemu's emulation (TCG: slow)";
+  return '';
+}
+
+/**
+ * A machine's VM host line: `VMs: KVM (hardware virtualisation), at most 2 at once`.
+ * @param {{ accel?: string, limit?: number }} vm
+ * @returns {string}
+ */
+export function vmHost(vm) {
+  const limit = vm.limit ? `, at most ${vm.limit} at once` : '';
+  return `VMs: ${accelWords(vm.accel ?? '') || 'yes'}${limit}`;
+}

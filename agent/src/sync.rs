@@ -271,6 +271,7 @@ async fn inventory(probe: &crate::inventory::Probe, drivers: &mut Drivers) -> pb
                 gpu_note: drivers.gpu_note(&machine.devices),
                 machine,
                 drivers: drivers.names(),
+                vm: drivers.vm_host(),
                 agent_version: env!("CARGO_PKG_VERSION").to_owned(),
                 models: drivers.model_files().await,
             }

@@ -28,6 +28,7 @@ enum Answer {
 }
 
 /// What the fake saw.
+#[allow(clippy::large_enum_variant)] // a test's channel, a few messages: size doesn't matter
 enum Seen {
     /// A stream opened with this client certificate (DER); desired states go down `desired`,
     /// and dropping it ends the stream.

@@ -4,7 +4,7 @@
 
 import { api, poll } from '../api.js';
 import { h, confirmDialog, describe, errorBox, field, setOptions, shownOnce, table } from '../dom.js';
-import { gib, gpuUse, time } from '../format.js';
+import { gib, gpuUse, time, vmHost } from '../format.js';
 
 const MACHINE_COLUMNS = ['Name', 'Region', 'System', 'CPUs', 'Memory', 'GPUs', 'Status', 'My workloads', 'Actions'];
 const TOKEN_COLUMNS = ['Name', 'Prefix', 'Region', 'Created', 'Expires', 'Status', 'Actions'];
@@ -77,7 +77,13 @@ export function render(main) {
           {},
           h('th', { scope: 'row' }, m.name),
           h('td', {}, m.region),
-          h('td', {}, [m.os, m.arch].filter(Boolean).join(' ')),
+          h(
+            'td',
+            {},
+            [m.os, m.arch].filter(Boolean).join(' '),
+            // How it runs VMs, where its agent has a driver that does.
+            m.vm ? h('p', { class: 'hint' }, vmHost(m.vm)) : '',
+          ),
           h(
             'td',
             { class: 'number' },

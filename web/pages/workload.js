@@ -7,7 +7,7 @@
 
 import { api, poll } from '../api.js';
 import { h, confirmDialog, copyButton, describe, errorBox } from '../dom.js';
-import { gpuUse, orDash, stateBadge, time } from '../format.js';
+import { accelWords, gpuUse, orDash, stateBadge, time } from '../format.js';
 import { logsPanel } from './logs.js';
 
 /** @type {import('../app.js').Page['render']} */
@@ -31,6 +31,8 @@ export function render(main, [id], context) {
   let workload = null;
   /** @type {Map<string, string>} machine ID → name */
   const machineNames = new Map();
+  /** @type {Map<string, string>} machine ID → how it runs VMs (`kvm`, `tcg`) */
+  const machineAccel = new Map();
   /** The endpoint's base URL, once known. */
   let baseUrl = '';
   /** Whether the SSH card drawn is a running VM's (its commands) or not (a sentence); '' none yet. */
@@ -68,7 +70,10 @@ export function render(main, [id], context) {
 
   async function learnMachines() {
     const answer = await api.get('/v1/machines');
-    for (const m of answer.machines ?? []) machineNames.set(m.id, m.name);
+    for (const m of answer.machines ?? []) {
+      machineNames.set(m.id, m.name);
+      if (m.vm?.accel) machineAccel.set(m.id, m.vm.accel);
+    }
   }
 
   async function learnBaseUrl() {
@@ -110,6 +115,10 @@ export function render(main, [id], context) {
         // Scale-to-zero: it stops after this long without requests, and a request wakes it.
         ['Parks when idle', idleAfter(w.endpoint?.park_after_idle_s)],
       );
+    }
+    // How its machine runs VMs: hardware virtualisation, or qemu's emulation.
+    if (w.kind === 'vm' && w.machine_id) {
+      rows.push(['Acceleration', orDash(accelWords(machineAccel.get(w.machine_id) ?? ''))]);
     }
     // Its GPUs by UUID, and how busy they were at its machine's last sample.
     if (w.device_uuids?.length) {

@@ -187,6 +187,11 @@ impl Drivers {
     /// with an engine that can give each of them to containers (docker/gpus.rs; the sim
     /// driver, which runs nothing, takes anything). The machine then offers CPU only, and says
     /// why.
+    /// How this machine runs VMs, where it has a VM driver.
+    pub fn vm_host(&self) -> Option<einsora_core::machine::VmHost> {
+        self.libvirt.as_ref().map(libvirt::Libvirt::vm_host)
+    }
+
     pub fn gpu_note(&self, devices: &[einsora_core::machine::Device]) -> Option<GpuNote> {
         let nvidia: Vec<String> = devices
             .iter()

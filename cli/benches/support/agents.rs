@@ -131,6 +131,7 @@ pub fn inventory(hostname: &str, cpus: u32, memory_bytes: u64) -> pb::Inventory 
         agent_version: "bench".into(),
         models: vec![],
         gpu_note: String::new(),
+        vm: None,
         cores: None,
     }
 }

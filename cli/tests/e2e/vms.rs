@@ -48,17 +48,21 @@ impl Drop for Killed {
     }
 }
 
-/// `einsora up` with the libvirt driver only, its VMs' directories in `vms`.
-fn solo_vms(vms: &Path) -> (Solo, Leftovers) {
+/// `einsora up` with the libvirt driver only, its VMs' directories in `vms`, and `more`
+/// settings.
+fn solo_vms(vms: &Path, more: &[(&str, &str)]) -> (Solo, Leftovers) {
     let images = std::env::var("EINSORA_TEST_VM_IMAGES").expect(
-        "EINSORA_TEST_VM_IMAGES names the images cache holding vm-debian (./scripts/test builds it)",
+        "EINSORA_TEST_VM_IMAGES names the images cache holding vm-debian and vm-tiny \
+         (./scripts/test builds them)",
     );
-    solo_bare(&[
+    let mut settings = vec![
         ("EINSORA_AGENT_LIBVIRT", "true"),
         ("EINSORA_VM_ACCEL", "tcg"),
         ("EINSORA_VM_IMAGES", &images),
         ("EINSORA_VM_DIR", vms.to_str().unwrap()),
-    ])
+    ];
+    settings.extend_from_slice(more);
+    solo_bare(&settings)
 }
 
 /// `einsora launch` of a VM of `image` in the tests' class, with the key in `public` (a `.pub`
@@ -140,7 +144,7 @@ fn running_domains() -> String {
 #[test]
 fn a_vm_boots_answers_ssh_keeps_its_disk_and_is_deleted() {
     let vms = vm_dir();
-    let (solo, _leftovers) = solo_vms(vms.path());
+    let (solo, _leftovers) = solo_vms(vms.path(), &[]);
     let keys = tempfile::tempdir().unwrap();
     let key = key(keys.path());
     let public = format!("{}.pub", key.display());
@@ -231,7 +235,7 @@ fn a_vm_boots_answers_ssh_keeps_its_disk_and_is_deleted() {
 #[test]
 fn an_agent_restart_adopts_a_running_vm() {
     let vms = vm_dir();
-    let (mut solo, _leftovers) = solo_vms(vms.path());
+    let (mut solo, _leftovers) = solo_vms(vms.path(), &[]);
     let keys = tempfile::tempdir().unwrap();
     let key = key(keys.path());
     let public = format!("{}.pub", key.display());
@@ -330,6 +334,34 @@ fn an_agent_restart_adopts_a_running_vm() {
         steps.last().unwrap().contains("it stopped by itself"),
         "{steps:?}"
     );
+}
+
+/// A machine whose owner allows one VM at once (EINSORA_VM_LIMIT=1) says so, with how its VMs
+/// run, and takes no second: it waits, saying why, until the first is gone.
+#[test]
+fn a_machines_vm_limit_holds() {
+    let vms = vm_dir();
+    let (solo, _leftovers) = solo_vms(vms.path(), &[("EINSORA_VM_LIMIT", "1")]);
+    let acme = tenant(&solo, "dev@acme");
+    let cli = Cli::with_token(&solo, token(&acme));
+    let first = launch(&cli, TINY, "first", None);
+    let second = launch(&cli, TINY, "second", None);
+    let _guests = Guests(vec![first.clone(), second.clone()]);
+    wait_for_within(&solo, &acme.session, &first, "running", TINY_BOOT);
+    let machines = call(&solo, &acme.session, "GET", "/v1/machines", None).json();
+    assert_eq!(
+        machines["machines"][0]["vm"],
+        serde_json::json!({ "accel": "tcg", "limit": 1 }),
+        "{machines}"
+    );
+    let reason = "waiting for room: each machine here that runs vms on cpu-1c-2g already runs \
+                  as many at once as it may";
+    let said = timeline(&solo, &acme.session, &second);
+    assert!(said.iter().any(|s| s.contains(reason)), "{said:?}");
+    assert!(!running_domains().contains(&second));
+
+    cli.ok(&["delete", &first]);
+    wait_for_within(&solo, &acme.session, &second, "running", TINY_BOOT);
 }
 
 /// Where KVM doesn't run guests (this machine's hangs) and emulation isn't allowed

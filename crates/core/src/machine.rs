@@ -79,6 +79,30 @@ pub struct CpuCores {
 }
 
 word_enum! {
+    /// How a machine's VMs run.
+    pub enum VmAccel ("VM acceleration") {
+        /// Hardware virtualisation (KVM), where a probe guest booted under it.
+        Kvm = "kvm",
+        /// qemu's emulation (TCG): where KVM doesn't run guests and the machine's owner
+        /// allowed it (`EINSORA_VM_ACCEL=tcg`). Slow: for tests and small guests.
+        Tcg = "tcg",
+    }
+}
+
+/// What a machine offers VMs, as its agent says: how they run, and at most how many at once
+/// its owner allows (`EINSORA_VM_LIMIT`; the driver table's own limit holds as well).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VmHost {
+    pub accel: VmAccel,
+    pub limit: Option<u32>,
+}
+
+impl VmHost {
+    /// The most VMs one machine may say it runs at once.
+    pub const MAX_LIMIT: u32 = 1024;
+}
+
+word_enum! {
     /// Why a machine's GPUs aren't offered for placement: its agent found them and has no
     /// driver that can give them to workloads. A GPU request never becomes CPU instead.
     pub enum GpuNote ("GPU note") {

@@ -151,6 +151,13 @@ pub enum Reason {
     WaitingForAppleGpu {
         class: String,
     },
+    /// Every machine that would take it already runs as many of its driver's workloads at
+    /// once as it may: the driver table's limit (two macOS VMs per Mac), or its owner's
+    /// (`EINSORA_VM_LIMIT`).
+    WaitingForDriverRoom {
+        kind: WorkloadKind,
+        class: String,
+    },
     Admitted {
         units: u32,
         class: String,
@@ -348,6 +355,11 @@ impl fmt::Display for Reason {
                 f,
                 "waiting for {class} on a Mac whose Apple GPU is in use: native code can use \
                  Metal, so it needs the GPU free too"
+            ),
+            Reason::WaitingForDriverRoom { kind, class } => write!(
+                f,
+                "waiting for room: each machine here that runs {kind}s on {class} already runs \
+                 as many at once as it may"
             ),
             Reason::Admitted {
                 units,

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use einsora_core::ids::{MachineId, TenantId, UsageRecordId, WorkloadId};
-use einsora_core::machine::{GpuNote, Machine, ModelFile};
+use einsora_core::machine::{GpuNote, Machine, ModelFile, VmHost};
 use einsora_core::region::Region;
 use einsora_core::workload::Workload;
 use time::OffsetDateTime;
@@ -110,6 +110,8 @@ pub struct MachineRegistration {
     pub models: Vec<ModelFile>,
     /// Why its GPUs aren't offered, if its agent said.
     pub gpu_note: Option<GpuNote>,
+    /// How it runs VMs, if its agent has a driver that does.
+    pub vm: Option<VmHost>,
     pub last_seen_at: Option<OffsetDateTime>,
 }
 
@@ -122,6 +124,8 @@ pub struct MachineRecord {
     pub models: Vec<ModelFile>,
     /// Why its GPUs aren't offered, as its agent last said.
     pub gpu_note: Option<GpuNote>,
+    /// How it runs VMs, as its agent last said.
+    pub vm: Option<VmHost>,
     /// How busy its GPUs were at its agent's last sample (`gpu_usage_at`), if it sent one.
     pub gpu_usage: Vec<einsora_core::machine::GpuSample>,
     pub gpu_usage_at: Option<OffsetDateTime>,

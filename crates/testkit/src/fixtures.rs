@@ -219,6 +219,7 @@ pub fn registration(
             size_bytes: 4096,
         }],
         gpu_note: None,
+        vm: None,
         last_seen_at: seen,
     }
 }

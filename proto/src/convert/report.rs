@@ -6,8 +6,9 @@
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::agent::{Mode, StatusCode};
 use einsora_core::ids::WorkloadId;
+use einsora_core::kind::WorkloadKind;
 use einsora_core::machine::{
-    CpuCores, Device, GpuNote, GpuSample, Inventory, ModelFile, is_model_path,
+    CpuCores, Device, GpuNote, GpuSample, Inventory, ModelFile, VmHost, is_model_path,
 };
 use einsora_core::output::{MAX_LINE_BYTES, OutputStream, PrintedLine, PrintedOutput};
 
@@ -55,6 +56,8 @@ pub struct InventoryReport {
     pub models: Vec<ModelFile>,
     /// Why its GPUs can't be given to workloads, if they can't.
     pub gpu_note: Option<GpuNote>,
+    /// How it runs VMs, where one of its drivers does.
+    pub vm: Option<VmHost>,
 }
 
 /// One workload's status as its machine reports it.
@@ -332,6 +335,7 @@ impl TryFrom<pb::Inventory> for InventoryReport {
                 })
             }
         };
+        let vm = vm_host(i.vm, &i.drivers)?;
         Ok(InventoryReport {
             machine: Inventory {
                 hostname: text("hostname", i.hostname, true, MAX_TEXT)?,
@@ -345,6 +349,7 @@ impl TryFrom<pb::Inventory> for InventoryReport {
             drivers: i.drivers,
             agent_version: text("agent_version", i.agent_version, true, MAX_TEXT)?,
             models,
+            vm,
             gpu_note: match i.gpu_note.as_str() {
                 "" => None,
                 word => Some(word.parse().map_err(|_| {
@@ -395,6 +400,49 @@ impl From<InventoryReport> for pb::Inventory {
                 performance: c.performance,
                 efficiency: c.efficiency,
             }),
+            vm: i.vm.map(Into::into),
+        }
+    }
+}
+
+/// A reported VM host: only from a machine with a driver that runs VMs, with an acceleration
+/// of Einsora's words and a limit within bounds (0: none).
+fn vm_host(
+    vm: Option<common_pb::VmHost>,
+    drivers: &[String],
+) -> Result<Option<VmHost>, ConvertError> {
+    let Some(vm) = vm else { return Ok(None) };
+    let runs_vms = drivers.iter().any(|d| {
+        einsora_core::driver::lookup(d).is_some_and(|d| d.kinds.contains(&WorkloadKind::Vm))
+    });
+    if !runs_vms {
+        return Err(ConvertError::invalid(
+            "vm",
+            "only from a machine with a driver that runs VMs",
+        ));
+    }
+    let accel = vm
+        .accel
+        .parse()
+        .map_err(|_| ConvertError::invalid("vm.accel", "kvm or tcg"))?;
+    let limit = match vm.limit {
+        0 => None,
+        n if n <= VmHost::MAX_LIMIT => Some(n),
+        _ => {
+            return Err(ConvertError::invalid(
+                "vm.limit",
+                format!("at most {}", VmHost::MAX_LIMIT),
+            ));
+        }
+    };
+    Ok(Some(VmHost { accel, limit }))
+}
+
+impl From<VmHost> for common_pb::VmHost {
+    fn from(vm: VmHost) -> Self {
+        common_pb::VmHost {
+            accel: vm.accel.as_str().to_owned(),
+            limit: vm.limit.unwrap_or(0),
         }
     }
 }

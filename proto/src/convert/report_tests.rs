@@ -1,4 +1,5 @@
 use super::*;
+use einsora_core::machine::VmAccel;
 
 fn inventory() -> InventoryReport {
     InventoryReport {
@@ -19,13 +20,17 @@ fn inventory() -> InventoryReport {
                 efficiency: 2,
             }),
         },
-        drivers: vec!["docker".into()],
+        drivers: vec!["docker".into(), "libvirt".into()],
         agent_version: "0.1.0".into(),
         models: vec![ModelFile {
             path: "team/tiny.gguf".into(),
             size_bytes: 10,
         }],
         gpu_note: Some(GpuNote::NvidiaUnusable),
+        vm: Some(VmHost {
+            accel: VmAccel::Tcg,
+            limit: Some(2),
+        }),
     }
 }
 
@@ -54,6 +59,10 @@ fn reports_round_trip() {
     nameless.models.clear();
     nameless.gpu_note = None;
     nameless.machine.cores = None;
+    nameless.vm = Some(VmHost {
+        accel: VmAccel::Kvm,
+        limit: None,
+    });
     let sent = pb::Inventory::from(nameless.clone());
     assert_eq!(InventoryReport::try_from(sent), Ok(nameless));
 
@@ -101,6 +110,16 @@ fn what_isnt_an_inventory_is_refused_naming_the_field() {
         ),
         ("drivers[0]", Box::new(|i| i.drivers[0] = "chroot".into())),
         ("gpu_note", Box::new(|i| i.gpu_note = "gpus_on_fire".into())),
+        (
+            "vm.accel",
+            Box::new(|i| i.vm.as_mut().unwrap().accel = "hvf".into()),
+        ),
+        (
+            "vm.limit",
+            Box::new(|i| i.vm.as_mut().unwrap().limit = VmHost::MAX_LIMIT + 1),
+        ),
+        // A VM host only from a machine with a driver that runs VMs.
+        ("vm", Box::new(|i| i.drivers = vec!["docker".into()])),
         (
             "cores",
             Box::new(|i| {

@@ -13,6 +13,9 @@ pub const URI: &str = "EINSORA_LIBVIRT_URI";
 /// `kvm`: only hardware virtualisation, and VMs are not offered where it doesn't work;
 /// `tcg`: qemu's emulation allowed where KVM doesn't work (slow: for tests and small guests).
 pub const ACCEL: &str = "EINSORA_VM_ACCEL";
+/// At most this many VMs on this machine at once (`none`: as many as its CPUs and memory
+/// take). The control plane places no more here.
+pub const LIMIT: &str = "EINSORA_VM_LIMIT";
 /// Where `einsora images build vm-debian` (and `vm-tiny`) put the VM images.
 pub const IMAGES: &str = "EINSORA_VM_IMAGES";
 /// Where VMs' directories are (disks, seeds, channels' sockets, consoles) and the image builds
@@ -46,6 +49,8 @@ pub struct LibvirtConfig {
     pub vm_dir: PathBuf,
     /// This machine's ID, written into its domains: set once the machine has joined.
     pub machine: String,
+    /// [`LIMIT`].
+    pub limit: Option<u32>,
 }
 
 impl LibvirtConfig {
@@ -77,7 +82,19 @@ impl LibvirtConfig {
             state_dir: state_dir.to_path_buf(),
             vm_dir: settings.path(DIR, Path::new(DEFAULT_DIR))?,
             machine: String::new(),
+            limit: settings.parse_with(LIMIT, "none", parse_limit)?,
         }))
+    }
+}
+
+fn parse_limit(value: &str) -> Result<Option<u32>, String> {
+    let max = einsora_core::machine::VmHost::MAX_LIMIT;
+    if value == "none" {
+        return Ok(None);
+    }
+    match value.parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(Some(n)),
+        _ => Err(format!("is not a number of VMs from 1 to {max}, or none")),
     }
 }
 
@@ -107,7 +124,17 @@ mod tests {
             .unwrap();
         assert_eq!(c.accel, AccelSetting::TcgAllowed);
         assert_eq!(c.images["debian-12-cloud"], Path::new("/vm/vm-debian"));
+        assert_eq!(c.images["tiny-busybox"], Path::new("/vm/vm-tiny"));
+        assert_eq!(c.limit, None);
         let err = config(&[d, (ENABLED, "true"), (ACCEL, "hvf")]).unwrap_err();
         assert!(err.to_string().contains(ACCEL), "{err}");
+        let c = config(&[d, (ENABLED, "true"), (LIMIT, "3")])
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.limit, Some(3));
+        for bad in ["0", "-1", "1025", "two"] {
+            let err = config(&[d, (ENABLED, "true"), (LIMIT, bad)]).unwrap_err();
+            assert!(err.to_string().contains("EINSORA_VM_LIMIT"), "{err}");
+        }
     }
 }

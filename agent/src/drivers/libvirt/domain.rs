@@ -9,6 +9,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+pub use einsora_core::machine::VmAccel as Accel;
+
 /// The namespace of Einsora's metadata in a domain: how an agent restart finds its own.
 pub const METADATA_NS: &str = "https://einsora.dev/xmlns/workload/1";
 /// The virtio-serial port the guest says it is ready on.
@@ -18,27 +20,11 @@ pub const SSH_PORTS: u32 = 4;
 /// The longest path a Unix socket may have (`sun_path`, less its NUL).
 pub const SOCKET_PATH_MAX: usize = 107;
 
-/// How the guest's CPU runs: hardware virtualisation, or qemu's emulation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Accel {
-    Kvm,
-    Tcg,
-}
-
-impl Accel {
-    pub fn word(self) -> &'static str {
-        match self {
-            Accel::Kvm => "kvm",
-            Accel::Tcg => "tcg",
-        }
-    }
-
-    /// libvirt's domain type for it.
-    fn domain_type(self) -> &'static str {
-        match self {
-            Accel::Kvm => "kvm",
-            Accel::Tcg => "qemu",
-        }
+/// libvirt's domain type for how the guest's CPU runs.
+fn domain_type(accel: Accel) -> &'static str {
+    match accel {
+        Accel::Kvm => "kvm",
+        Accel::Tcg => "qemu",
     }
 }
 
@@ -145,7 +131,7 @@ impl Domain {
         let gpus: Vec<String> = self.gpus.iter().map(ToString::to_string).collect();
         let text = format!(
             "accel={} vcpus={} memory={} kernel={} initrd={} gpus={}",
-            self.accel.word(),
+            self.accel.as_str(),
             self.vcpus,
             self.memory_mib,
             self.boot.kernel.display(),
@@ -164,7 +150,7 @@ impl Domain {
     pub fn xml(&self, metadata: &Metadata) -> String {
         let e = |p: &Path| escape(&p.display().to_string());
         let mut x = String::new();
-        let _ = writeln!(x, "<domain type='{}'>", self.accel.domain_type());
+        let _ = writeln!(x, "<domain type='{}'>", domain_type(self.accel));
         let _ = writeln!(x, "  <name>{}</name>", escape(&self.name));
         let _ = writeln!(x, "  <metadata>");
         let _ = writeln!(x, "    <einsora:workload xmlns:einsora='{METADATA_NS}'>");

@@ -23,6 +23,7 @@ use tokio::sync::{Notify, watch};
 use config::AccelSetting;
 pub use config::LibvirtConfig;
 use domain::Accel;
+use einsora_core::machine::VmHost;
 
 use super::local::output::Outbox;
 use super::local::{Handle, SeenMap, Wanted};
@@ -80,7 +81,7 @@ fn reachable(vm_dir: &std::path::Path) -> Result<(), String> {
 #[derive(Debug)]
 pub struct Libvirt {
     handle: Handle,
-    accel: Accel,
+    host: VmHost,
     restarts: Arc<AtomicU32>,
 }
 
@@ -112,6 +113,10 @@ impl Libvirt {
                 return None;
             }
         };
+        let host = VmHost {
+            accel,
+            limit: config.limit,
+        };
         let seen = SeenMap::default();
         let (handle, receiver) = Handle::new(Arc::clone(&seen));
         let restarts = Arc::new(AtomicU32::new(0));
@@ -124,17 +129,17 @@ impl Libvirt {
             restarts: Arc::clone(&restarts),
         };
         tokio::spawn(worker.run(receiver));
-        tracing::info!(accel = accel.word(), "libvirt driver ready");
+        tracing::info!(accel = accel.as_str(), "libvirt driver ready");
         Some(Libvirt {
             handle,
-            accel,
+            host,
             restarts,
         })
     }
 
-    /// How its guests' CPUs run here.
-    pub fn accel(&self) -> Accel {
-        self.accel
+    /// How its guests run here, and how many at once.
+    pub fn vm_host(&self) -> VmHost {
+        self.host
     }
 
     pub fn restarts(&self) -> u32 {

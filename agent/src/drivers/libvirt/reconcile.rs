@@ -311,7 +311,7 @@ impl Worker {
             .create(&xml_file)
             .await
             .map_err(|e| e.to_string())?;
-        tracing::info!(workload = %w.workload, attempt = w.attempt, accel = self.accel.word(), "VM started");
+        tracing::info!(workload = %w.workload, attempt = w.attempt, accel = self.accel.as_str(), "VM started");
         Ok(StatusCode::Starting)
     }
 

@@ -289,6 +289,7 @@ fn run_on_machine(solo: &Solo, owner: TenantId, machine: MachineId, workload: Wo
             drivers: vec!["docker".into()],
             models: vec![],
             gpu_note: None,
+            vm: None,
             last_seen_at: Some(time::OffsetDateTime::now_utc()),
         };
         store.put_machine(&registration).await.unwrap();

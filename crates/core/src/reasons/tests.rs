@@ -143,6 +143,13 @@ fn reasons_read_as_in_the_seeds() {
             "waiting for cpu-4c-16g on a Mac whose Apple GPU is in use: native code can use Metal, so it needs the GPU free too",
         ),
         (
+            Reason::WaitingForDriverRoom {
+                kind: WorkloadKind::Vm,
+                class: "cpu-1c-2g".into(),
+            },
+            "waiting for room: each machine here that runs vms on cpu-1c-2g already runs as many at once as it may",
+        ),
+        (
             Reason::Admitted {
                 units: 1,
                 class: "cpu-4c-16g".into(),

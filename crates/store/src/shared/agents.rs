@@ -115,7 +115,8 @@ impl crate::AgentStore for ThisStore {
         let done = sqlx::query(
             "UPDATE machines SET name = $1, os = $2, arch = $3, cpus = $4, memory_bytes = $5, \
              accelerators = $6, drivers = $7, last_seen_at = COALESCE($8, last_seen_at), \
-             models = $10, gpu_note = $11, performance_cores = $12, efficiency_cores = $13 \
+             models = $10, gpu_note = $11, performance_cores = $12, efficiency_cores = $13, \
+             vm_accel = $14, vm_limit = $15 \
              WHERE id = $9 AND revoked_at IS NULL",
         )
         .bind(&m.name)
@@ -131,6 +132,8 @@ impl crate::AgentStore for ThisStore {
         .bind(reg.gpu_note.map(GpuNote::as_str))
         .bind(m.cores.map(|c| i64::from(c.performance)))
         .bind(m.cores.map(|c| i64::from(c.efficiency)))
+        .bind(reg.vm.map(|vm| vm.accel.as_str()))
+        .bind(reg.vm.and_then(|vm| vm.limit).map(i64::from))
         .execute(&mut *self.writer().await?)
         .await?;
         // What a machine offers changed: placement may decide differently now.

@@ -56,13 +56,14 @@ impl crate::InventoryStore for ThisStore {
         let put = sqlx::query(
             "INSERT INTO machines (id, owner_id, name, region, os, arch, cpus, memory_bytes, \
              accelerators, drivers, sharing, last_seen_at, created_at, models, gpu_note, \
-             performance_cores, efficiency_cores, owner_user_id) \
+             performance_cores, efficiency_cores, owner_user_id, vm_accel, vm_limit) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             $17, $18) \
+             $17, $18, $19, $20) \
              ON CONFLICT (id) DO UPDATE SET name = excluded.name, os = excluded.os, \
              arch = excluded.arch, cpus = excluded.cpus, memory_bytes = excluded.memory_bytes, \
              accelerators = excluded.accelerators, drivers = excluded.drivers, \
              models = excluded.models, gpu_note = excluded.gpu_note, \
+             vm_accel = excluded.vm_accel, vm_limit = excluded.vm_limit, \
              performance_cores = excluded.performance_cores, \
              efficiency_cores = excluded.efficiency_cores, sharing = excluded.sharing, \
              last_seen_at = COALESCE(excluded.last_seen_at, machines.last_seen_at) \
@@ -86,6 +87,8 @@ impl crate::InventoryStore for ThisStore {
         .bind(m.cores.map(|c| i64::from(c.performance)))
         .bind(m.cores.map(|c| i64::from(c.efficiency)))
         .bind(m.owner_user.map(|u| *u.as_uuid()))
+        .bind(reg.vm.map(|vm| vm.accel.as_str()))
+        .bind(reg.vm.and_then(|vm| vm.limit).map(i64::from))
         .execute(&mut *self.writer().await?)
         .await?;
         if put.rows_affected() == 0 {

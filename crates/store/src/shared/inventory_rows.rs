@@ -1,14 +1,14 @@
 // Decoding inventory rows, shared by both engines (included).
 
 use einsora_core::ids::UsageRecordId;
-use einsora_core::machine::{CpuCores, Machine};
+use einsora_core::machine::{CpuCores, Machine, VmHost};
 
 use crate::{MachineRecord, UsageRecord};
 
 const MACHINE_COLUMNS: &str = "id, owner_id, owner_user_id, trusted_users, name, region, os, arch, cpus, memory_bytes, \
      accelerators, drivers, sharing, last_seen_at, revoked_at, created_at, flagged_for, \
      flagged_at, flagged_last_at, models, gpu_note, gpu_usage, gpu_usage_at, performance_cores, \
-     efficiency_cores";
+     efficiency_cores, vm_accel, vm_limit";
 
 const USAGE_COLUMNS: &str =
     "id, tenant_id, workload_id, region, machine_id, placed_class, units, hour_start, seconds";
@@ -22,6 +22,20 @@ static SELECT_MACHINES: std::sync::LazyLock<String> = std::sync::LazyLock::new(|
         *crate::state_sql::HOLDS_CAPACITY
     )
 });
+
+/// How it runs VMs, when its agent said.
+fn vm_from_row(row: &<Db as sqlx::Database>::Row) -> Result<Option<VmHost>, StoreError> {
+    let Some(accel) = row.try_get::<Option<String>, _>("vm_accel")? else {
+        return Ok(None);
+    };
+    Ok(Some(VmHost {
+        accel: parse_word("VM acceleration", &accel)?,
+        limit: row
+            .try_get::<Option<i64>, _>("vm_limit")?
+            .map(|n| to_u32("VM limit", n))
+            .transpose()?,
+    }))
+}
 
 /// Its CPUs by kind, when both counts are there.
 fn cores_from_row(row: &<Db as sqlx::Database>::Row) -> Result<Option<CpuCores>, StoreError> {
@@ -74,6 +88,7 @@ fn machine_from_row(row: &<Db as sqlx::Database>::Row) -> Result<MachineRecord, 
             .try_get::<Option<String>, _>("gpu_note")?
             .map(|w| parse_word("GPU note", &w))
             .transpose()?,
+        vm: vm_from_row(row)?,
         gpu_usage: row
             .try_get::<Option<String>, _>("gpu_usage")?
             .map(|text| crate::devices::usage_from_json(&text))

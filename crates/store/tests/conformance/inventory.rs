@@ -104,6 +104,30 @@ pub async fn machines_are_read_by_their_owner_only(db: TestDb) {
     let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
     assert_eq!(read.gpu_note, None);
 
+    // How it runs VMs, with or without its owner's limit, as its agent last said.
+    assert_eq!(read.vm, None);
+    for vm in [
+        Some(einsora_core::machine::VmHost {
+            accel: einsora_core::machine::VmAccel::Tcg,
+            limit: Some(3),
+        }),
+        Some(einsora_core::machine::VmHost {
+            accel: einsora_core::machine::VmAccel::Kvm,
+            limit: None,
+        }),
+        None,
+    ] {
+        reported.vm = vm;
+        assert!(store.record_inventory(&reported).await.unwrap());
+        let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
+        assert_eq!(read.vm, vm);
+        let mut put = reported.clone();
+        put.vm = vm;
+        store.put_machine(&put).await.unwrap();
+        let read = store.machine_of(t, a.machine.id).await.unwrap().unwrap();
+        assert_eq!(read.vm, vm);
+    }
+
     // A Mac's agent reports its cores by kind; a machine that doesn't has none.
     assert_eq!(read.machine.cores, None);
     reported.machine.cores = Some(einsora_core::machine::CpuCores {

@@ -29,6 +29,7 @@ pub fn registration(
         drivers: report.drivers,
         models: report.models,
         gpu_note: report.gpu_note,
+        vm: report.vm,
         last_seen_at: Some(now),
     }
 }
@@ -63,6 +64,7 @@ mod tests {
             drivers: vec![],
             models: vec![],
             gpu_note: None,
+            vm: None,
             gpu_usage: vec![],
             gpu_usage_at: None,
             last_seen_at: None,
@@ -97,6 +99,7 @@ mod tests {
                 size_bytes: 10,
             }],
             gpu_note: None,
+            vm: None,
         };
         let now = OffsetDateTime::now_utc();
         let reg = registration(&known, report.clone(), now);

@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::catalog::{Catalog, ComputeClass};
+use einsora_core::driver::DriverInfo;
 use einsora_core::kind::WorkloadKind;
 use einsora_core::machine::{Device, Machine};
 use einsora_core::reasons::{CapacityUnit, Placement, Reason};
@@ -35,6 +36,9 @@ pub struct Candidate {
     pub machine: Machine,
     /// The drivers its agent has.
     pub drivers: Vec<String>,
+    /// At most this many VMs at once, as its owner set: for each driver that runs VMs, beside
+    /// the driver table's own limit.
+    pub vm_limit: Option<u32>,
     /// Online, with an inventory that fits it: offered for placement.
     pub offered: bool,
     /// What the workloads already placed there hold.
@@ -112,6 +116,8 @@ fn place_on(
     let mut most_free = 0;
     // A Mac that would take it, but for its Apple GPU in another workload's hands.
     let mut waits_for_apple_gpu = false;
+    // A machine that would take it, but for its driver's limit (or its owner's).
+    let mut waits_for_driver_room = false;
     for candidate in machines.iter_mut() {
         let m = &candidate.machine;
         if !m.can_host(w.tenant_id, &w.region) || returning.is_some_and(|id| id != m.id) {
@@ -140,11 +146,22 @@ fn place_on(
         // The first of its drivers with room here, and whose needs are free: on a Mac, a CPU
         // workload's macos-native needs the Apple GPU too, which macos-container doesn't.
         let apple_gpu_held = apple_gpu_held(m, &candidate.held, catalog);
-        let mut with_room = drivers.into_iter().filter(|d| {
-            d.per_machine_limit.is_none_or(|limit| {
+        let limit_of = |d: &DriverInfo| {
+            let owners = candidate
+                .vm_limit
+                .filter(|_| d.kinds.contains(&WorkloadKind::Vm));
+            match (d.per_machine_limit, owners) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        };
+        let (with_room, full): (Vec<_>, Vec<_>) = drivers.into_iter().partition(|d| {
+            limit_of(d).is_none_or(|limit| {
                 candidate.held.per_driver.get(d.name).copied().unwrap_or(0) < limit
             })
         });
+        waits_for_driver_room |= with_room.is_empty() && !full.is_empty();
+        let mut with_room = with_room.into_iter();
         let Some((driver, apple_gpu)) =
             with_room.find_map(|d| match reserved_apple_gpu(class, d.name, m) {
                 Some(_) if apple_gpu_held => None,
@@ -229,6 +246,12 @@ fn place_on(
     let class_name = class.name().to_owned();
     if waits_for_apple_gpu {
         return Decision::Wait(Reason::WaitingForAppleGpu { class: class_name });
+    }
+    if waits_for_driver_room {
+        return Decision::Wait(Reason::WaitingForDriverRoom {
+            kind: w.kind,
+            class: class_name,
+        });
     }
     Decision::Wait(match (returning, any_host, any_driver, any_offered) {
         (Some(_), _, _, false) => Reason::WaitingForItsMachine,

@@ -175,7 +175,9 @@ impl Reconciler {
                 && matches!(
                     decision,
                     Decision::Wait(
-                        Reason::WaitingForCapacity { .. } | Reason::WaitingForAppleGpu { .. }
+                        Reason::WaitingForCapacity { .. }
+                            | Reason::WaitingForAppleGpu { .. }
+                            | Reason::WaitingForDriverRoom { .. }
                     )
                 );
             if is_aged {
@@ -260,6 +262,7 @@ impl Reconciler {
                     offered: hub.offered(machine.id) && machine.cpus > 0,
                     held: held.remove(&machine.id).unwrap_or_default(),
                     drivers: record.drivers,
+                    vm_limit: record.vm.and_then(|vm| vm.limit),
                     machine,
                 }
             })

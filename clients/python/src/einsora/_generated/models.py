@@ -77,6 +77,7 @@ __all__ = [
     "UsageRecord",
     "UsageReportRow",
     "User",
+    "VmHost",
     "VmParams",
     "VmParamsInput",
     "VmSsh",
@@ -1941,6 +1942,37 @@ class NotebookParamsInput:
 
 
 @dataclass
+class VmHost:
+    """`einsora.common.v1.VmHost`."""
+
+    accel: str = field(default="")
+    limit: int = field(default=0)
+    extra: Dict[str, Any] = field(default_factory=dict, repr=False)
+    """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "VmHost":
+        data = dict(data)
+        value = cls()
+        raw = data.pop('accel', None)
+        if raw is not None:
+            value.accel = raw
+        raw = data.pop('limit', None)
+        if raw is not None:
+            value.limit = raw
+        value.extra = data
+        return value
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = dict(self.extra)
+        if self.accel is not None:
+            out['accel'] = self.accel
+        if self.limit is not None:
+            out['limit'] = self.limit
+        return out
+
+
+@dataclass
 class VmParams:
     """`einsora.common.v1.VmParams`."""
 
@@ -2236,6 +2268,7 @@ class Machine:
     revoked_at: Optional[datetime] = field(default=None)
     sharing: Optional[Literal["private", "invite-only", "community"]] = field(default=None)
     status: Optional[Literal["online", "offline", "revoked"]] = field(default=None)
+    vm: Optional[VmHost] = field(default=None)
     extra: Dict[str, Any] = field(default_factory=dict, repr=False)
     """Fields this SDK doesn't know (a newer server's), as the server wrote them."""
 
@@ -2306,6 +2339,9 @@ class Machine:
         raw = data.pop('status', None)
         if raw is not None:
             value.status = raw
+        raw = data.pop('vm', None)
+        if raw is not None:
+            value.vm = VmHost.from_dict(raw)
         value.extra = data
         return value
 
@@ -2353,6 +2389,8 @@ class Machine:
             out['sharing'] = self.sharing
         if self.status is not None:
             out['status'] = self.status
+        if self.vm is not None:
+            out['vm'] = self.vm.to_dict()
         return out
 
 

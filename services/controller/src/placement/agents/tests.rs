@@ -33,6 +33,7 @@ fn candidate(m: Machine, drivers: &[&str]) -> Candidate {
         drivers: drivers.iter().map(|d| (*d).to_owned()).collect(),
         offered: true,
         held: Held::default(),
+        vm_limit: None,
     }
 }
 
@@ -341,10 +342,55 @@ fn a_drivers_per_machine_limit_holds() {
             Decision::Admit { .. }
         ));
     }
+    assert_eq!(
+        place(&vm, &catalog, false, &mut machines),
+        Decision::Wait(Reason::WaitingForDriverRoom {
+            kind: WorkloadKind::Vm,
+            class: "cpu-1c-2g".into()
+        })
+    );
+}
+
+/// A machine's owner may allow fewer VMs at once than its CPUs and memory take
+/// (EINSORA_VM_LIMIT): no more are placed there, and the next waits saying why, or goes to
+/// another machine with room.
+#[test]
+fn an_owners_vm_limit_holds_for_drivers_that_run_vms() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let mut host = candidate(
+        machine(owner, "host", 16, 64, vec![]),
+        &["libvirt", "docker"],
+    );
+    host.vm_limit = Some(1);
+    let mut machines = [host];
+    let vm = workload(owner, WorkloadKind::Vm, "cpu-1c-2g", "tiny");
     assert!(matches!(
         place(&vm, &catalog, false, &mut machines),
-        Decision::Wait(_)
+        Decision::Admit { .. }
     ));
+    assert_eq!(
+        place(&vm, &catalog, false, &mut machines),
+        Decision::Wait(Reason::WaitingForDriverRoom {
+            kind: WorkloadKind::Vm,
+            class: "cpu-1c-2g".into()
+        })
+    );
+    // Not a limit on its other drivers' workloads.
+    let notebook = workload(owner, WorkloadKind::Notebook, "cpu-1c-2g", "jupyterlab");
+    assert!(matches!(
+        place(&notebook, &catalog, false, &mut machines),
+        Decision::Admit { .. }
+    ));
+    // A second machine with room takes the next VM.
+    let other = candidate(machine(owner, "other", 16, 64, vec![]), &["libvirt"]);
+    let mut machines = [machines[0].clone(), other];
+    match place(&vm, &catalog, false, &mut machines) {
+        Decision::Admit { admission, .. } => {
+            assert_eq!(admission.machine_id, Some(machines[1].machine.id));
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// A CPU notebook on a Mac's native driver holds its Apple GPU too, exclusively, since its code
