@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::harness::agents::{Agent, Machine, join, online_with, run_agent_apart};
 use crate::harness::cli::Cli;
 use crate::harness::notebooks::*;
 use crate::harness::solo::Solo;
-use crate::harness::workloads::{timeline, wait_for, wait_for_within};
+use crate::harness::workloads::{Owner, timeline, wait_for, wait_for_within};
 use crate::harness::world::{Credential, call, login, new_token, revoke_token, tenant};
 use einsora_testkit::http::{exchange, request};
 
@@ -362,6 +363,122 @@ fn a_machines_vm_limit_holds() {
 
     cli.ok(&["delete", &first]);
     wait_for_within(&solo, &acme.session, &second, "running", TINY_BOOT);
+}
+
+/// A VM on a joined machine whose agent lives in network and mount namespaces of its own (its
+/// sockets can't be dialled from the control host): `einsora ssh` reaches it through the
+/// relay. Started again while its machine's agent is gone, it waits for that machine (its disk
+/// is there) and never starts on the other, which has room; back, its machine boots it with
+/// the file written before.
+#[test]
+fn a_vm_on_a_joined_machine_is_reached_through_the_relay_and_returns_to_its_disk() {
+    // Offline after 4 s of silence (scaled down; it never fails a workload here): admission
+    // holds while a machine that was there when the controller started hasn't reconnected,
+    // for that long.
+    let (solo, lan, agents) = crate::harness::agents::solo(&[
+        ("EINSORA_AUTH_MODE", "dev"),
+        ("EINSORA_AGENT_OFFLINE_AFTER", "4s"),
+        ("EINSORA_AGENT_OFFLINE_FAIL", "10m"),
+    ]);
+    let acme = tenant(&solo, "dev@acme");
+    let owner = Owner {
+        token: token(&acme).to_owned(),
+        session: acme.session.clone(),
+    };
+    let images = std::env::var("EINSORA_TEST_VM_IMAGES").unwrap();
+    let dirs = [vm_dir(), vm_dir()];
+    let settings = |dir: &tempfile::TempDir| {
+        [
+            ("EINSORA_AGENT_SIM", "false"),
+            ("EINSORA_AGENT_LIBVIRT", "true"),
+            ("EINSORA_VM_ACCEL", "tcg"),
+            ("EINSORA_VM_IMAGES", images.as_str()),
+            ("EINSORA_VM_DIR", dir.path().to_str().unwrap()),
+        ]
+        .map(|(k, v)| (k, v.to_owned()))
+    };
+    let start = |machine: &Machine, dir: &tempfile::TempDir| {
+        let settings = settings(dir);
+        let settings: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let agent = run_agent_apart(&solo, machine, &settings);
+        online_with(&solo, &owner, &machine.id, &agent, "libvirt");
+        agent
+    };
+    let mut machines: Vec<(Machine, Option<Agent>)> = ["left", "right"]
+        .into_iter()
+        .zip(&dirs)
+        .map(|(name, dir)| {
+            let machine = join(&solo, &owner, &lan, &agents, name);
+            let agent = start(&machine, dir);
+            (machine, Some(agent))
+        })
+        .collect();
+
+    let keys = tempfile::tempdir().unwrap();
+    let key = key(keys.path());
+    let public = format!("{}.pub", key.display());
+    let cli = Cli::with_token(&solo, token(&acme));
+    let id = launch(&cli, TINY, "far", Some(&public));
+    let _guests = Guests(vec![id.clone()]);
+    wait_for_within(&solo, &acme.session, &id, "running", TINY_BOOT);
+    let placed_on = || {
+        let w = call(
+            &solo,
+            &acme.session,
+            "GET",
+            &format!("/v1/workloads/{id}"),
+            None,
+        );
+        w.json()["machine_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let on = placed_on();
+    let home = machines
+        .iter()
+        .position(|(m, _)| m.id == on)
+        .expect("placed on a joined machine");
+    // Its SSH socket is its machine's alone: nothing of its run directory shows here.
+    assert!(!machines[home].0.state.join("run").join(&id).exists());
+    let key = key.to_str().unwrap();
+    let ssh = |command: &str| cli.ok(&["ssh", &id, "-i", key, "--", command]);
+    assert_eq!(ssh("uname -sm").trim(), "Linux x86_64");
+    ssh("echo far away > kept.txt && sync");
+
+    cli.ok(&["stop", &id]);
+    wait_for_within(&solo, &acme.session, &id, "stopped", TINY_BOOT);
+    drop(machines[home].1.take());
+    cli.ok(&["start", &id]);
+    // Placed back on its machine at once (the controller hasn't yet heard it is gone) or
+    // queued for it: either way it waits for that machine, saying so.
+    let waiting = [
+        "waiting for its machine to come online: its disk is there",
+        "its machine is offline; waiting for it to reconnect",
+    ];
+    einsora_testkit::eventually_or(
+        "the VM waiting for its machine",
+        Duration::from_secs(30),
+        || {
+            timeline(&solo, &acme.session, &id)
+                .iter()
+                .any(|s| waiting.iter().any(|w| s.contains(w)))
+                .then_some(())
+        },
+        || timeline(&solo, &acme.session, &id).join("\n"),
+    );
+    std::thread::sleep(crate::harness::agents::PASSES);
+    assert_ne!(
+        crate::harness::workloads::state(&solo, &acme.session, &id),
+        "running"
+    );
+    assert_eq!(placed_on(), on, "never on the other machine");
+
+    let agent = start(&machines[home].0, &dirs[home]);
+    machines[home].1 = Some(agent);
+    wait_for_within(&solo, &acme.session, &id, "running", TINY_BOOT);
+    assert_eq!(placed_on(), on, "back on the machine holding its disk");
+    assert_eq!(ssh("cat kept.txt").trim(), "far away");
 }
 
 /// Where KVM doesn't run guests (this machine's hangs) and emulation isn't allowed
