@@ -8,7 +8,7 @@ pub(crate) mod command;
 mod error;
 mod gpu_usage;
 mod linux;
-mod nvidia;
+pub(crate) mod nvidia;
 
 use std::io::ErrorKind;
 use std::time::Duration;

@@ -527,3 +527,22 @@ fn without_kvm_and_no_leave_to_emulate_a_machine_offers_no_vms() {
     );
     assert!(running_domains().is_empty() || !running_domains().contains(&id));
 }
+
+/// The domain a VM given two GPUs gets (the agent's golden file, `vfio::tests`) is one libvirt
+/// takes: it validates against libvirt's own schema. (No GPU here to pass through.)
+#[test]
+fn the_vfio_domain_validates_against_libvirts_schema() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agent/src/drivers/libvirt/testdata/two-gpus/domain.xml");
+    let out = Command::new("virt-xml-validate")
+        .arg(&golden)
+        .arg("domain")
+        .output()
+        .expect("virt-xml-validate (libvirt-clients: ./scripts/test installs it)");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -42,6 +42,9 @@ word_enum! {
         DiskLow = "disk_low",
         DiskLimitUnavailable = "disk_limit_unavailable",
         GpuMissing = "gpu_missing",
+        /// A VM's GPUs can't be passed through on its machine (VFIO: no IOMMU, an IOMMU group
+        /// shared with another device, or a GPU the driver doesn't list).
+        GpuPassthroughUnavailable = "gpu_passthrough_unavailable",
         /// A problem the agent has no code for. Not "status unknown", which is what the
         /// controller reads for an offline machine and which decides nothing.
         Other = "other",
@@ -98,6 +101,10 @@ impl StatusCode {
                 "a GPU it was given is no longer on its machine, so it wasn't started; start it \
                  again to be given one that is"
             }
+            StatusCode::GpuPassthroughUnavailable => {
+                "its machine can't pass its GPUs through to a VM (its IOMMU is off, or groups them \
+                 with other devices), so it wasn't started; the operator's log says why"
+            }
             StatusCode::Other => "its machine reported a problem",
         }
     }
@@ -122,6 +129,7 @@ impl StatusCode {
                 | StatusCode::DiskLow
                 | StatusCode::DiskLimitUnavailable
                 | StatusCode::GpuMissing
+                | StatusCode::GpuPassthroughUnavailable
                 | StatusCode::Other
         )
     }

@@ -94,13 +94,12 @@ const DRIVERS: &[DriverInfo] = &[
         os: Os::MacOs,
         per_machine_limit: Some(2),
     },
-    // CPU only until reserved GPUs are passed through (VFIO): a GPU VM is never placed where
-    // it would start without its GPUs.
+    // NVIDIA GPUs passed through whole with VFIO (the agent checks their IOMMU groups).
     DriverInfo {
         name: "libvirt",
         isolation: Isolation::Strong,
         kinds: &[Vm],
-        accelerators: &[Cpu],
+        accelerators: &[Nvidia, Cpu],
         os: Os::Linux,
         per_machine_limit: None,
     },

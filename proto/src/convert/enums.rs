@@ -165,6 +165,7 @@ enum_pair!(StatusCode, agent_pb::StatusCode, "code", Unspecified, {
     DiskLow <=> DiskLow,
     DiskLimitUnavailable <=> DiskLimitUnavailable,
     GpuMissing <=> GpuMissing,
+    GpuPassthroughUnavailable <=> GpuPassthroughUnavailable,
     Other <=> Other,
 });
 

@@ -13,6 +13,7 @@ mod ready;
 mod reconcile;
 pub mod seed;
 mod ssh;
+mod vfio;
 mod virsh;
 
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub const NAME: &str = "libvirt";
 struct Supervised {
     config: LibvirtConfig,
     accel: Accel,
+    gpus: Arc<vfio::Gpus>,
     seen: SeenMap,
     changed: Arc<Notify>,
     outbox: Outbox,
@@ -48,6 +50,7 @@ impl Supervised {
             let worker = reconcile::Worker::new(
                 self.config.clone(),
                 self.accel,
+                Arc::clone(&self.gpus),
                 Arc::clone(&self.seen),
                 Arc::clone(&self.changed),
                 self.outbox.clone(),
@@ -117,12 +120,14 @@ impl Libvirt {
             accel,
             limit: config.limit,
         };
+        let gpus = vfio::Gpus::read_now().await;
         let seen = SeenMap::default();
         let (handle, receiver) = Handle::new(Arc::clone(&seen));
         let restarts = Arc::new(AtomicU32::new(0));
         let worker = Supervised {
             config,
             accel,
+            gpus: Arc::new(gpus),
             seen,
             changed,
             outbox,

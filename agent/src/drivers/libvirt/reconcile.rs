@@ -13,7 +13,7 @@
 //! agent's until then) as it starts: the directories only let others through (0711), never
 //! list them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
@@ -23,10 +23,11 @@ use einsora_proto::convert::WorkloadParams;
 use tokio::sync::{Notify, watch};
 
 use super::config::LibvirtConfig;
-use super::domain::{Accel, Boot, Domain, Metadata, SOCKET_PATH_MAX, SSH_PORTS};
+use super::domain::{Accel, Boot, Domain, Metadata, PciAddress, SOCKET_PATH_MAX, SSH_PORTS};
 use super::ready::Readiness;
 use super::seed;
 use super::ssh::SshSocket;
+use super::vfio::Gpus;
 use super::virsh::Virsh;
 use crate::drivers::local::output::{Cursors, Outbox};
 use crate::drivers::local::records::{Record, Records};
@@ -47,6 +48,8 @@ pub struct Worker {
     virsh: Virsh,
     config: LibvirtConfig,
     accel: Accel,
+    /// The machine's GPUs, for VFIO.
+    gpus: Arc<Gpus>,
     seen: SeenMap,
     changed: Arc<Notify>,
     records: Records,
@@ -54,6 +57,9 @@ pub struct Worker {
     guests: HashMap<String, Guest>,
     /// When each parked guest was asked to shut down.
     stopping: HashMap<String, Instant>,
+    /// Attempts whose guest, found running as the agent started, was ended for running under
+    /// other settings: said so until the attempt is replaced.
+    ended_changed: HashSet<(String, u32)>,
     /// Takes what guests print on their consoles, and where it is in each one's.
     outbox: Outbox,
     cursors: Cursors,
@@ -76,6 +82,7 @@ impl Worker {
     pub fn new(
         config: LibvirtConfig,
         accel: Accel,
+        gpus: Arc<Gpus>,
         seen: SeenMap,
         changed: Arc<Notify>,
         outbox: Outbox,
@@ -85,10 +92,12 @@ impl Worker {
             records: Records::open(&config.state_dir, super::NAME),
             config,
             accel,
+            gpus,
             seen,
             changed,
             guests: HashMap::new(),
             stopping: HashMap::new(),
+            ended_changed: HashSet::new(),
             outbox,
             cursors: Cursors::default(),
         }
@@ -182,9 +191,24 @@ impl Worker {
                 self.guests.remove(&w.workload);
                 return StatusCode::Stopping;
             }
+            if !self.guests.contains_key(&w.workload) && !self.runs_as_it_would_start(w, &record, m)
+            {
+                // Found as the agent starts, started under other settings: ended, as a
+                // container whose sandbox changed is; its disk is kept for a new start.
+                tracing::warn!(workload = %w.workload, "a running VM was started under other settings (its fingerprint differs); ending it, its disk kept");
+                let _ = self.virsh.destroy(name).await;
+                self.ended_changed.insert((w.workload.clone(), w.attempt));
+                return StatusCode::SandboxChanged;
+            }
             return self.watch(w, &record);
         }
         self.guests.remove(&w.workload);
+        if self
+            .ended_changed
+            .contains(&(w.workload.clone(), w.attempt))
+        {
+            return StatusCode::SandboxChanged;
+        }
         if record.started(w.attempt) {
             // This attempt's guest ended by itself (powered off from inside, or crashed): an
             // attempt is started once.
@@ -242,6 +266,13 @@ impl Worker {
         let Some(image) = self.config.images.get(&w.spec.runtime) else {
             return Ok(StatusCode::ImageMissing);
         };
+        let gpus = match self.gpus.plan(&reserved(w)) {
+            Ok(gpus) => gpus,
+            Err(refusal) => {
+                tracing::warn!(workload = %w.workload, %refusal, "a VM's GPUs can't be passed through here; not started");
+                return Ok(StatusCode::GpuPassthroughUnavailable);
+            }
+        };
         let base = match self.base(image, record.fingerprint.as_deref()) {
             Ok(Some(base)) => base,
             Ok(None) => return Ok(StatusCode::ImageMissing),
@@ -267,27 +298,15 @@ impl Worker {
             }) => ssh_authorized_keys.clone(),
             _ => Vec::new(),
         };
-        let seed_iso = dir.join("seed.iso");
-        seed::write(&seed_iso, &dir.join("seed"), &w.workload, &keys, &token).await?;
-        let resources = w.spec.resources.clone().unwrap_or_default();
-        let domain = Domain {
-            name: Domain::name_for(&w.workload),
-            accel: self.accel,
-            vcpus: resources.cpus.max(1),
-            memory_mib: match resources.memory_bytes / (1024 * 1024) {
-                0 => DEFAULT_MEMORY_MIB,
-                mib => mib,
-            },
-            boot: Boot {
-                kernel: base.dir.join("vmlinuz"),
-                initrd: base.dir.join("initrd.img"),
-            },
-            disk,
-            seed: seed_iso,
-            run_dir: dir.clone(),
-            console: dir.join(console::LOG),
-            gpus: Vec::new(),
-        };
+        seed::write(
+            &dir.join("seed.iso"),
+            &dir.join("seed"),
+            &w.workload,
+            &keys,
+            &token,
+        )
+        .await?;
+        let domain = self.domain_for(w, &base, gpus);
         let metadata = Metadata {
             workload: w.workload.clone(),
             attempt: w.attempt,
@@ -313,6 +332,47 @@ impl Worker {
             .map_err(|e| e.to_string())?;
         tracing::info!(workload = %w.workload, attempt = w.attempt, accel = self.accel.as_str(), "VM started");
         Ok(StatusCode::Starting)
+    }
+
+    /// `w`'s domain on `base`: how it runs decided here, its files in its directory.
+    fn domain_for(&self, w: &Wanted, base: &Base, gpus: Vec<PciAddress>) -> Domain {
+        let dir = self.vm_dir(&w.workload);
+        let resources = w.spec.resources.clone().unwrap_or_default();
+        Domain {
+            name: Domain::name_for(&w.workload),
+            accel: self.accel,
+            vcpus: resources.cpus.max(1),
+            memory_mib: match resources.memory_bytes / (1024 * 1024) {
+                0 => DEFAULT_MEMORY_MIB,
+                mib => mib,
+            },
+            boot: Boot {
+                kernel: base.dir.join("vmlinuz"),
+                initrd: base.dir.join("initrd.img"),
+            },
+            disk: dir.join("disk.qcow2"),
+            seed: dir.join("seed.iso"),
+            console: dir.join(console::LOG),
+            run_dir: dir,
+            gpus,
+        }
+    }
+
+    /// Whether a running guest of `w`'s attempt, found as the agent starts, runs as the agent
+    /// would start it now (its fingerprint, as containers' sandboxes): `false` when it was
+    /// started under other settings (another acceleration, say). Where that can't be told
+    /// (its base is gone, or its GPUs are no longer listed: a GPU passed through isn't), it is
+    /// left running.
+    fn runs_as_it_would_start(&self, w: &Wanted, record: &Record, found: &Metadata) -> bool {
+        let base = self.config.images.get(&w.spec.runtime).and_then(|image| {
+            self.base(image, record.fingerprint.as_deref())
+                .ok()
+                .flatten()
+        });
+        let (Some(base), Ok(gpus)) = (base, self.gpus.plan(&reserved(w))) else {
+            return true;
+        };
+        self.domain_for(w, &base, gpus).fingerprint() == found.fingerprint
     }
 
     async fn park(&mut self, workload: &str, running: Option<&(String, Metadata)>) -> StatusCode {
@@ -413,6 +473,15 @@ impl Worker {
     }
 }
 
+/// The GPUs `w` was given, by UUID.
+fn reserved(w: &Wanted) -> Vec<String> {
+    w.spec
+        .resources
+        .as_ref()
+        .map(|r| r.device_uuids.clone())
+        .unwrap_or_default()
+}
+
 /// Makes `dir` (and what is missing above it) with mode 0711: qemu's user passes through,
 /// nobody lists it.
 pub fn passable_dir(dir: &Path) -> Result<(), String> {
@@ -488,3 +557,6 @@ pub fn owner_only(file: &Path) -> Result<(), String> {
     std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| format!("{}: {e}", file.display()))
 }
+
+#[cfg(test)]
+mod tests;

@@ -111,11 +111,8 @@ fn driver_refs_pick_drivers_by_kind_and_accelerator() {
         ["libvirt", "macos-vz", "sim"]
     );
     assert_eq!(names("debian-12", Vm, Cpu), ["libvirt", "sim"]);
-    assert_eq!(
-        names("debian-12", Vm, Nvidia),
-        ["sim"],
-        "no GPU passthrough yet"
-    );
+    assert_eq!(names("debian-12", Vm, Nvidia), ["libvirt", "sim"]);
+    assert_eq!(names("tiny", Vm, Nvidia), Vec::<&str>::new());
     assert!(catalog.driver("docker").is_some());
 }
 
