@@ -76,6 +76,15 @@ impl Gpus {
         }
     }
 
+    /// GPUs as `bus_ids` lists them, their groups read from the sysfs at `sysfs` (tests).
+    #[cfg(test)]
+    pub fn at(bus_ids: BTreeMap<String, PciAddress>, sysfs: &Path) -> Gpus {
+        Gpus {
+            bus_ids,
+            sysfs: sysfs.to_path_buf(),
+        }
+    }
+
     /// The PCI devices to pass to a VM for the GPUs it was given ([`plan`]).
     pub fn plan(&self, reserved: &[String]) -> Result<Vec<PciAddress>, Refusal> {
         plan(&self.sysfs, &self.bus_ids, reserved)
@@ -417,4 +426,4 @@ fn quote(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

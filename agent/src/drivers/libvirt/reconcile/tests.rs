@@ -5,10 +5,15 @@ use einsora_proto::convert::{PlacedSpec, Resources};
 
 use super::*;
 use crate::drivers::libvirt::config::AccelSetting;
+use crate::drivers::libvirt::vfio::Gpus;
 
 /// A worker on `accel`, its VMs' directory and state in `dir`, with a base of hash `b0b0` for
 /// the runtime `tiny-busybox`.
 fn worker(dir: &Path, accel: Accel) -> Worker {
+    worker_with(dir, accel, Gpus::default())
+}
+
+fn worker_with(dir: &Path, accel: Accel, gpus: Gpus) -> Worker {
     std::fs::create_dir_all(dir.join("vms/bases/b0b0")).unwrap();
     let config = LibvirtConfig {
         uri: "qemu:///system".into(),
@@ -23,7 +28,7 @@ fn worker(dir: &Path, accel: Accel) -> Worker {
     Worker::new(
         config,
         accel,
-        Arc::default(),
+        Arc::new(gpus),
         SeenMap::default(),
         Arc::default(),
         outbox,
@@ -94,4 +99,31 @@ fn a_running_vm_found_under_other_settings_is_told_apart() {
         ..record
     };
     assert!(kvm.runs_as_it_would_start(&w, &gone, &as_started));
+}
+
+/// A VM given a GPU whose IOMMU group it would share with the host's NIC isn't started: it
+/// fails with `gpu_passthrough_unavailable` before anything of it is made.
+#[tokio::test]
+async fn a_vm_whose_gpus_share_a_group_with_another_device_is_not_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let sysfs = dir.path().join("sys");
+    crate::drivers::libvirt::vfio::tests::sysfs_from(
+        "device 0000:3b:00.0 class=0x030000 group=7\n\
+         device 0000:3b:00.1 class=0x040300 group=7\n\
+         device 0000:3c:00.0 class=0x020000 group=7\n",
+        &sysfs,
+    );
+    let uuid = "GPU-5c1f2d8e-0b3a-4c6d-9e7f-1a2b3c4d5e6f";
+    let bus_ids = BTreeMap::from([(uuid.to_owned(), "0000:3b:00.0".parse().unwrap())]);
+    let mut worker = worker_with(dir.path(), Accel::Tcg, Gpus::at(bus_ids, &sysfs));
+    let mut w = wanted(1);
+    if let Some(r) = w.spec.resources.as_mut() {
+        r.device_uuids = vec![uuid.to_owned()];
+    }
+    let code = worker.start(&w, Record::default()).await.unwrap();
+    assert_eq!(code, StatusCode::GpuPassthroughUnavailable);
+    assert!(
+        !worker.vm_dir(&w.workload).exists(),
+        "nothing of it was made"
+    );
 }

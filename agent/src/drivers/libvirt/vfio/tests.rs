@@ -24,7 +24,7 @@ const GPU_A: &str = "GPU-5c1f2d8e-0b3a-4c6d-9e7f-1a2b3c4d5e6f";
 const GPU_B: &str = "GPU-8e3d0a4b-7f21-4c9e-b6d5-2a1f0c9e8b7d";
 
 /// Builds the fake sysfs tree `spec` describes (the format above) under `root`.
-fn sysfs_from(spec: &str, root: &Path) {
+pub(crate) fn sysfs_from(spec: &str, root: &Path) {
     for line in spec.lines() {
         let line = line.split('#').next().unwrap_or_default().trim();
         if line.is_empty() {
