@@ -241,9 +241,7 @@ fn a_group_link_not_ending_in_digits_is_unreadable() {
     for name in ["forty", "40a", "..", "99999999999"] {
         let spec = format!("device 0000:3b:00.0 class=0x030000 group={name}");
         let refusal = plan_for(&spec, &[GPU_A]).unwrap_err();
-        let Refusal::Unreadable(said) = &refusal else {
-            panic!("{name}: {refusal:?}");
-        };
+        let said = unreadable(&refusal);
         assert!(said.contains("0000:3b:00.0/iommu_group"), "{said}");
     }
 }
@@ -252,9 +250,7 @@ fn a_group_link_not_ending_in_digits_is_unreadable() {
 fn a_gpu_sysfs_lacks_is_unreadable_naming_the_path() {
     let spec = "device 0000:af:00.0 class=0x030000 group=90";
     let refusal = plan_for(spec, &[GPU_A]).unwrap_err();
-    let Refusal::Unreadable(said) = &refusal else {
-        panic!("{refusal:?}");
-    };
+    let said = unreadable(&refusal);
     assert!(said.contains("bus/pci/devices/0000:3b:00.0"), "{said}");
 }
 
@@ -265,9 +261,7 @@ fn a_group_entry_not_named_by_an_address_is_unreadable() {
     let group = root.path().join("kernel/iommu_groups/40/devices");
     fs::write(group.join("not-a-device"), "").unwrap();
     let refusal = plan(root.path(), &bus_ids(), &[GPU_A.to_owned()]).unwrap_err();
-    let Refusal::Unreadable(said) = &refusal else {
-        panic!("{refusal:?}");
-    };
+    let said = unreadable(&refusal);
     assert!(said.contains("not-a-device"), "{said}");
 }
 
@@ -277,9 +271,7 @@ fn a_member_class_that_isnt_one_is_unreadable() {
     for class in ["bridge", "0x", "0x1234567", long.as_str()] {
         let spec = format!("{TWO_GPUS}\ndevice 0000:3c:00.0 class={class} group=40");
         let refusal = plan_for(&spec, &[GPU_A]).unwrap_err();
-        let Refusal::Unreadable(said) = &refusal else {
-            panic!("{class}: {refusal:?}");
-        };
+        let said = unreadable(&refusal);
         assert!(said.contains("0000:3c:00.0/class"), "{said}");
     }
 }
@@ -342,4 +334,12 @@ fn a_recorded_two_gpu_machine_passes_both_gpus_and_their_audio() {
         "{} differs: EINSORA_UPDATE_VM_GOLDEN=1 writes it",
         golden.display()
     );
+}
+
+/// What an `Unreadable` refusal says; any other refusal fails the test.
+fn unreadable(refusal: &Refusal) -> &str {
+    match refusal {
+        Refusal::Unreadable(said) => said,
+        other => panic!("not unreadable: {other:?}"),
+    }
 }

@@ -344,11 +344,16 @@ fn a_drivers_per_machine_limit_holds() {
     }
     assert_eq!(
         place(&vm, &catalog, false, &mut machines),
-        Decision::Wait(Reason::WaitingForDriverRoom {
-            kind: WorkloadKind::Vm,
-            class: "cpu-1c-2g".into()
-        })
+        waiting_for_room()
     );
+}
+
+/// What a cpu-1c-2g VM kept off by a driver's limit waits with.
+fn waiting_for_room() -> Decision {
+    Decision::Wait(Reason::WaitingForDriverRoom {
+        kind: WorkloadKind::Vm,
+        class: "cpu-1c-2g".into(),
+    })
 }
 
 /// A machine's owner may allow fewer VMs at once than its CPUs and memory take
@@ -371,10 +376,7 @@ fn an_owners_vm_limit_holds_for_drivers_that_run_vms() {
     ));
     assert_eq!(
         place(&vm, &catalog, false, &mut machines),
-        Decision::Wait(Reason::WaitingForDriverRoom {
-            kind: WorkloadKind::Vm,
-            class: "cpu-1c-2g".into()
-        })
+        waiting_for_room()
     );
     // Not a limit on its other drivers' workloads.
     let notebook = workload(owner, WorkloadKind::Notebook, "cpu-1c-2g", "jupyterlab");
