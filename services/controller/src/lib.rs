@@ -80,7 +80,23 @@ pub async fn run(cfg: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     };
     let led = lead::lead(&cfg, store, backend, hub, &shutdown).await;
     server_stop.trigger();
-    server.await.context("controller server")??;
-    agents_port.await.context("agents' port")??;
+    // The servers drain what is in flight, but a long-lived stream (a relay's, an agent's whose
+    // peer is slow to close) could hold them past the supervisor's grace (EINSORA_STOP_GRACE,
+    // 10 s by default, for the whole stop): after DRAIN what is still open is cut.
+    let drained = tokio::time::timeout(DRAIN, async {
+        server.await.context("controller server")??;
+        agents_port.await.context("agents' port")??;
+        anyhow::Ok(())
+    })
+    .await;
+    match drained {
+        Ok(served) => served?,
+        Err(_) => {
+            tracing::info!(drain = ?DRAIN, "streams still open at shutdown; cutting them");
+        }
+    }
     led
 }
+
+/// How long the controller's servers may drain at shutdown.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
