@@ -18,7 +18,8 @@ build_vm_tiny() {
   local hash; hash=$(declare -f build_vm_tiny vm_tiny_modules vm_tiny_guest | sha)
   local link=$cache/vm-tiny out=$cache/vm-tiny-$hash
   if [[ $(cat "$link/inputs" 2>/dev/null) == "$hash" ]]; then log "vm-tiny: cached"; return; fi
-  local debs=$cache/vm-tiny.debs work=$cache/vm-tiny.work log=$cache/build-vm-tiny.log
+  local work=$cache/vm-tiny.work log=$cache/build-vm-tiny.log
+  local debs=$work/debs # this build's packages only: a rebuild never unpacks an older one
   rm -rf "$work" "$out.tmp"
   mkdir -p "$debs" "$work/pkgs" "$work/initramfs" "$work/disk" "$out.tmp"
   # The cloud kernel's own package: the metapackage only depends on it.
@@ -33,10 +34,9 @@ build_vm_tiny() {
     || { tail -n 20 "$log" >&2; return 1; }
   local deb
   for deb in "$debs"/*.deb; do dpkg -x "$deb" "$work/pkgs"; done
-  local kernels=("$work/pkgs"/boot/vmlinuz-*)
-  local version=${kernels[-1]##*/vmlinuz-}
-  install -m 0644 "${kernels[-1]}" "$out.tmp/vmlinuz"
-  vm_tiny_guest "$work/pkgs" "$work/initramfs" "$work/disk" "$version"
+  local version=${kernel_pkg#linux-image-}
+  install -m 0644 "$work/pkgs/boot/vmlinuz-$version" "$out.tmp/vmlinuz"
+  vm_tiny_guest "$work/pkgs" "$work/initramfs" "$work/disk" "$version" || return 1
   (cd "$work/initramfs" && find . -print0 | cpio --null -o -H newc --quiet | gzip -1) >"$out.tmp/initrd.img"
   truncate -s 64M "$work/disk.raw"
   mkfs.ext4 -q -L einsora-disk -d "$work/disk" "$work/disk.raw" >>"$log" 2>&1 \
@@ -62,7 +62,7 @@ vm_tiny_modules() {
     file=$(find "$dir/kernel" -name "${m//_/[-_]}.ko" | head -n 1)
     [[ -n $file ]] || { echo "vm-tiny: no module $m in $version" >&2; return 1; }
     for dep in $(tr '\0' '\n' <"$file" | sed -n 's/^depends=//p' | tr ',' ' '); do
-      vm_tiny_modules "$pkgs" "$version" "$dep"
+      vm_tiny_modules "$pkgs" "$version" "$dep" || return 1
     done
     echo "${file#"$dir/"}"
   done
@@ -91,11 +91,13 @@ vm_tiny_guest() {
   done
   # The modules for its disks, its channels, its seed and its power button.
   local mods=$root/lib/modules/$version
-  local m
-  for m in $(vm_tiny_modules "$pkgs" "$version" virtio_pci virtio_blk virtio_console virtio_scsi sr_mod isofs button evdev | awk '!seen[$0]++'); do
+  local m modules
+  # Assigned first: a module missing fails the build (a `for` over $(...) would hide it).
+  modules=$(vm_tiny_modules "$pkgs" "$version" virtio_pci virtio_blk virtio_console virtio_scsi sr_mod isofs button evdev) || return 1
+  while read -r m; do
     install -D -m 0644 "$pkgs/lib/modules/$version/$m" "$mods/$m"
     echo "$m" >>"$root/lib/einsora/modules"
-  done
+  done < <(awk '!seen[$0]++' <<<"$modules")
 
   printf 'root:x:0:0:root:/root:/bin/sh\neinsora:x:1000:1000:Einsora:/disk/home/einsora:/bin/sh\n' >"$root/etc/passwd"
   printf 'root:*:1::::::\neinsora:*:1::::::\n' >"$root/etc/shadow"
@@ -144,12 +146,19 @@ for p in /sys/class/virtio-ports/*; do
   [ -e "$p/name" ] && ln -sf "../${p##*/}" "/dev/virtio-ports/$(cat "$p/name")"
 done
 wait_for() { i=0; until [ -e "$1" ]; do i=$((i + 1)); [ $i -le 100 ] || return 1; sleep 0.1; done; }
-wait_for /dev/vda && mount -t ext4 /dev/vda /disk || echo "einsora: no disk at /dev/vda" >&2
+if ! wait_for /dev/vda; then
+  echo "einsora: no disk at /dev/vda" >&2
+elif ! mount -t ext4 /dev/vda /disk; then
+  echo "einsora: /dev/vda didn't mount" >&2
+fi
 # The seed: this boot's token and the user's keys (only the shapes Einsora writes).
 mkdir -p /run/seed
 if wait_for /dev/sr0 && mount -t iso9660 -o ro /dev/sr0 /run/seed; then
   sed -n 's/^einsora-token: *//p' /run/seed/meta-data >/run/einsora-token
   home=/disk/home/einsora
+  # The user's own disk: whatever they left at ~/.ssh (a link elsewhere, say) goes, so root
+  # writes only a directory it made.
+  rm -rf $home/.ssh
   mkdir -p $home/.ssh
   sed -n '/ssh_authorized_keys:/,$ s/^ *- "\(.*\)"$/\1/p' /run/seed/user-data \
     | sed 's/\\"/"/g; s/\\\\/\\/g' >$home/.ssh/authorized_keys

@@ -77,7 +77,7 @@ fn due(cert_pem: &str) -> Option<OffsetDateTime> {
 }
 
 /// Written whole (a temporary file renamed over it), owner-only.
-fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     let mut file = std::fs::OpenOptions::new()
         .create(true)

@@ -265,7 +265,8 @@ fn refused(status: tonic::Status) -> SyncError {
 /// which the controller refuses: the machine isn't offered until it reads again.
 async fn inventory(probe: &crate::inventory::Probe, drivers: &mut Drivers) -> pb::AgentReport {
     let inventory = match crate::inventory::collect(probe).await {
-        Ok(machine) => {
+        Ok(mut machine) => {
+            drivers.with_passed_through(&mut machine.devices);
             drivers.know_gpus(machine.devices.iter().map(|d| d.uuid.clone()));
             InventoryReport {
                 gpu_note: drivers.gpu_note(&machine.devices),

@@ -48,6 +48,8 @@ pub struct Drivers {
     /// The machine's GPUs by UUID, as its latest inventory read listed them; `None` until one
     /// read (then nothing is refused for a missing GPU).
     gpus: Option<std::collections::HashSet<String>>,
+    /// Every GPU an inventory read listed, by UUID, as last listed.
+    listed_gpus: std::collections::HashMap<String, einsora_core::machine::Device>,
     /// The desired state last applied; `None` before the first (applying nothing would park
     /// every workload).
     desired: Option<Vec<pb::DesiredWorkload>>,
@@ -109,6 +111,7 @@ impl Drivers {
             sim: sim.then(|| sim::Sim::open(state_dir.join("sim.json"))),
             refused: Vec::new(),
             gpus: None,
+            listed_gpus: std::collections::HashMap::new(),
             desired: None,
             stream: 0,
             inbox,
@@ -182,16 +185,37 @@ impl Drivers {
         }
     }
 
-    /// Why the machine's GPUs can't be given to workloads here, if they can't: NVIDIA GPUs
-    /// need the linux-native driver with the NVIDIA driver's device nodes, or the docker driver
-    /// with an engine that can give each of them to containers (docker/gpus.rs; the sim
-    /// driver, which runs nothing, takes anything). The machine then offers CPU only, and says
-    /// why.
+    /// `devices` as the machine has them: what nvidia-smi listed, and the GPUs its VMs hold,
+    /// which the host's nvidia-smi doesn't list while they are passed through (as last listed
+    /// by this agent; one held since before it started isn't known, and stays unlisted until
+    /// its VM ends).
+    pub fn with_passed_through(&mut self, devices: &mut Vec<einsora_core::machine::Device>) {
+        for d in devices.iter() {
+            self.listed_gpus.insert(d.uuid.clone(), d.clone());
+        }
+        let Some(libvirt) = &self.libvirt else {
+            return;
+        };
+        for uuid in libvirt.passed_through() {
+            if devices.iter().all(|d| d.uuid != uuid)
+                && let Some(d) = self.listed_gpus.get(&uuid)
+            {
+                devices.push(d.clone());
+            }
+        }
+    }
+
     /// How this machine runs VMs, where it has a VM driver.
     pub fn vm_host(&self) -> Option<einsora_core::machine::VmHost> {
         self.libvirt.as_ref().map(libvirt::Libvirt::vm_host)
     }
 
+    /// Why the machine's GPUs can't be given to workloads here, if they can't: NVIDIA GPUs
+    /// need the linux-native driver with the NVIDIA driver's device nodes, the docker driver
+    /// with an engine that can give each of them to containers (docker/gpus.rs), or the
+    /// libvirt driver, which passes them to VMs whole (its IOMMU checks are per VM, at start);
+    /// the sim driver, which runs nothing, takes anything. The machine then offers CPU only,
+    /// and says why.
     pub fn gpu_note(&self, devices: &[einsora_core::machine::Device]) -> Option<GpuNote> {
         let nvidia: Vec<String> = devices
             .iter()
@@ -200,6 +224,7 @@ impl Drivers {
             .collect();
         if nvidia.is_empty()
             || self.sim.is_some()
+            || self.libvirt.is_some()
             || self.native.as_ref().is_some_and(native::Native::nvidia)
         {
             return None;

@@ -13,6 +13,10 @@ pub use einsora_core::machine::VmAccel as Accel;
 
 /// The namespace of Einsora's metadata in a domain: how an agent restart finds its own.
 pub const METADATA_NS: &str = "https://einsora.dev/xmlns/workload/1";
+/// The version of how domains are built: raised by a change to the XML that a running VM
+/// must not keep (a device removed, a channel changed), so that the next agent start ends
+/// running VMs built the old way ([`Domain::fingerprint`]).
+const LAYOUT: u32 = 1;
 /// The virtio-serial port the guest says it is ready on.
 const READY_PORT: &str = "org.einsora.ready";
 /// SSH sessions a VM serves at once: one virtio-serial port each, `org.einsora.ssh.<n>`.
@@ -125,13 +129,14 @@ impl Domain {
         dir.join(format!("ssh-{n}.sock"))
     }
 
-    /// What decides how the guest runs (not where its files are): a running domain whose
-    /// fingerprint differs was started under other settings.
+    /// What the guest is given (not where its files are, nor how its CPU runs: KVM or TCG is
+    /// decided by the agent's probe at each start, and a running guest under either is as
+    /// good): a running domain whose fingerprint differs was started under other settings, or
+    /// by an agent that builds domains otherwise ([`LAYOUT`]).
     pub fn fingerprint(&self) -> String {
         let gpus: Vec<String> = self.gpus.iter().map(ToString::to_string).collect();
         let text = format!(
-            "accel={} vcpus={} memory={} kernel={} initrd={} gpus={}",
-            self.accel.as_str(),
+            "layout={LAYOUT} vcpus={} memory={} kernel={} initrd={} gpus={}",
             self.vcpus,
             self.memory_mib,
             self.boot.kernel.display(),

@@ -16,8 +16,9 @@ mod ssh;
 mod vfio;
 mod virsh;
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, watch};
 
@@ -36,6 +37,7 @@ struct Supervised {
     config: LibvirtConfig,
     accel: Accel,
     gpus: Arc<vfio::Gpus>,
+    passed: Arc<Mutex<BTreeSet<String>>>,
     seen: SeenMap,
     changed: Arc<Notify>,
     outbox: Outbox,
@@ -51,6 +53,7 @@ impl Supervised {
                 self.config.clone(),
                 self.accel,
                 Arc::clone(&self.gpus),
+                Arc::clone(&self.passed),
                 Arc::clone(&self.seen),
                 Arc::clone(&self.changed),
                 self.outbox.clone(),
@@ -85,6 +88,8 @@ fn reachable(vm_dir: &std::path::Path) -> Result<(), String> {
 pub struct Libvirt {
     handle: Handle,
     host: VmHost,
+    /// The GPUs its running VMs were given, by UUID.
+    passed: Arc<Mutex<BTreeSet<String>>>,
     restarts: Arc<AtomicU32>,
 }
 
@@ -120,7 +125,8 @@ impl Libvirt {
             accel,
             limit: config.limit,
         };
-        let gpus = vfio::Gpus::read_now().await;
+        let gpus = vfio::Gpus::read_now(&config.state_dir).await;
+        let passed = Arc::<Mutex<BTreeSet<String>>>::default();
         let seen = SeenMap::default();
         let (handle, receiver) = Handle::new(Arc::clone(&seen));
         let restarts = Arc::new(AtomicU32::new(0));
@@ -128,6 +134,7 @@ impl Libvirt {
             config,
             accel,
             gpus: Arc::new(gpus),
+            passed: Arc::clone(&passed),
             seen,
             changed,
             outbox,
@@ -138,8 +145,18 @@ impl Libvirt {
         Some(Libvirt {
             handle,
             host,
+            passed,
             restarts,
         })
+    }
+
+    /// The GPUs its running VMs hold, by UUID: the host's nvidia-smi doesn't list a GPU
+    /// passed through, which is still the machine's.
+    pub fn passed_through(&self) -> BTreeSet<String> {
+        self.passed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// How its guests run here, and how many at once.

@@ -13,9 +13,9 @@
 //! agent's until then) as it starts: the directories only let others through (0711), never
 //! list them.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use einsora_core::agent::{Mode, StatusCode};
@@ -50,6 +50,8 @@ pub struct Worker {
     accel: Accel,
     /// The machine's GPUs, for VFIO.
     gpus: Arc<Gpus>,
+    /// The GPUs its running VMs hold, by UUID, as of its last pass.
+    passed: Arc<Mutex<BTreeSet<String>>>,
     seen: SeenMap,
     changed: Arc<Notify>,
     records: Records,
@@ -57,9 +59,10 @@ pub struct Worker {
     guests: HashMap<String, Guest>,
     /// When each parked guest was asked to shut down.
     stopping: HashMap<String, Instant>,
-    /// Attempts whose guest, found running as the agent started, was ended for running under
-    /// other settings: said so until the attempt is replaced.
-    ended_changed: HashSet<(String, u32)>,
+    /// Attempts this worker refused to start, or ended for running under other settings, and
+    /// what it said: said again (never tried again, nor logged again) while the attempt is
+    /// wanted running.
+    settled: HashMap<(String, u32), StatusCode>,
     /// Takes what guests print on their consoles, and where it is in each one's.
     outbox: Outbox,
     cursors: Cursors,
@@ -83,6 +86,7 @@ impl Worker {
         config: LibvirtConfig,
         accel: Accel,
         gpus: Arc<Gpus>,
+        passed: Arc<Mutex<BTreeSet<String>>>,
         seen: SeenMap,
         changed: Arc<Notify>,
         outbox: Outbox,
@@ -93,11 +97,12 @@ impl Worker {
             config,
             accel,
             gpus,
+            passed,
             seen,
             changed,
             guests: HashMap::new(),
             stopping: HashMap::new(),
-            ended_changed: HashSet::new(),
+            settled: HashMap::new(),
             outbox,
             cursors: Cursors::default(),
         }
@@ -156,6 +161,17 @@ impl Worker {
             }
         }
         self.guests.retain(|w, _| running.contains_key(w));
+        let passed: BTreeSet<String> = wanted
+            .iter()
+            .filter(|w| running.contains_key(&w.workload))
+            .flat_map(reserved)
+            .collect();
+        *self.passed.lock().unwrap_or_else(PoisonError::into_inner) = passed;
+        self.settled.retain(|(workload, attempt), _| {
+            wanted
+                .iter()
+                .any(|w| w.workload == *workload && w.attempt == *attempt && w.mode == Mode::Run)
+        });
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
         if *seen != statuses {
             *seen = statuses;
@@ -197,30 +213,36 @@ impl Worker {
                 // container whose sandbox changed is; its disk is kept for a new start.
                 tracing::warn!(workload = %w.workload, "a running VM was started under other settings (its fingerprint differs); ending it, its disk kept");
                 let _ = self.virsh.destroy(name).await;
-                self.ended_changed.insert((w.workload.clone(), w.attempt));
-                return StatusCode::SandboxChanged;
+                return self.settle(w, StatusCode::SandboxChanged);
             }
             return self.watch(w, &record);
         }
         self.guests.remove(&w.workload);
-        if self
-            .ended_changed
-            .contains(&(w.workload.clone(), w.attempt))
-        {
-            return StatusCode::SandboxChanged;
+        if let Some(&said) = self.settled.get(&(w.workload.clone(), w.attempt)) {
+            return said;
         }
         if record.started(w.attempt) {
             // This attempt's guest ended by itself (powered off from inside, or crashed): an
             // attempt is started once.
             return StatusCode::Exited;
         }
-        match self.start(w, record).await {
+        let code = match self.start(w, record).await {
             Ok(code) => code,
             Err(e) => {
                 tracing::warn!(workload = %w.workload, error = %e, "a VM didn't start");
                 StatusCode::StartFailed
             }
+        };
+        if code.is_failure() {
+            return self.settle(w, code);
         }
+        code
+    }
+
+    /// `code` is what `w`'s attempt ends with here.
+    fn settle(&mut self, w: &Wanted, code: StatusCode) -> StatusCode {
+        self.settled.insert((w.workload.clone(), w.attempt), code);
+        code
     }
 
     /// A running guest of `w`'s attempt: ready once it said so with its run's token, and then
@@ -358,17 +380,21 @@ impl Worker {
         }
     }
 
-    /// Whether a running guest of `w`'s attempt, found as the agent starts, runs as the agent
-    /// would start it now (its fingerprint, as containers' sandboxes): `false` when it was
-    /// started under other settings (another acceleration, say). Where that can't be told
-    /// (its base is gone, or its GPUs are no longer listed: a GPU passed through isn't), it is
-    /// left running.
+    /// Whether a running guest of `w`'s attempt that the worker isn't watching yet (found as
+    /// the agent starts, or just started) runs as the agent would start it now (its
+    /// fingerprint, as containers' sandboxes): `false` when it was started under other
+    /// settings (its GPUs passed otherwise, or by an agent that builds domains otherwise).
+    /// Where that can't be told (its record names no base, its base is gone, or its GPUs
+    /// can't be planned), it is left running.
     fn runs_as_it_would_start(&self, w: &Wanted, record: &Record, found: &Metadata) -> bool {
-        let base = self.config.images.get(&w.spec.runtime).and_then(|image| {
-            self.base(image, record.fingerprint.as_deref())
-                .ok()
-                .flatten()
-        });
+        let Some(hash) = record.fingerprint.as_deref() else {
+            return true;
+        };
+        let base = self
+            .config
+            .images
+            .get(&w.spec.runtime)
+            .and_then(|image| self.base(image, Some(hash)).ok().flatten());
         let (Some(base), Ok(gpus)) = (base, self.gpus.plan(&reserved(w))) else {
             return true;
         };

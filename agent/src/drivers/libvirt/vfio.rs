@@ -51,13 +51,33 @@ impl Gpus {
     /// How long nvidia-smi may take to answer.
     const LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-    /// Asks nvidia-smi now. None where it isn't installed or sees no GPU; a failed or
-    /// unreadable answer is logged and counts as none (a VM given GPUs is then refused,
-    /// `gpu_passthrough_unavailable`, naming them in the log).
-    pub async fn read_now() -> Gpus {
+    /// Asks nvidia-smi now, and adds what an earlier start of the agent heard and saved in
+    /// `state_dir` (`gpu-bus-ids.json`): a GPU libvirt has bound to a VM isn't listed, so one
+    /// held across an agent restart is known from there. None where nvidia-smi isn't installed
+    /// or sees no GPU; a failed or unreadable answer is logged and counts as none (a VM given
+    /// GPUs is then refused, `gpu_passthrough_unavailable`, naming them in the log).
+    pub async fn read_now(state_dir: &Path) -> Gpus {
+        let saved = state_dir.join(SAVED);
+        let mut bus_ids = read_saved(&saved);
+        bus_ids.extend(Self::listed_now().await);
+        if !bus_ids.is_empty() {
+            let text: BTreeMap<&String, String> =
+                bus_ids.iter().map(|(u, a)| (u, a.to_string())).collect();
+            let text = serde_json::to_string(&text).unwrap_or_default();
+            if let Err(e) = crate::renew::write_private(&saved, &text) {
+                tracing::warn!(path = %saved.display(), error = %e, "couldn't save the GPUs' PCI bus IDs");
+            }
+        }
+        Gpus {
+            bus_ids,
+            sysfs: PathBuf::from("/sys"),
+        }
+    }
+
+    async fn listed_now() -> BTreeMap<String, PciAddress> {
         let program = crate::inventory::nvidia::NVIDIA_SMI;
         let answer = crate::inventory::command::run_tool(program, &QUERY, Self::LIMIT).await;
-        let bus_ids = match answer {
+        match answer {
             Ok(Some(out)) if out.status.success() => {
                 parse_bus_ids(&out.stdout).unwrap_or_else(|e| {
                     tracing::warn!(error = %e, "nvidia-smi's PCI bus IDs don't read: no GPU passthrough");
@@ -69,10 +89,6 @@ impl Gpus {
                 tracing::warn!(error = %e, "nvidia-smi didn't answer: no GPU passthrough");
                 BTreeMap::new()
             }
-        };
-        Gpus {
-            bus_ids,
-            sysfs: PathBuf::from("/sys"),
         }
     }
 
@@ -89,6 +105,47 @@ impl Gpus {
     pub fn plan(&self, reserved: &[String]) -> Result<Vec<PciAddress>, Refusal> {
         plan(&self.sysfs, &self.bus_ids, reserved)
     }
+}
+
+/// The agent's saved UUID → bus ID map, in its state directory.
+const SAVED: &str = "gpu-bus-ids.json";
+/// The most a saved map may weigh: far more than a machine's GPUs.
+const SAVED_LIMIT: u64 = 64 << 10;
+
+/// The saved map; empty where there is none, and where it doesn't read (logged).
+fn read_saved(path: &Path) -> BTreeMap<String, PciAddress> {
+    let text = match File::open(path) {
+        Ok(file) => {
+            let mut text = String::new();
+            match file.take(SAVED_LIMIT).read_to_string(&mut text) {
+                Ok(_) => text,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "the saved GPU bus IDs don't read");
+                    return BTreeMap::new();
+                }
+            }
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => return BTreeMap::new(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "the saved GPU bus IDs don't read");
+            return BTreeMap::new();
+        }
+    };
+    // Each entry a GPU's UUID and a PCI address, or none of it is used.
+    let parsed = serde_json::from_str::<BTreeMap<String, String>>(&text)
+        .ok()
+        .and_then(|map| {
+            map.into_iter()
+                .map(|(uuid, address)| {
+                    let address: PciAddress = address.parse().ok()?;
+                    is_gpu_uuid(&uuid).then_some((uuid, address))
+                })
+                .collect::<Option<BTreeMap<String, PciAddress>>>()
+        });
+    parsed.unwrap_or_else(|| {
+        tracing::warn!(path = %path.display(), "the saved GPU bus IDs don't read; asking nvidia-smi only");
+        BTreeMap::new()
+    })
 }
 
 /// Parses the answer to QUERY into UUID → PCI address. Blank lines skipped; any other line that

@@ -18,7 +18,6 @@ use std::collections::{HashMap, HashSet};
 
 use einsora_core::accelerator::AcceleratorKind;
 use einsora_core::catalog::{Catalog, ComputeClass};
-use einsora_core::driver::DriverInfo;
 use einsora_core::kind::WorkloadKind;
 use einsora_core::machine::{Device, Machine};
 use einsora_core::reasons::{CapacityUnit, Placement, Reason};
@@ -36,8 +35,8 @@ pub struct Candidate {
     pub machine: Machine,
     /// The drivers its agent has.
     pub drivers: Vec<String>,
-    /// At most this many VMs at once, as its owner set: for each driver that runs VMs, beside
-    /// the driver table's own limit.
+    /// At most this many VMs at once, as its owner set, beside each driver's own limit from
+    /// the driver table.
     pub vm_limit: Option<u32>,
     /// Online, with an inventory that fits it: offered for placement.
     pub offered: bool,
@@ -56,6 +55,8 @@ pub struct Held {
     pub device_uuids: HashSet<String>,
     /// Workloads per driver.
     pub per_driver: HashMap<String, u32>,
+    /// VMs, whichever driver runs them.
+    pub vms: u32,
 }
 
 /// Decides for one waiting workload on its requested class, taking what it needs from its
@@ -116,8 +117,9 @@ fn place_on(
     let mut most_free = 0;
     // A Mac that would take it, but for its Apple GPU in another workload's hands.
     let mut waits_for_apple_gpu = false;
-    // A machine that would take it, but for its driver's limit (or its owner's).
-    let mut waits_for_driver_room = false;
+    // A machine that would take it, but for its driver's limit (or its owner's); and one
+    // whose drivers had room (then what it lacks is capacity, not room).
+    let (mut machines_at_a_limit, mut any_with_room) = (false, false);
     for candidate in machines.iter_mut() {
         let m = &candidate.machine;
         if !m.can_host(w.tenant_id, &w.region) || returning.is_some_and(|id| id != m.id) {
@@ -146,21 +148,23 @@ fn place_on(
         // The first of its drivers with room here, and whose needs are free: on a Mac, a CPU
         // workload's macos-native needs the Apple GPU too, which macos-container doesn't.
         let apple_gpu_held = apple_gpu_held(m, &candidate.held, catalog);
-        let limit_of = |d: &DriverInfo| {
-            let owners = candidate
+        // The owner's limit counts the machine's VMs, whichever driver runs them; the driver
+        // table's, each driver's workloads.
+        let vms_full = w.kind == WorkloadKind::Vm
+            && candidate
                 .vm_limit
-                .filter(|_| d.kinds.contains(&WorkloadKind::Vm));
-            match (d.per_machine_limit, owners) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            }
-        };
+                .is_some_and(|limit| candidate.held.vms >= limit);
         let (with_room, full): (Vec<_>, Vec<_>) = drivers.into_iter().partition(|d| {
-            limit_of(d).is_none_or(|limit| {
-                candidate.held.per_driver.get(d.name).copied().unwrap_or(0) < limit
-            })
+            !vms_full
+                && d.per_machine_limit.is_none_or(|limit| {
+                    candidate.held.per_driver.get(d.name).copied().unwrap_or(0) < limit
+                })
         });
-        waits_for_driver_room |= with_room.is_empty() && !full.is_empty();
+        if with_room.is_empty() && !full.is_empty() {
+            machines_at_a_limit = true;
+            continue;
+        }
+        any_with_room = true;
         let mut with_room = with_room.into_iter();
         let Some((driver, apple_gpu)) =
             with_room.find_map(|d| match reserved_apple_gpu(class, d.name, m) {
@@ -219,6 +223,9 @@ fn place_on(
         held.memory_bytes += class.memory_bytes();
         *held.devices.entry(class.name().to_owned()).or_default() += devices;
         *held.per_driver.entry(driver.name.to_owned()).or_default() += 1;
+        if w.kind == WorkloadKind::Vm {
+            held.vms += 1;
+        }
         let served_by = (w.kind == WorkloadKind::Endpoint)
             .then(|| image.runtime_for(class.accelerator()))
             .flatten()
@@ -247,7 +254,7 @@ fn place_on(
     if waits_for_apple_gpu {
         return Decision::Wait(Reason::WaitingForAppleGpu { class: class_name });
     }
-    if waits_for_driver_room {
+    if machines_at_a_limit && !any_with_room {
         return Decision::Wait(Reason::WaitingForDriverRoom {
             kind: w.kind,
             class: class_name,

@@ -175,9 +175,7 @@ impl Reconciler {
                 && matches!(
                     decision,
                     Decision::Wait(
-                        Reason::WaitingForCapacity { .. }
-                            | Reason::WaitingForAppleGpu { .. }
-                            | Reason::WaitingForDriverRoom { .. }
+                        Reason::WaitingForCapacity { .. } | Reason::WaitingForAppleGpu { .. }
                     )
                 );
             if is_aged {
@@ -237,6 +235,9 @@ impl Reconciler {
             // Its devices stay held even when its class left the catalog (it runs on, retired).
             let h = held.entry(machine).or_default();
             h.device_uuids.extend(w.devices.iter().cloned());
+            if w.kind == einsora_core::kind::WorkloadKind::Vm {
+                h.vms += 1;
+            }
             let placed = w.placed_class.as_deref().unwrap_or(&w.gpu_class);
             let Some(class) = self.catalog.class(placed) else {
                 continue;

@@ -29,6 +29,7 @@ fn worker_with(dir: &Path, accel: Accel, gpus: Gpus) -> Worker {
         config,
         accel,
         Arc::new(gpus),
+        Arc::default(),
         SeenMap::default(),
         Arc::default(),
         outbox,
@@ -64,8 +65,9 @@ fn wanted(cpus: u32) -> Wanted {
 }
 
 /// A guest found running as the agent starts is kept only if it runs as the agent would start
-/// it now: under another acceleration (or another shape) it was started under other settings.
-/// Where its base is gone, that can't be told, and it is left running.
+/// it now: with another shape it was started under other settings; under another acceleration
+/// it is as good (the probe decides that at each start). Where its base is gone, or its record
+/// names none, that can't be told, and it is left running.
 #[test]
 fn a_running_vm_found_under_other_settings_is_told_apart() {
     let dir = tempfile::tempdir().unwrap();
@@ -91,14 +93,19 @@ fn a_running_vm_found_under_other_settings_is_told_apart() {
     assert!(tcg.runs_as_it_would_start(&w, &record, &as_started));
 
     let kvm = worker(dir.path(), Accel::Kvm);
-    assert!(!kvm.runs_as_it_would_start(&w, &record, &as_started));
+    assert!(kvm.runs_as_it_would_start(&w, &record, &as_started));
     assert!(!tcg.runs_as_it_would_start(&wanted(2), &record, &as_started));
 
     let gone = Record {
         fingerprint: Some("c1c1".into()),
+        ..record.clone()
+    };
+    assert!(tcg.runs_as_it_would_start(&wanted(2), &gone, &as_started));
+    let unnamed = Record {
+        fingerprint: None,
         ..record
     };
-    assert!(kvm.runs_as_it_would_start(&w, &gone, &as_started));
+    assert!(tcg.runs_as_it_would_start(&wanted(2), &unnamed, &as_started));
 }
 
 /// A VM given a GPU whose IOMMU group it would share with the host's NIC isn't started: it

@@ -343,3 +343,23 @@ fn unreadable(refusal: &Refusal) -> &str {
         other => panic!("not unreadable: {other:?}"),
     }
 }
+
+/// What an earlier start heard is kept in the state directory and used again (a GPU bound to
+/// a VM isn't listed by nvidia-smi); a saved map that doesn't read is ignored whole.
+#[tokio::test]
+async fn the_bus_ids_heard_before_are_kept_across_agent_starts() {
+    let state = tempfile::tempdir().unwrap();
+    let saved = state.path().join(SAVED);
+    fs::write(&saved, format!("{{\"{GPU_A}\": \"0000:3b:00.0\"}}")).unwrap();
+    let gpus = Gpus::read_now(state.path()).await;
+    assert_eq!(gpus.bus_ids.get(GPU_A), Some(&addr("0000:3b:00.0")));
+    for bad in [
+        "not json".to_owned(),
+        format!("{{\"{GPU_A}\": \"../../etc\"}}"),
+        "{\"../x\": \"0000:3b:00.0\"}".to_owned(),
+    ] {
+        fs::write(&saved, bad).unwrap();
+        let gpus = Gpus::read_now(state.path()).await;
+        assert!(!gpus.bus_ids.contains_key(GPU_A));
+    }
+}

@@ -395,6 +395,42 @@ fn an_owners_vm_limit_holds_for_drivers_that_run_vms() {
     }
 }
 
+/// The owner's limit counts the machine's VMs whichever driver runs them, and nothing else:
+/// with two drivers that run VMs it still holds, and notebooks on one of them don't count.
+/// Where another machine had room but not the CPUs, the wait is for capacity, not room.
+#[test]
+fn an_owners_vm_limit_counts_vms_across_drivers_and_only_vms() {
+    let catalog = Catalog::builtin();
+    let owner = TenantId::new();
+    let mut host = candidate(machine(owner, "host", 16, 64, vec![]), &["libvirt", "sim"]);
+    host.vm_limit = Some(1);
+    let mut machines = [host];
+    let notebook = workload(owner, WorkloadKind::Notebook, "cpu-1c-2g", "jupyterlab");
+    for _ in 0..2 {
+        assert!(matches!(
+            place(&notebook, &catalog, false, &mut machines),
+            Decision::Admit { .. }
+        ));
+    }
+    let vm = workload(owner, WorkloadKind::Vm, "cpu-1c-2g", "debian-12");
+    assert!(matches!(
+        place(&vm, &catalog, false, &mut machines),
+        Decision::Admit { .. }
+    ));
+    assert_eq!(
+        place(&vm, &catalog, false, &mut machines),
+        waiting_for_room()
+    );
+
+    let busy = candidate(machine(owner, "busy", 1, 64, vec![]), &["libvirt"]);
+    let mut machines = [machines[0].clone(), busy];
+    machines[1].held.cpus = 1;
+    assert!(matches!(
+        place(&vm, &catalog, false, &mut machines),
+        Decision::Wait(Reason::WaitingForCapacity { .. })
+    ));
+}
+
 /// A CPU notebook on a Mac's native driver holds its Apple GPU too, exclusively, since its code
 /// can use Metal (seeds: "Native CPU on Macs"); its usage stays on its CPU class. Each waits
 /// while the other holds the GPU, saying why.
