@@ -93,6 +93,8 @@ fn a_lab_from_compose_takes_in_a_solo_relays_fails_over_and_keeps_everything() {
     // A machine joins from the LAN, given both controllers' ports.
     let agents = lab.agents.map(|port| format!("{}:{port}", lan.address()));
     let machine = join(&stack, &owner, &lan, &agents[0], "box");
+    // Declared before its agent: its notebook ends after the agent stops.
+    let _leftovers = crate::harness::notebooks::Leftovers::of_agent(&machine.state);
     let wheels = wheelhouse(&["notebook"]);
     let both = agents.join(",");
     let agent = run_agent_apart(

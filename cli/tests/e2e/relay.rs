@@ -58,10 +58,15 @@ fn workloads_on_other_machines_are_opened_through_the_relay() {
         ("EINSORA_NATIVE_WHEELS", wheels.path().to_str().unwrap()),
         ("EINSORA_MODELS_DIR", models.path().to_str().unwrap()),
     ];
+    // Declared before the machines: their workloads end after their agents stop.
+    let mut leftovers = Vec::new();
     let machines: Vec<_> = ["left", "right"]
         .into_iter()
         .map(|name| {
             let machine = join(&solo, &owner, &lan, &agents, name);
+            leftovers.push(crate::harness::notebooks::Leftovers::of_agent(
+                &machine.state,
+            ));
             let agent = run_agent_apart(&solo, &machine, &apart);
             (machine, agent)
         })

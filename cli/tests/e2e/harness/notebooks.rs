@@ -33,6 +33,17 @@ impl Leftovers {
         }
     }
 
+    /// The native workloads of a joined machine's agent (its state directory `agent`): they
+    /// outlive their agent by design, so a test that ran some ends them here, after its agent.
+    pub fn of_agent(agent: &Path) -> Leftovers {
+        Leftovers {
+            machine_id: agent.join("machine-id"),
+            models: None,
+            wheels: None,
+            mac_runs: None,
+        }
+    }
+
     /// The models directory [`solo`] made.
     pub fn models(&self) -> &Path {
         self.models.as_ref().expect("a models directory").path()
