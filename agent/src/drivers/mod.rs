@@ -190,19 +190,12 @@ impl Drivers {
     /// by this agent; one held since before it started isn't known, and stays unlisted until
     /// its VM ends).
     pub fn with_passed_through(&mut self, devices: &mut Vec<einsora_core::machine::Device>) {
-        for d in devices.iter() {
-            self.listed_gpus.insert(d.uuid.clone(), d.clone());
-        }
-        let Some(libvirt) = &self.libvirt else {
-            return;
-        };
-        for uuid in libvirt.passed_through() {
-            if devices.iter().all(|d| d.uuid != uuid)
-                && let Some(d) = self.listed_gpus.get(&uuid)
-            {
-                devices.push(d.clone());
-            }
-        }
+        let passed = self
+            .libvirt
+            .as_ref()
+            .map(libvirt::Libvirt::passed_through)
+            .unwrap_or_default();
+        keep_passed_through(&mut self.listed_gpus, devices, &passed);
     }
 
     /// How this machine runs VMs, where it has a VM driver.
@@ -416,6 +409,25 @@ fn refusal(spec: &PlacedSpec, mode: Mode) -> Option<StatusCode> {
     })
 }
 
+/// Remembers each device `devices` lists, then adds those of `passed` (UUIDs) it no longer
+/// lists, as they were last listed; one never listed can't be added.
+fn keep_passed_through(
+    listed: &mut std::collections::HashMap<String, einsora_core::machine::Device>,
+    devices: &mut Vec<einsora_core::machine::Device>,
+    passed: &std::collections::BTreeSet<String>,
+) {
+    for d in devices.iter() {
+        listed.insert(d.uuid.clone(), d.clone());
+    }
+    for uuid in passed {
+        if devices.iter().all(|d| &d.uuid != uuid)
+            && let Some(d) = listed.get(uuid)
+        {
+            devices.push(d.clone());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,5 +579,30 @@ mod tests {
         };
         assert_eq!(code(&bad), StatusCode::StartFailed, "no spec: refused");
         assert_eq!(code(&good), StatusCode::Starting);
+    }
+
+    /// A GPU a VM holds isn't listed by the host's nvidia-smi: the inventory keeps it as last
+    /// listed, and only while a VM holds it; one never listed isn't made up.
+    #[test]
+    fn gpus_passed_to_vms_stay_in_the_inventory_as_last_listed() {
+        use einsora_core::accelerator::AcceleratorKind;
+        use einsora_core::machine::Device;
+        let gpu = |uuid: &str| Device {
+            vendor: AcceleratorKind::Nvidia,
+            model: "NVIDIA L40S".into(),
+            uuid: uuid.into(),
+            memory_bytes: 48 << 30,
+        };
+        let mut listed = std::collections::HashMap::new();
+        let mut devices = vec![gpu("GPU-a"), gpu("GPU-b")];
+        keep_passed_through(&mut listed, &mut devices, &Default::default());
+        assert_eq!(devices.len(), 2);
+        let passed = std::collections::BTreeSet::from(["GPU-a".to_owned(), "GPU-z".to_owned()]);
+        let mut devices = vec![gpu("GPU-b")];
+        keep_passed_through(&mut listed, &mut devices, &passed);
+        assert_eq!(devices, vec![gpu("GPU-b"), gpu("GPU-a")]);
+        let mut devices = vec![gpu("GPU-b")];
+        keep_passed_through(&mut listed, &mut devices, &Default::default());
+        assert_eq!(devices, vec![gpu("GPU-b")], "its VM ended: as listed");
     }
 }
