@@ -126,19 +126,7 @@ async fn once(api: &Api, dir: &Path, access: &str, run: usize) -> anyhow::Result
     let state = einsora_core::run_dirs::default_state_dir(dir);
     let socket = tokio::spawn(socket_answers(state, id.clone(), started));
     let deadline = started + Duration::from_secs(120);
-    loop {
-        let (status, w) = api
-            .send(Method::GET, &format!("/v1/workloads/{id}"), None)
-            .await?;
-        anyhow::ensure!(status == 200, "reading it answered {status}: {w}");
-        match w["state"].as_str() {
-            Some("running") => break,
-            Some("failed") => anyhow::bail!("{id} failed: {w}"),
-            _ => {}
-        }
-        anyhow::ensure!(Instant::now() < deadline, "{id} never ran: {w}");
-        tokio::time::sleep(POLL).await;
-    }
+    api.wait_running(&id, POLL, deadline).await?;
     let running = started.elapsed();
     let (host, cookie) = support::open_notebook(api, access, &id).await?;
     loop {

@@ -237,19 +237,7 @@ async fn once(
         anyhow::ensure!(started.elapsed() < LIMIT, "{id}'s domain never ran");
         tokio::time::sleep(POLL).await;
     }
-    loop {
-        let (status, w) = api
-            .send(Method::GET, &format!("/v1/workloads/{id}"), None)
-            .await?;
-        anyhow::ensure!(status == 200, "reading it answered {status}: {w}");
-        match w["state"].as_str() {
-            Some("running") => break,
-            Some("failed") => anyhow::bail!("{id} failed: {w}"),
-            _ => {}
-        }
-        anyhow::ensure!(started.elapsed() < LIMIT, "{id} never ran: {w}");
-        tokio::time::sleep(POLL).await;
-    }
+    api.wait_running(&id, POLL, started + LIMIT).await?;
     steps.api_running = started.elapsed().as_secs_f64();
     loop {
         let ssh = Command::new(support::EINSORA)

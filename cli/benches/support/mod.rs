@@ -55,6 +55,29 @@ impl Api {
         ))
     }
 
+    /// Polls the workload `id` every `poll` until it runs; an error once it failed, or at
+    /// `deadline`.
+    pub async fn wait_running(
+        &self,
+        id: &str,
+        poll: Duration,
+        deadline: Instant,
+    ) -> anyhow::Result<()> {
+        loop {
+            let (status, w) = self
+                .send(Method::GET, &format!("/v1/workloads/{id}"), None)
+                .await?;
+            anyhow::ensure!(status == 200, "reading it answered {status}: {w}");
+            match w["state"].as_str() {
+                Some("running") => return Ok(()),
+                Some("failed") => anyhow::bail!("{id} failed: {w}"),
+                _ => {}
+            }
+            anyhow::ensure!(Instant::now() < deadline, "{id} never ran: {w}");
+            tokio::time::sleep(poll).await;
+        }
+    }
+
     pub async fn create(&self, name: &str) -> anyhow::Result<String> {
         let body = json!({ "kind": "notebook", "name": name, "gpu_class": "cpu-1c-2g", "image": "jupyterlab" });
         let (status, answer) = self.send(Method::POST, "/v1/workloads", Some(body)).await?;
